@@ -1,0 +1,31 @@
+"""Vertical partitioning of a cluster into k^m-anonymous public chunks and a private chunk.
+
+Pure functions, no I/O.  Each method is registered by the name the CLI and DESIGN.md use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from .basic import partition_basic
+from .model import Itemset, Partition, Record
+from .testing import partition_testing
+
+Partitioner = Callable[[Sequence[Record], int, int], Partition]
+
+METHODS: dict[str, Partitioner] = {
+    "basic": partition_basic,
+    "testing": partition_testing,
+}
+
+
+def partition(method: str, records: Sequence[Record], k: int, m: int) -> Partition:
+    """Split one cluster's records with the named method."""
+    try:
+        partitioner = METHODS[method]
+    except KeyError:
+        raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}") from None
+    return partitioner(records, k, m)
+
+
+__all__ = ["METHODS", "Itemset", "Partition", "Record", "partition"]

@@ -1,0 +1,222 @@
+"""The independent verifier: is what the public cloud holds safe to hold?
+
+It reads the public zone only (it is handed a read-only view of it) and recomputes everything
+from the published files, sharing no algorithm with the partitioners:
+
+* every public chunk is k^m-anonymous: every itemset of at most m terms that occurs in its
+  subrecords occurs in at least k of them (counted directly, itemset by itemset);
+* no pseudonym occurs in two chunks (which would let the public cloud join them);
+* nothing private is there: every file is a listed public chunk, its index or the manifest,
+  every chunk is labelled public, the files match their checksums, each index matches its chunk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from itertools import combinations
+from math import comb
+
+from . import chunkformat as fmt
+from .store import Store, StoreError, ZoneReader
+
+DEFAULT_MAX_ITEMSETS = 20_000_000  # combinations enumerated per chunk before giving up
+EXAMPLES = 5                        # violating itemsets reported per chunk
+
+
+@dataclass(frozen=True)
+class Violation:
+    kind: str      # 'km-anonymity', 'linkable-pseudonym', 'private-data', 'integrity', 'unverifiable'
+    where: str
+    detail: str
+
+
+@dataclass
+class AuditReport:
+    store: str
+    version: str | None
+    k: int | None = None
+    m: int | None = None
+    chunks: int = 0
+    subrecords: int = 0
+    itemsets_checked: int = 0
+    violations: list[Violation] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def as_dict(self) -> dict:
+        return {"ok": self.ok, "store": self.store, "version": self.version, "k": self.k,
+                "m": self.m, "chunks": self.chunks, "subrecords": self.subrecords,
+                "itemsets_checked": self.itemsets_checked,
+                "violations": [v.__dict__ for v in self.violations]}
+
+
+def km_violations(subrecords: list[list[str]], k: int, m: int,
+                  max_itemsets: int) -> tuple[int, list[tuple[tuple[str, ...], int]]] | None:
+    """Count every itemset of size 1..m in the subrecords; return (itemsets, those below k).
+
+    Identical subrecords are counted once with their multiplicity.  Returns None when the
+    enumeration would exceed ``max_itemsets`` (the chunk cannot be verified within the budget).
+    """
+    distinct = Counter(tuple(sorted(set(s))) for s in subrecords)
+    work = sum(comb(len(s), size) for s in distinct for size in range(1, m + 1))
+    if work > max_itemsets:
+        return None
+    support: Counter[tuple[str, ...]] = Counter()
+    for terms, weight in distinct.items():
+        for size in range(1, min(m, len(terms)) + 1):
+            for itemset in combinations(terms, size):
+                support[itemset] += weight
+    rare = sorted(((i, s) for i, s in support.items() if s < k), key=lambda x: (x[1], x[0]))
+    return len(support), rare
+
+
+class _Auditor:
+    def __init__(self, zone: ZoneReader, version: str, report: AuditReport,
+                 max_itemsets: int) -> None:
+        self.zone, self.version, self.report = zone, version, report
+        self.max_itemsets = max_itemsets
+        self.owner_of: dict[str, str] = {}  # pseudonym -> chunk
+
+    def flag(self, kind: str, where: str, detail: str) -> None:
+        self.report.violations.append(Violation(kind, where, detail))
+
+    def read_checked(self, path: str, expected_sha: str | None) -> bytes | None:
+        if not self.zone.exists(path):
+            self.flag("integrity", path, "listed in the manifest but missing")
+            return None
+        data = self.zone.read(path)
+        if hashlib.sha256(data).hexdigest() != expected_sha:
+            self.flag("integrity", path, "content does not match the manifest's sha256")
+        return data
+
+    def check_chunk(self, entry: dict, k: int, m: int) -> None:
+        chunk_id = entry.get("id", "")
+        where = fmt.chunk_path(self.version, chunk_id)
+        if entry.get("priLabel") is not False:
+            self.flag("private-data", where, f"chunk is labelled priLabel={entry.get('priLabel')!r}")
+        sha = entry.get("sha256") or {}
+        data = self.read_checked(where, sha.get("chunk"))
+        index_where = fmt.index_path(self.version, chunk_id)
+        index_data = self.read_checked(index_where, sha.get("index"))
+        if data is None:
+            return
+        try:
+            rows = list(fmt.decode_chunk(data, where))
+        except (fmt.FormatError, UnicodeDecodeError) as exc:
+            self.flag("integrity", where, str(exc))
+            return
+        self.report.chunks += 1
+        self.report.subrecords += len(rows)
+        self.check_rows(where, chunk_id, rows, entry)
+        if index_data is not None:
+            self.check_index(index_where, index_data, rows)
+        result = km_violations([terms for _, terms in rows], k, m, self.max_itemsets)
+        if result is None:
+            self.flag("unverifiable", where, f"more than {self.max_itemsets:,} itemsets to count; "
+                      "raise --max-itemsets to verify it")
+            return
+        counted, rare = result
+        self.report.itemsets_checked += counted
+        for itemset, support in rare[:EXAMPLES]:
+            self.flag("km-anonymity", where,
+                      f"itemset {list(itemset)} occurs in {support} subrecord(s) (< k={k})")
+        if len(rare) > EXAMPLES:
+            self.flag("km-anonymity", where, f"... and {len(rare) - EXAMPLES} more rare itemsets")
+
+    def check_rows(self, where: str, chunk_id: str, rows: list[tuple[str, list[str]]],
+                   entry: dict) -> None:
+        if entry.get("subrecords") != len(rows):
+            self.flag("integrity", where, f"{len(rows)} subrecords, manifest says "
+                      f"{entry.get('subrecords')}")
+        previous = ""
+        for pseudonym, terms in rows:
+            if not fmt.PSEUDONYM_RE.match(pseudonym):
+                self.flag("private-data", where, f"{pseudonym!r} is not a pseudonym")
+            if pseudonym <= previous:
+                self.flag("integrity", where, "subrecords are not strictly ordered by pseudonym")
+            previous = pseudonym
+            if not terms or terms != sorted(set(terms)):
+                self.flag("integrity", where, f"subrecord {pseudonym} is empty or not sorted")
+            other = self.owner_of.setdefault(pseudonym, chunk_id)
+            if other != chunk_id:
+                self.flag("linkable-pseudonym", where,
+                          f"pseudonym {pseudonym} also occurs in chunk {other}")
+
+    def check_index(self, where: str, data: bytes, rows: list[tuple[str, list[str]]]) -> None:
+        expected: dict[str, list[str]] = {}
+        for pseudonym, terms in rows:
+            for term in terms:
+                expected.setdefault(term, []).append(pseudonym)
+        try:
+            actual = dict(fmt.decode_index(data, where))
+        except (fmt.FormatError, UnicodeDecodeError) as exc:
+            self.flag("integrity", where, str(exc))
+            return
+        if actual != {t: sorted(ps) for t, ps in expected.items()}:
+            self.flag("integrity", where, "inverted index does not match its chunk")
+
+    def check_listing(self, chunk_ids: list[str]) -> None:
+        allowed = {fmt.manifest_path(self.version)}
+        for chunk_id in chunk_ids:
+            allowed |= {fmt.chunk_path(self.version, chunk_id), fmt.index_path(self.version, chunk_id)}
+            if not fmt.CHUNK_ID_RE.match(chunk_id):
+                self.flag("private-data", chunk_id, "chunk id is not an opaque random id")
+        for path in self.zone.walk(self.version):
+            if path not in allowed:
+                self.flag("private-data", path, "file in the public zone that the manifest does "
+                          "not list as a public chunk")
+
+
+def _check_zone_top(zone: ZoneReader, report: AuditReport) -> None:
+    for name in zone.list():
+        if name in (fmt.POINTER, fmt.POINTER + ".tmp") or fmt.VERSION_RE.match(name) \
+                or name.startswith(fmt.STAGING_PREFIX):
+            continue
+        report.violations.append(Violation("private-data", name,
+                                           "unexpected file in the public zone"))
+
+
+def _versions(zone: ZoneReader) -> Iterator[str]:
+    return (n for n in zone.list() if fmt.VERSION_RE.match(n))
+
+
+def audit(store: Store, *, version: str | None = None, k: int | None = None,
+          m: int | None = None, max_itemsets: int = DEFAULT_MAX_ITEMSETS) -> AuditReport:
+    """Audit one version (the current one by default) from the public zone alone.
+
+    ``k``/``m`` audit against stricter parameters than the manifest claims; by default the
+    manifest's own are used.
+    """
+    zone = store.zone("public")
+    if version is None and zone.exists(fmt.POINTER):
+        version = zone.read(fmt.POINTER).decode("utf-8", "replace").strip()
+    report = AuditReport(store.url, version)
+    _check_zone_top(zone, report)
+    if version is None:
+        raise StoreError(f"{store.url}: no publication to audit (no {fmt.POINTER} pointer)")
+    if version not in set(_versions(zone)):
+        report.violations.append(Violation("integrity", fmt.POINTER,
+                                           f"names {version!r}, which is not in the public zone"))
+        return report
+    manifest_where = fmt.manifest_path(version)
+    try:
+        manifest = fmt.decode_json(zone.read(manifest_where), manifest_where)
+        chunks = manifest["chunks"]
+        report.k = k or int(manifest["k"])
+        report.m = m or int(manifest["m"])
+    except (fmt.FormatError, StoreError, KeyError, TypeError, ValueError) as exc:
+        report.violations.append(Violation("integrity", manifest_where, f"unreadable: {exc}"))
+        return report
+    if report.k < int(manifest["k"]) or report.m < int(manifest["m"]):
+        raise ValueError(f"audit parameters k={report.k}, m={report.m} are weaker than the "
+                         f"publication's own (k={manifest['k']}, m={manifest['m']})")
+    auditor = _Auditor(zone, version, report, max_itemsets)
+    auditor.check_listing([c.get("id", "") for c in chunks])
+    for entry in chunks:
+        auditor.check_chunk(entry, report.k, report.m)
+    return report

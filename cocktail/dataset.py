@@ -1,0 +1,326 @@
+"""Reading set-valued data (FIMI, SPMF, CSV, JSON Lines) into records, with line-precise errors.
+
+Every reader turns a file into record ids and records (sets of string terms).  A malformed line
+stops the load with ``file:line: what is wrong``, or, with ``skip_bad_lines``, is skipped and
+counted.  Lines are decoded one by one so that a stray non-UTF-8 byte is reported at its line.
+Duplicate terms in a record collapse; empty records are kept (they are records of the dataset).
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+FORMATS = ("fimi", "spmf", "csv", "jsonl")
+_EXTENSIONS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
+_CSV_HEADER = ["record_id", "term"]
+_NEGATIVE_NUMBER = re.compile(r"-\d+(?:\.\d*)?", re.ASCII)
+
+PathLike = str | os.PathLike[str]
+
+
+class InputError(ValueError):
+    """Unreadable or malformed input; the message names the file and, if any, the line."""
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Records in input order with their unique ids."""
+
+    ids: tuple[str, ...]
+    records: tuple[frozenset[str], ...]
+    source: str
+    format: str
+    skipped_lines: int = 0
+    duplicate_terms: int = 0
+
+    def __post_init__(self) -> None:
+        if len(self.ids) != len(self.records):
+            raise ValueError(f"{len(self.ids)} ids for {len(self.records)} records")
+        if len(set(self.ids)) != len(self.ids):
+            raise ValueError("record ids are not unique")
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    @property
+    def empty_records(self) -> int:
+        return sum(1 for r in self.records if not r)
+
+    def terms(self) -> set[str]:
+        """The distinct terms of all records."""
+        return set().union(*self.records)
+
+    def count_containing(self, terms: Iterable[str]) -> int:
+        """Brute force over the raw records: the oracle exact answers are checked against."""
+        wanted = set(terms)
+        return sum(1 for r in self.records if wanted <= r)
+
+    def head(self, n: int) -> Dataset:
+        """The first ``n`` records with their ids (a subsample for tests and experiments)."""
+        return Dataset(self.ids[:n], self.records[:n], self.source, self.format)
+
+
+class _Malformed(Exception):
+    """A bad line, raised by the per-format parsers; the message says what is wrong."""
+
+
+class _Lines:
+    """The numbered, decoded lines of a file; bad lines either raise or are counted."""
+
+    def __init__(self, source: str, data: bytes, skip_bad_lines: bool) -> None:
+        self.source = source
+        self._data = data
+        self._skip = skip_bad_lines
+        self.skipped = 0
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        # bytes.splitlines breaks only at \n, \r and \r\n, unlike str.splitlines (\x1c, \u2028, ...)
+        for number, raw in enumerate(self._data.splitlines(), 1):
+            try:
+                yield number, raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                self.bad(number, f"not valid UTF-8 (byte 0x{raw[e.start]:02x} "
+                                 f"at column {e.start + 1})")
+
+    def bad(self, number: int, message: str) -> None:
+        if not self._skip:
+            raise InputError(f"{self.source}:{number}: {message}")
+        self.skipped += 1
+
+
+def _read_bytes(path: PathLike) -> bytes:
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except OSError as e:
+        raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
+    return data.removeprefix(codecs.BOM_UTF8)
+
+
+def _sniff(lines: Iterable[str]) -> str:
+    """'spmf' if the first data line ends with the SPMF end-of-sequence marker, else 'fimi'."""
+    for line in lines:
+        tokens = line.split()
+        if tokens and tokens[0][0] not in "@#%":
+            return "spmf" if tokens[-1] == "-2" else "fimi"
+    return "fimi"
+
+
+def detect_format(path: PathLike) -> str:
+    """The format of a file: from its extension, else from its content (SPMF or FIMI)."""
+    by_name = _EXTENSIONS.get(Path(path).suffix.lower())
+    if by_name:
+        return by_name
+    try:
+        with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
+            return _sniff(f)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except OSError as e:
+        raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
+
+
+def load(path: PathLike, format: str | None = None, *, skip_bad_lines: bool = False) -> Dataset:
+    """Read a dataset; ``format`` defaults to :func:`detect_format`'s answer."""
+    if format is not None and format not in FORMATS:
+        raise ValueError(f"unknown format {format!r}; expected one of {', '.join(FORMATS)}")
+    source = str(path)
+    data = _read_bytes(path)
+    if format is None:
+        # sniff the bytes already read rather than opening the file twice
+        format = _EXTENSIONS.get(Path(path).suffix.lower()) or _sniff(
+            raw.decode("utf-8", "replace") for raw in data.splitlines())
+    lines = _Lines(source, data, skip_bad_lines)
+    ids, records, duplicates = _READERS[format](lines)
+    if not records:
+        skipped = f"; {lines.skipped} malformed line(s) skipped" if lines.skipped else ""
+        raise InputError(f"{source}: no records (empty file){skipped}")
+    return Dataset(ids=tuple(ids), records=tuple(records), source=source, format=format,
+                   skipped_lines=lines.skipped, duplicate_terms=duplicates)
+
+
+_Parsed = tuple[list[str], list[frozenset[str]], int]  # ids, records, duplicate terms dropped
+
+
+def _read_fimi(lines: _Lines) -> _Parsed:
+    ids: list[str] = []
+    records: list[frozenset[str]] = []
+    duplicates = 0
+    for number, text in lines:
+        tokens = text.split()
+        if tokens and tokens[0][0] in "#%":
+            continue
+        record = frozenset(tokens)
+        duplicates += len(tokens) - len(record)
+        ids.append(str(number))
+        records.append(record)
+    return ids, records, duplicates
+
+
+def _read_spmf(lines: _Lines) -> _Parsed:
+    ids: list[str] = []
+    raw_records: list[list[str]] = []
+    names: dict[str, tuple[str, int]] = {}  # item id -> (name, line that named it)
+    for number, text in lines:
+        text = text.strip()
+        try:
+            if text.startswith("@ITEM="):
+                _parse_item_name(text, number, names)
+            elif text and text[0] not in "@#%":
+                raw_records.append(_parse_spmf_sequence(text))
+                ids.append(str(number))
+        except _Malformed as e:
+            lines.bad(number, str(e))
+    # names apply to the whole file, wherever their @ITEM line stands
+    records = [frozenset(names[t][0] if t in names else t for t in raw) for raw in raw_records]
+    duplicates = sum(len(raw) - len(r) for raw, r in zip(raw_records, records))
+    return ids, records, duplicates
+
+
+def _parse_item_name(text: str, number: int, names: dict[str, tuple[str, int]]) -> None:
+    parts = text.split("=", 2)
+    if len(parts) != 3 or not parts[1].strip() or not parts[2].strip():
+        raise _Malformed(f"expected '@ITEM=<id>=<name>', got {text!r}")
+    item, name = parts[1].strip(), parts[2].strip()
+    if item in names and names[item][0] != name:
+        raise _Malformed(f"item {item!r} already named {names[item][0]!r} on line {names[item][1]}")
+    names[item] = (name, number)
+
+
+def _parse_spmf_sequence(text: str) -> list[str]:
+    tokens = text.split()
+    if tokens[-1] != "-2":
+        raise _Malformed("an SPMF sequence must end with -2")
+    items = []
+    for token in tokens[:-1]:
+        if token == "-2":
+            raise _Malformed("tokens after the end-of-sequence marker -2")
+        if token != "-1":
+            if _NEGATIVE_NUMBER.fullmatch(token):
+                raise _Malformed(f"unexpected negative token {token!r} "
+                                 "(only -1 and -2 are markers)")
+            items.append(token)
+    return items
+
+
+def _read_csv(lines: _Lines) -> _Parsed:
+    terms_of: dict[str, set[str]] = {}  # insertion order = order of first appearance
+    duplicates = 0
+    first_row = True
+    for number, text in lines:
+        if not text.strip():
+            continue
+        is_first, first_row = first_row, False
+        try:
+            row = next(csv.reader([text], strict=True, skipinitialspace=True))
+        except csv.Error as e:
+            lines.bad(number, f"malformed CSV ({e})")
+            continue
+        fields = [f.strip() for f in row]
+        if is_first and [f.lower() for f in fields] == _CSV_HEADER:
+            continue
+        if len(fields) != 2:
+            plural = "" if len(fields) == 1 else "s"
+            lines.bad(number, f"expected 'record_id,term', got {len(fields)} field{plural}")
+            continue
+        record_id, term = fields
+        if not record_id:
+            lines.bad(number, "empty record id")
+            continue
+        terms = terms_of.setdefault(record_id, set())
+        if term:
+            if term in terms:
+                duplicates += 1
+            terms.add(term)
+    return list(terms_of), [frozenset(t) for t in terms_of.values()], duplicates
+
+
+def _read_jsonl(lines: _Lines) -> _Parsed:
+    first_line: dict[str, int] = {}  # record id -> line it first appeared on
+    records: list[frozenset[str]] = []
+    duplicates = 0
+    for number, text in lines:
+        if not text.strip():
+            continue
+        try:
+            record_id, terms = _parse_json_record(text)
+            if record_id in first_line:
+                raise _Malformed(f"duplicate record id {record_id!r} "
+                                 f"(first on line {first_line[record_id]})")
+        except _Malformed as e:
+            lines.bad(number, str(e))
+            continue
+        first_line[record_id] = number
+        record = frozenset(terms)
+        duplicates += len(terms) - len(record)
+        records.append(record)
+    return list(first_line), records, duplicates
+
+
+def _is_str_or_int(value: object) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _json_type(value: object) -> str:
+    # bool before int: bool is a subclass of int
+    for kind, name in ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"),
+                       (list, "array"), (dict, "object")):
+        if isinstance(value, kind):
+            return name
+    return "null"
+
+
+def _parse_json_record(text: str) -> tuple[str, list[str]]:
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise _Malformed(f"invalid JSON ({e.msg} at column {e.colno})") from None
+    if not isinstance(obj, dict):
+        raise _Malformed(f"expected a JSON object, got {_json_type(obj)}")
+    for key in ("id", "terms"):
+        if key not in obj:
+            raise _Malformed(f"missing {key!r}")
+    if not _is_str_or_int(obj["id"]):
+        raise _Malformed(f"'id' must be a string or an integer, got {_json_type(obj['id'])}")
+    record_id = str(obj["id"]).strip()
+    if not record_id:
+        raise _Malformed("empty record id")
+    if not isinstance(obj["terms"], list):
+        raise _Malformed(f"'terms' must be a list, got {_json_type(obj['terms'])}")
+    terms = []
+    for term in obj["terms"]:
+        if not _is_str_or_int(term):
+            raise _Malformed(f"a term must be a string or an integer, got {_json_type(term)}")
+        term = str(term).strip()
+        if not term:
+            raise _Malformed("empty term")
+        terms.append(term)
+    return record_id, terms
+
+
+_READERS = {"fimi": _read_fimi, "spmf": _read_spmf, "csv": _read_csv, "jsonl": _read_jsonl}
+
+
+def write_fimi(records: Iterable[Iterable[str]], path: PathLike) -> None:
+    """Write records as FIMI, terms sorted; refuses terms FIMI cannot hold (nothing is written)."""
+    lines = []
+    for number, record in enumerate(records, 1):
+        terms = sorted(set(record))
+        for term in terms:
+            if term.split() != [term]:
+                raise InputError(f"{path}: record {number}: term {term!r} is empty or contains "
+                                 "whitespace, which FIMI cannot hold")
+            # such a term sorts before most others and would turn its line into a comment
+            if term[0] in "#%":
+                raise InputError(f"{path}: record {number}: term {term!r} starts with {term[0]!r}, "
+                                 "which FIMI reads as a comment")
+        lines.append(" ".join(terms) + "\n")
+    Path(path).write_text("".join(lines), encoding="utf-8")

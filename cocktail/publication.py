@@ -1,0 +1,344 @@
+"""A publication: pseudonymous chunks, inverted indexes, the manifests and versioning.
+
+Writing: every cluster is partitioned, every chunk gets a random id, every subrecord a per-chunk
+pseudonym HMAC(owner key, chunk id || record id); public chunks and their indexes go to the public
+zone, private chunks, the pseudonym maps, the record ids and the full manifest to the private
+zone.  A version is written under a staging name, renamed into place, and made current by
+replacing the ``CURRENT`` pointer: the one atomic step.  A crash at any point leaves the previous
+version current; the next publish sweeps what the crash left behind.
+
+Reading: :class:`Publication` opens the current (or a named) version for the private cloud.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from functools import cached_property
+
+from . import chunkformat as fmt
+from .anonymity import partition
+from .clustering import fixed_size_clusters
+from .dataset import Dataset
+from .store import Store, StoreError
+
+KEY_FILE = "owner.key"
+DEFAULT_KEEP = 3
+
+
+@dataclass(frozen=True)
+class PublishParams:
+    k: int = 5
+    m: int = 3
+    method: str = "basic"
+    cluster_size: int = 2000
+    keep: int = DEFAULT_KEEP  # committed versions kept, the current one included
+
+    def check(self) -> None:
+        if self.k < 1 or self.m < 1:
+            raise ValueError(f"k and m must be at least 1 (got k={self.k}, m={self.m})")
+        if self.cluster_size < 1:
+            raise ValueError(f"cluster size must be at least 1 (got {self.cluster_size})")
+        if self.keep < 1:
+            raise ValueError(f"keep must be at least 1 (got {self.keep})")
+
+
+@dataclass(frozen=True)
+class PublishReport:
+    store: str
+    version: str
+    method: str
+    k: int
+    m: int
+    records: int
+    clusters: int
+    public_chunks: int
+    private_chunks: int
+    public_subrecords: int
+    private_subrecords: int
+    private_terms: int       # distinct terms kept private in at least one cluster
+    private_term_share: float  # share of all (record, term) pairs that stay private
+    skipped_lines: int
+    seconds: float
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def pseudonym(key: bytes, chunk_id: str, record_id: str) -> str:
+    digest = hmac.new(key, f"{chunk_id}\x00{record_id}".encode(), hashlib.sha256).hexdigest()
+    return digest[: fmt.PSEUDONYM_HEX]
+
+
+def owner_key(store: Store) -> bytes:
+    """The owner's HMAC key, created on first use; it never leaves the private zone."""
+    if store.exists("private", KEY_FILE):
+        return bytes.fromhex(store.read("private", KEY_FILE).decode().strip())
+    key = secrets.token_bytes(32)
+    store.write("private", KEY_FILE, key.hex().encode() + b"\n", pri_label=True)
+    return key
+
+
+# -- versions ------------------------------------------------------------------------------
+
+def current_version(store: Store) -> str | None:
+    if not store.exists("public", fmt.POINTER):
+        return None
+    name = store.read("public", fmt.POINTER).decode().strip()
+    if not fmt.VERSION_RE.match(name):
+        raise StoreError(f"{store.url}: {fmt.POINTER} names no version ({name!r})")
+    return name
+
+
+def committed_versions(store: Store) -> list[str]:
+    """Versions present in both zones, oldest first (not all of them need be current)."""
+    public = {n for n in store.list("public") if fmt.VERSION_RE.match(n)}
+    return sorted(public & {n for n in store.list("private") if fmt.VERSION_RE.match(n)})
+
+
+def _sweep(store: Store, current: str | None) -> None:
+    """Remove what an interrupted publish left: staging dirs and versions never made current.
+
+    Without a pointer nothing but staging dirs is removed: a lost pointer must not cost data.
+    """
+    for zone in ("public", "private"):
+        for name in store.list(zone):
+            stale_version = current is not None and fmt.VERSION_RE.match(name) and name > current
+            if name.startswith(fmt.STAGING_PREFIX) or stale_version:
+                store.remove(zone, name)
+
+
+def _prune(store: Store, current: str, keep: int) -> None:
+    older = [v for v in committed_versions(store) if v < current]
+    for version in older[: max(0, len(older) - (keep - 1))]:
+        for zone in ("public", "private"):
+            store.remove(zone, version)
+
+
+# -- writing -------------------------------------------------------------------------------
+
+class _VersionWriter:
+    """Writes one version's files under its staging names and keeps the running totals."""
+
+    def __init__(self, store: Store, version: str, key: bytes) -> None:
+        self.store, self.version, self.key = store, version, key
+        self.staging = fmt.STAGING_PREFIX + version
+        self.seen_pseudonyms: set[str] = set()
+        self.chunks: dict[str, dict] = {}
+
+    def _new_chunk_id(self, record_ids: Sequence[str]) -> tuple[str, list[str]]:
+        """A fresh random id whose pseudonyms collide with none issued so far in this version."""
+        while True:
+            chunk_id = secrets.token_hex(fmt.CHUNK_ID_HEX // 2)
+            names = [pseudonym(self.key, chunk_id, r) for r in record_ids]
+            if chunk_id not in self.chunks and self.seen_pseudonyms.isdisjoint(names) \
+                    and len(set(names)) == len(names):
+                self.seen_pseudonyms.update(names)
+                return chunk_id, names
+
+    def add_chunk(self, cluster: int, private: bool, terms: frozenset[str],
+                  members: Sequence[tuple[str, int, list[str]]]) -> None:
+        """``members``: (record id, record position, subrecord terms) of every non-empty subrecord."""
+        chunk_id, names = self._new_chunk_id([record_id for record_id, _, _ in members])
+        rows = sorted(zip(names, members))
+        subrecords = [(name, sorted(sub)) for name, (_, _, sub) in rows]
+        zone = "private" if private else "public"
+        chunk_bytes = fmt.encode_chunk(subrecords)
+        index_bytes = fmt.encode_index(fmt.build_index(subrecords))
+        self.store.write(zone, f"{self.staging}/{fmt.CHUNK_DIR}/{chunk_id}.tsv", chunk_bytes,
+                         pri_label=private)
+        self.store.write(zone, f"{self.staging}/{fmt.INDEX_DIR}/{chunk_id}.tsv", index_bytes,
+                         pri_label=private)
+        pmap = fmt.encode_pseudonym_map((name, position) for name, (_, position, _) in rows)
+        self.store.write("private", f"{self.staging}/{fmt.PSEUDONYM_DIR}/{chunk_id}.tsv", pmap,
+                         pri_label=True)
+        self.chunks[chunk_id] = {
+            "cluster": cluster, "priLabel": private, "terms": sorted(terms),
+            "subrecords": len(subrecords),
+            "sha256": {"chunk": hashlib.sha256(chunk_bytes).hexdigest(),
+                       "index": hashlib.sha256(index_bytes).hexdigest()},
+        }
+
+    def finish(self, public_manifest: dict, private_manifest: dict, records: bytes) -> None:
+        self.store.write("public", f"{self.staging}/{fmt.MANIFEST}",
+                         fmt.encode_json(public_manifest), pri_label=False)
+        self.store.write("private", f"{self.staging}/{fmt.RECORDS}", records, pri_label=True)
+        self.store.write("private", f"{self.staging}/{fmt.MANIFEST}",
+                         fmt.encode_json(private_manifest), pri_label=True)
+        for zone in ("public", "private"):
+            self.store.rename(zone, self.staging, self.version)
+        self.store.sync()
+        self.store.write("public", fmt.POINTER + ".tmp", f"{self.version}\n".encode(),
+                         pri_label=False)
+        self.store.rename("public", fmt.POINTER + ".tmp", fmt.POINTER)  # the commit point
+        self.store.sync()
+
+
+def _split_cluster(records: Sequence[frozenset[str]], positions: Sequence[int],
+                   chunk_terms: Sequence[frozenset[str]]) -> list[list[tuple[int, list[str]]]]:
+    """For each chunk, the (position, subrecord) of the cluster's records that meet it."""
+    owner = {term: i for i, terms in enumerate(chunk_terms) for term in terms}
+    members: list[list[tuple[int, list[str]]]] = [[] for _ in chunk_terms]
+    for position in positions:
+        parts: dict[int, list[str]] = {}
+        for term in records[position]:
+            parts.setdefault(owner[term], []).append(term)
+        for i, sub in parts.items():
+            members[i].append((position, sub))
+    return members
+
+
+def publish(dataset: Dataset, store: Store, params: PublishParams,
+            progress: Callable[[int, int], None] | None = None) -> PublishReport:
+    """Partition, pseudonymise and write ``dataset`` as a new current version of ``store``.
+
+    ``progress(done, total)`` is called after each cluster.
+    """
+    params.check()
+    started = time.perf_counter()
+    clusters = fixed_size_clusters(len(dataset), params.cluster_size)
+    with store.publish_lock():
+        current = current_version(store)
+        _sweep(store, current)
+        existing = committed_versions(store)
+        version = fmt.version_name(int(existing[-1][1:]) + 1 if existing else 1)
+        writer = _VersionWriter(store, version, owner_key(store))
+        cluster_entries, private_terms = [], set()
+        totals = {"public": 0, "private": 0, "public_subrecords": 0, "private_subrecords": 0,
+                  "private_pairs": 0}
+        for number, positions in enumerate(clusters):
+            records = [dataset.records[p] for p in positions]
+            split = partition(params.method, records, params.k, params.m)
+            chunk_terms = [*split.public, *([split.private] if split.private else [])]
+            for i, members in enumerate(_split_cluster(dataset.records, positions, chunk_terms)):
+                private = i >= len(split.public)
+                writer.add_chunk(number, private, chunk_terms[i],
+                                 [(dataset.ids[p], p, sub) for p, sub in members])
+                kind = "private" if private else "public"
+                totals[kind] += 1
+                totals[f"{kind}_subrecords"] += len(members)
+                if private:
+                    totals["private_pairs"] += sum(len(sub) for _, sub in members)
+            private_terms |= split.private
+            cluster_entries.append({"id": number, "records": len(positions),
+                                    "notes": split.notes})
+            if progress:
+                progress(number + 1, len(clusters))
+        created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        public_manifest = {
+            "format": fmt.FORMAT, "version": version, "created": created,
+            "k": params.k, "m": params.m,
+            "chunks": [{"id": cid, "priLabel": False, "subrecords": c["subrecords"],
+                        "terms": len(c["terms"]), "sha256": c["sha256"]}
+                       for cid, c in sorted(writer.chunks.items()) if not c["priLabel"]],
+        }
+        private_manifest = {
+            "format": fmt.FORMAT, "version": version, "created": created,
+            "params": asdict(params),
+            "source": {"path": dataset.source, "format": dataset.format,
+                       "records": len(dataset), "skipped_lines": dataset.skipped_lines},
+            "clusters": cluster_entries, "chunks": writer.chunks,
+        }
+        cluster_of = {p: number for number, positions in enumerate(clusters) for p in positions}
+        records_bytes = "".join(
+            json.dumps([rid, cluster_of[p]], ensure_ascii=False) + "\n"
+            for p, rid in enumerate(dataset.ids)).encode("utf-8")
+        writer.finish(public_manifest, private_manifest, records_bytes)
+        _prune(store, version, params.keep)
+    pairs = sum(len(r) for r in dataset.records)
+    return PublishReport(
+        store=store.url, version=version, method=params.method, k=params.k, m=params.m,
+        records=len(dataset), clusters=len(clusters),
+        public_chunks=totals["public"], private_chunks=totals["private"],
+        public_subrecords=totals["public_subrecords"],
+        private_subrecords=totals["private_subrecords"],
+        private_terms=len(private_terms),
+        private_term_share=round(totals["private_pairs"] / pairs, 6) if pairs else 0.0,
+        skipped_lines=dataset.skipped_lines,
+        seconds=round(time.perf_counter() - started, 3),
+    )
+
+
+# -- reading (private cloud) ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ChunkInfo:
+    id: str
+    cluster: int
+    private: bool
+    terms: frozenset[str]
+
+
+class Publication:
+    """One version of a publication, as the private cloud sees it (it holds the maps)."""
+
+    def __init__(self, store: Store, version: str) -> None:
+        self.store, self.version = store, version
+        self.manifest = fmt.decode_json(store.read("private", fmt.manifest_path(version)),
+                                        f"private/{fmt.manifest_path(version)}")
+        self.chunks = {cid: ChunkInfo(cid, c["cluster"], c["priLabel"], frozenset(c["terms"]))
+                       for cid, c in self.manifest["chunks"].items()}
+        self._postings: dict[str, dict[str, list[str]]] = {}
+        self._maps: dict[str, dict[str, int]] = {}
+
+    @classmethod
+    def open(cls, store: Store, version: str | None = None) -> Publication:
+        version = version or current_version(store)
+        if version is None:
+            raise StoreError(f"{store.url} holds no publication yet (run `cocktail publish`)")
+        if version not in committed_versions(store):
+            raise StoreError(f"{store.url} has no version {version}")
+        return cls(store, version)
+
+    @property
+    def k(self) -> int:
+        return self.manifest["params"]["k"]
+
+    @property
+    def m(self) -> int:
+        return self.manifest["params"]["m"]
+
+    @cached_property
+    def record_ids(self) -> list[str]:
+        data = self.store.read("private", f"{self.version}/{fmt.RECORDS}").decode("utf-8")
+        return [json.loads(line)[0] for line in data.splitlines()]
+
+    @cached_property
+    def term_chunks(self) -> dict[str, dict[int, str]]:
+        """term -> {cluster: the chunk of that cluster holding the term}."""
+        where: dict[str, dict[int, str]] = {}
+        for chunk in self.chunks.values():
+            for term in chunk.terms:
+                where.setdefault(term, {})[chunk.cluster] = chunk.id
+        return where
+
+    def is_private(self, chunk_id: str) -> bool:
+        return self.chunks[chunk_id].private
+
+    def _zone(self, chunk_id: str) -> str:
+        return "private" if self.is_private(chunk_id) else "public"
+
+    def postings(self, chunk_id: str) -> dict[str, list[str]]:
+        """The chunk's inverted index, read once and cached."""
+        if chunk_id not in self._postings:
+            path = fmt.index_path(self.version, chunk_id)
+            self._postings[chunk_id] = dict(
+                fmt.decode_index(self.store.read(self._zone(chunk_id), path), path))
+        return self._postings[chunk_id]
+
+    def subrecords(self, chunk_id: str) -> Iterator[tuple[str, list[str]]]:
+        path = fmt.chunk_path(self.version, chunk_id)
+        return fmt.decode_chunk(self.store.read(self._zone(chunk_id), path), path)
+
+    def record_positions(self, chunk_id: str) -> dict[str, int]:
+        """pseudonym -> record position, for one chunk (private map, cached)."""
+        if chunk_id not in self._maps:
+            path = fmt.pseudonym_map_path(self.version, chunk_id)
+            self._maps[chunk_id] = fmt.decode_pseudonym_map(self.store.read("private", path), path)
+        return self._maps[chunk_id]

@@ -1,0 +1,94 @@
+"""The small interface every hybrid-cloud backend implements.
+
+A store has two zones: ``private`` (the private cloud) and ``public`` (the public cloud).  Paths
+are relative, '/'-separated, inside a zone.  The store itself enforces the one rule no caller may
+get wrong: a file labelled private (priLabel true) is never written to the public zone.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+
+ZONES = ("private", "public")
+
+
+class StoreError(RuntimeError):
+    """A backend operation failed (missing file, unreachable service, permissions)."""
+
+
+class PrivacyViolation(StoreError):
+    """An attempt to put private data where the public cloud can read it."""
+
+
+def check_zone(zone: str) -> None:
+    if zone not in ZONES:
+        raise ValueError(f"unknown zone {zone!r}; zones are {ZONES}")
+
+
+class Store(ABC):
+    url: str
+
+    def write(self, zone: str, path: str, data: bytes, *, pri_label: bool) -> None:
+        """Write a file; private files (``pri_label``) are refused in the public zone."""
+        check_zone(zone)
+        if pri_label and zone == "public":
+            raise PrivacyViolation(f"refusing to write private file {path!r} to the public zone")
+        self._write(zone, path, data, pri_label)
+
+    @abstractmethod
+    def _write(self, zone: str, path: str, data: bytes, pri_label: bool) -> None: ...
+
+    @abstractmethod
+    def read(self, zone: str, path: str) -> bytes: ...
+
+    @abstractmethod
+    def exists(self, zone: str, path: str) -> bool: ...
+
+    @abstractmethod
+    def list(self, zone: str, path: str = "") -> list[str]:
+        """Names directly under a directory, sorted; empty if it does not exist."""
+
+    @abstractmethod
+    def walk(self, zone: str, path: str) -> Iterator[str]:
+        """Every file under a directory, as paths relative to the zone."""
+
+    @abstractmethod
+    def rename(self, zone: str, src: str, dst: str) -> None:
+        """Atomic rename; replaces an existing file at ``dst`` (not a directory)."""
+
+    @abstractmethod
+    def remove(self, zone: str, path: str) -> None:
+        """Remove a file or a whole directory; no error if absent."""
+
+    @abstractmethod
+    def publish_lock(self) -> AbstractContextManager[None]:
+        """Held while a publication is written, so two publishers never interleave."""
+
+    @abstractmethod
+    def sync(self) -> None:
+        """Make everything written so far durable before the commit point."""
+
+    def zone(self, name: str) -> ZoneReader:
+        return ZoneReader(self, name)
+
+
+class ZoneReader:
+    """Read-only view of one zone: what the auditor gets, so it cannot look elsewhere."""
+
+    def __init__(self, store: Store, zone: str) -> None:
+        check_zone(zone)
+        self._store, self.name, self.url = store, zone, f"{store.url} ({zone})"
+
+    def read(self, path: str) -> bytes:
+        return self._store.read(self.name, path)
+
+    def exists(self, path: str) -> bool:
+        return self._store.exists(self.name, path)
+
+    def list(self, path: str = "") -> list[str]:
+        return self._store.list(self.name, path)
+
+    def walk(self, path: str) -> Iterator[str]:
+        return self._store.walk(self.name, path)

@@ -1,0 +1,86 @@
+"""The embedded default store: one directory with ``private/`` and ``public/`` zones."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from .base import Store, StoreError, check_zone
+
+
+class LocalStore(Store):
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.url = str(self.root)
+        if self.root.exists() and not self.root.is_dir():
+            raise StoreError(f"store {self.root} exists and is not a directory")
+
+    def _path(self, zone: str, path: str) -> Path:
+        check_zone(zone)
+        rel = Path(path)
+        if rel.is_absolute() or ".." in rel.parts:
+            raise ValueError(f"store paths are relative and stay inside the zone: {path!r}")
+        return self.root / zone / rel
+
+    def _ensure_zones(self) -> None:
+        for zone, mode in (("private", 0o700), ("public", 0o755)):
+            (self.root / zone).mkdir(parents=True, exist_ok=True)
+            os.chmod(self.root / zone, mode)
+
+    def _write(self, zone: str, path: str, data: bytes, pri_label: bool) -> None:
+        target = self._path(zone, path)
+        self._ensure_zones()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            target.write_bytes(data)
+        except OSError as exc:
+            raise StoreError(f"cannot write {target}: {exc.strerror}") from exc
+
+    def read(self, zone: str, path: str) -> bytes:
+        target = self._path(zone, path)
+        try:
+            return target.read_bytes()
+        except FileNotFoundError:
+            raise StoreError(f"{target} does not exist") from None
+        except OSError as exc:
+            raise StoreError(f"cannot read {target}: {exc.strerror}") from exc
+
+    def exists(self, zone: str, path: str) -> bool:
+        return self._path(zone, path).exists()
+
+    def list(self, zone: str, path: str = "") -> list[str]:
+        target = self._path(zone, path)
+        return sorted(os.listdir(target)) if target.is_dir() else []
+
+    def walk(self, zone: str, path: str) -> Iterator[str]:
+        base = self.root / zone
+        for dirpath, _, filenames in os.walk(self._path(zone, path)):
+            for name in filenames:
+                yield (Path(dirpath) / name).relative_to(base).as_posix()
+
+    def rename(self, zone: str, src: str, dst: str) -> None:
+        os.replace(self._path(zone, src), self._path(zone, dst))
+
+    def remove(self, zone: str, path: str) -> None:
+        target = self._path(zone, path)
+        if target.is_dir():
+            shutil.rmtree(target)
+        else:
+            target.unlink(missing_ok=True)
+
+    @contextmanager
+    def publish_lock(self) -> Iterator[None]:
+        self._ensure_zones()
+        with open(self.root / "private" / ".lock", "w") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise StoreError(f"another publish holds the lock on {self.root}") from None
+            yield
+
+    def sync(self) -> None:
+        os.sync()

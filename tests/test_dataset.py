@@ -1,0 +1,278 @@
+"""The readers: each format on small hand-written files, every error case, the real BMS data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cocktail.dataset import FORMATS, Dataset, InputError, detect_format, load, write_fimi
+
+DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+
+
+def write(tmp_path: Path, name: str, content: str | bytes) -> Path:
+    path = tmp_path / name
+    if isinstance(content, str):
+        content = content.encode("utf-8")
+    path.write_bytes(content)
+    return path
+
+
+def as_dict(dataset: Dataset) -> dict[str, set[str]]:
+    return {i: set(r) for i, r in zip(dataset.ids, dataset.records)}
+
+
+def error_of(path: Path, **kwargs) -> str:
+    with pytest.raises(InputError) as info:
+        load(path, **kwargs)
+    return str(info.value)
+
+
+# -- FIMI ------------------------------------------------------------------------------------
+
+def test_fimi_records_comments_blank_lines_and_duplicates(tmp_path):
+    path = write(tmp_path, "data.dat", "# a comment\n1 2 3\n\n  % another\n2 2 5 \napple 7\n")
+    dataset = load(path)
+    assert dataset.format == "fimi"
+    assert dataset.source == str(path)
+    assert dataset.ids == ("2", "3", "5", "6")
+    assert dataset.records == (frozenset({"1", "2", "3"}), frozenset(), frozenset({"2", "5"}),
+                               frozenset({"apple", "7"}))
+    assert len(dataset) == 4
+    assert dataset.empty_records == 1
+    assert dataset.duplicate_terms == 1
+    assert dataset.skipped_lines == 0
+    assert dataset.terms() == {"1", "2", "3", "5", "7", "apple"}
+
+
+def test_fimi_final_newline_adds_no_record_but_a_blank_last_line_does(tmp_path):
+    assert len(load(write(tmp_path, "a.dat", "1 2\n3"))) == 2
+    assert len(load(write(tmp_path, "b.dat", "1 2\n3\n"))) == 2
+    assert load(write(tmp_path, "c.dat", "1 2\n3\n\n")).records[2] == frozenset()
+
+
+def test_crlf_and_bom(tmp_path):
+    dataset = load(write(tmp_path, "data.txt", b"\xef\xbb\xbf1 2\r\n\r\n3\r\n"))
+    assert dataset.records == (frozenset({"1", "2"}), frozenset(), frozenset({"3"}))
+    dataset = load(write(tmp_path, "data.csv", b"\xef\xbb\xbfrecord_id,term\r\nu1,a\r\n"))
+    assert as_dict(dataset) == {"u1": {"a"}}
+
+
+def test_fimi_non_utf8_line(tmp_path):
+    path = write(tmp_path, "data.dat", b"1 2\n3 \xff 4\n5\n")
+    message = error_of(path)
+    assert message.startswith(f"{path}:2: not valid UTF-8")
+    dataset = load(path, skip_bad_lines=True)
+    assert dataset.ids == ("1", "3")
+    assert dataset.skipped_lines == 1
+
+
+# -- SPMF ------------------------------------------------------------------------------------
+
+def test_spmf_union_of_itemsets_and_item_names(tmp_path):
+    path = write(tmp_path, "seq.txt", "@CONVERTED_FROM_TEXT\n@ITEM=1=apple\n@ITEM=2=pear\n"
+                                      "1 -1 2 3 -1 1 -2\n# comment\n-2\n4 -1 -2\n")
+    dataset = load(path)
+    assert dataset.format == "spmf"
+    assert dataset.ids == ("4", "6", "7")
+    assert dataset.records == (frozenset({"apple", "pear", "3"}), frozenset(), frozenset({"4"}))
+    assert dataset.duplicate_terms == 1
+    assert dataset.empty_records == 1
+
+
+def test_spmf_names_declared_after_use_apply(tmp_path):
+    path = write(tmp_path, "seq.txt", "1 2 -2\n@ITEM=2=pear\n")
+    assert load(path).records == (frozenset({"1", "pear"}),)
+
+
+@pytest.mark.parametrize("line, reason", [
+    ("1 2 -1 3", "must end with -2"),
+    ("1 -2 3 -2", "after the end-of-sequence marker"),
+    ("1 -3 2 -2", "unexpected negative token '-3'"),
+    ("@ITEM=5", "expected '@ITEM=<id>=<name>'"),
+    ("@ITEM=1=plum", "item '1' already named 'apple' on line 1"),
+])
+def test_spmf_malformed_lines(tmp_path, line, reason):
+    path = write(tmp_path, "seq.txt", f"@ITEM=1=apple\n1 -2\n{line}\n2 -2\n")
+    message = error_of(path, format="spmf")
+    assert message.startswith(f"{path}:3: ") and reason in message
+    dataset = load(path, format="spmf", skip_bad_lines=True)
+    assert dataset.skipped_lines == 1
+    assert dataset.records == (frozenset({"apple"}), frozenset({"2"}))
+
+
+# -- CSV -------------------------------------------------------------------------------------
+
+def test_csv_merges_rows_keeps_first_order_and_skips_header(tmp_path):
+    path = write(tmp_path, "data.csv", ' Record_ID , TERM \nu2,b\nu1,a\n\n"u2", "c"\nu3,\n'
+                                       'u1,a\nu2, b \n"u 4","x, y"\n')
+    dataset = load(path)
+    assert dataset.format == "csv"
+    assert dataset.ids == ("u2", "u1", "u3", "u 4")
+    assert as_dict(dataset) == {"u2": {"b", "c"}, "u1": {"a"}, "u3": set(), "u 4": {"x, y"}}
+    assert dataset.duplicate_terms == 2
+    assert dataset.empty_records == 1
+
+
+def test_csv_header_only_on_first_row(tmp_path):
+    dataset = load(write(tmp_path, "data.csv", "u1,a\nrecord_id,term\n"))
+    assert as_dict(dataset) == {"u1": {"a"}, "record_id": {"term"}}
+
+
+@pytest.mark.parametrize("line, reason", [
+    ("u1,a,b", "expected 'record_id,term', got 3 fields"),
+    ("u1", "expected 'record_id,term', got 1 field"),
+    (" ,a", "empty record id"),
+    ('"u1,a', "malformed CSV"),
+])
+def test_csv_malformed_lines(tmp_path, line, reason):
+    path = write(tmp_path, "data.csv", f"record_id,term\nu0,z\n{line}\nu2,b\n")
+    message = error_of(path)
+    assert message.startswith(f"{path}:3: ") and reason in message
+    dataset = load(path, skip_bad_lines=True)
+    assert dataset.skipped_lines == 1
+    assert as_dict(dataset) == {"u0": {"z"}, "u2": {"b"}}
+
+
+# -- JSON Lines ------------------------------------------------------------------------------
+
+def test_jsonl_records(tmp_path):
+    path = write(tmp_path, "data.jsonl",
+                 '{"id": "x", "terms": ["a", " b ", 7, "a"], "extra": true}\n\n'
+                 '{"id": 12, "terms": []}\n{"terms": [1], "id": "y"}\n')
+    dataset = load(path)
+    assert dataset.format == "jsonl"
+    assert dataset.ids == ("x", "12", "y")
+    assert dataset.records == (frozenset({"a", "b", "7"}), frozenset(), frozenset({"1"}))
+    assert dataset.duplicate_terms == 1
+    assert dataset.empty_records == 1
+
+
+@pytest.mark.parametrize("line, reason", [
+    ('{"id": 1, "terms": oops}', "invalid JSON"),
+    ('[1, 2]', "expected a JSON object, got array"),
+    ('{"terms": []}', "missing 'id'"),
+    ('{"id": 1}', "missing 'terms'"),
+    ('{"id": true, "terms": []}', "'id' must be a string or an integer, got boolean"),
+    ('{"id": 1.5, "terms": []}', "'id' must be a string or an integer, got number"),
+    ('{"id": "", "terms": []}', "empty record id"),
+    ('{"id": 1, "terms": "a b"}', "'terms' must be a list, got string"),
+    ('{"id": 1, "terms": ["a", false]}', "a term must be a string or an integer, got boolean"),
+    ('{"id": 1, "terms": ["a", null]}', "got null"),
+    ('{"id": 1, "terms": [""]}', "empty term"),
+    ('{"id": "a", "terms": []}', "duplicate record id 'a' (first on line 1)"),
+])
+def test_jsonl_malformed_lines(tmp_path, line, reason):
+    path = write(tmp_path, "data.jsonl", f'{{"id": "a", "terms": ["t"]}}\n\n{line}\n'
+                                         '{"id": "b", "terms": ["u"]}\n')
+    message = error_of(path)
+    assert message.startswith(f"{path}:3: ") and reason in message
+    dataset = load(path, skip_bad_lines=True)
+    assert dataset.skipped_lines == 1
+    assert as_dict(dataset) == {"a": {"t"}, "b": {"u"}}
+
+
+def test_jsonl_duplicate_id_names_both_lines(tmp_path):
+    lines = ['{"id": "%s", "terms": []}' % i for i in "abxcdefg"] + ['{"id": "x", "terms": []}']
+    path = write(tmp_path, "data.jsonl", "\n".join(lines) + "\n")
+    assert error_of(path) == f"{path}:9: duplicate record id 'x' (first on line 3)"
+
+
+def test_int_and_string_ids_collide(tmp_path):
+    path = write(tmp_path, "data.jsonl", '{"id": 1, "terms": []}\n{"id": "1", "terms": []}\n')
+    assert "duplicate record id '1' (first on line 1)" in error_of(path)
+
+
+# -- all formats -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, content, format", [
+    ("empty.dat", "", None), ("bom.dat", "\ufeff", None),
+    ("notes.dat", "# nothing\n% here\n", None),
+    ("header.csv", "record_id,term\n", None), ("blank.jsonl", "\n\n", None),
+    ("meta.txt", "@ITEM=1=a\n\n", "spmf"),
+])
+def test_no_records(tmp_path, name, content, format):
+    path = write(tmp_path, name, content)
+    assert error_of(path, format=format) == f"{path}: no records (empty file)"
+
+
+def test_no_records_when_every_line_was_skipped(tmp_path):
+    path = write(tmp_path, "bad.jsonl", "nope\n[]\n")
+    assert error_of(path, skip_bad_lines=True).startswith(f"{path}: no records (empty file)")
+
+
+@pytest.mark.parametrize("name, content", [
+    ("data.csv", b"u,a\n\xc3\x28,b\n"),
+    ("data.jsonl", b'{"id": 1, "terms": ["a"]}\n{"id": 2, "terms": ["\xe9"]}\n'),
+    ("data.txt", b"1 -2\n2 \xe9 -2\n"),
+])
+def test_non_utf8_line_in_any_format(tmp_path, name, content):
+    path = write(tmp_path, name, content)
+    assert error_of(path).startswith(f"{path}:2: not valid UTF-8 (byte 0x")
+    dataset = load(path, skip_bad_lines=True)
+    assert dataset.skipped_lines == 1 and len(dataset) == 1
+
+
+def test_missing_file(tmp_path):
+    path = tmp_path / "absent.dat"
+    assert error_of(path) == f"{path}: no such file"
+    with pytest.raises(InputError, match="absent.dat"):
+        detect_format(path)
+
+
+def test_unknown_format_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="unknown format 'xml'"):
+        load(write(tmp_path, "a.dat", "1\n"), "xml")
+
+
+def test_explicit_format_overrides_the_name(tmp_path):
+    dataset = load(write(tmp_path, "data.csv", "1 2 3\n"), "fimi")
+    assert dataset.format == "fimi" and dataset.records == (frozenset({"1", "2", "3"}),)
+
+
+@pytest.mark.parametrize("name, content, expected", [
+    ("a.csv", "", "csv"), ("a.CSV", "", "csv"), ("a.jsonl", "", "jsonl"), ("a.ndjson", "", "jsonl"),
+    ("a.json", "", "jsonl"), ("a.dat", "1 2 3\n", "fimi"), ("a.txt", "1 -1 2 -2\n", "spmf"),
+    ("a.dat", "@CONVERTED_FROM_TEXT\n# x\n\n1 -2\n", "spmf"), ("a", "\n\n5 6\n", "fimi"),
+    ("a.dat", "", "fimi"), ("a.txt", "\ufeff@ITEM=1=x\r\n1 -1 -2\r\n", "spmf"),
+])
+def test_detect_format(tmp_path, name, content, expected):
+    assert detect_format(write(tmp_path, name, content)) == expected
+
+
+def test_formats():
+    assert FORMATS == ("fimi", "spmf", "csv", "jsonl")
+
+
+# -- writing ---------------------------------------------------------------------------------
+
+def test_write_fimi_round_trip(tmp_path):
+    path = tmp_path / "out.dat"
+    write_fimi([{"b", "a", "10", "9"}, set(), ["x"], frozenset({"é"})], path)
+    assert path.read_text(encoding="utf-8") == "10 9 a b\n\nx\né\n"
+    dataset = load(path)
+    assert dataset.records == (frozenset({"a", "b", "9", "10"}), frozenset(), frozenset({"x"}),
+                               frozenset({"é"}))
+
+
+@pytest.mark.parametrize("term", ["air ticket", "tab\there", "", "#tag", "%x"])
+def test_write_fimi_refuses_terms_it_cannot_hold(tmp_path, term):
+    path = tmp_path / "out.dat"
+    with pytest.raises(InputError, match=r"out\.dat: record 2"):
+        write_fimi([{"a"}, {"b", term}], path)
+    assert not path.exists()
+
+
+# -- real data -------------------------------------------------------------------------------
+
+def test_bms_webview_1():
+    path = DATASETS / "bms-webview-1.dat"
+    if not path.exists():
+        pytest.skip(f"{path} is not present (the shared BMS-WebView datasets live beside the repo)")
+    dataset = load(path)
+    assert dataset.format == "fimi"
+    assert len(dataset) == 59_602
+    assert len(dataset.terms()) == 497
+    assert dataset.ids[0] == "1" and dataset.ids[-1] == "59602"
+    assert dataset.empty_records == 0 and dataset.skipped_lines == 0

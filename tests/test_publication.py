@@ -1,0 +1,178 @@
+"""Publishing to the local store: layout, secrecy, reconstruction, versions, exact counts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from cocktail import chunkformat as fmt
+from cocktail.audit import audit
+from cocktail.dataset import Dataset, load
+from cocktail.overlay.planner import plan_conjunction
+from cocktail.publication import Publication, PublishParams, current_version, publish
+from cocktail.querylang import CountQuery
+from cocktail.runners.fastpath import exact_count
+from cocktail.store import LocalStore, PrivacyViolation
+
+from cocktail.synthetic import random_conjunctions
+
+from .conftest import dataset_path
+
+
+def make_dataset(records, ids=None) -> Dataset:
+    ids = ids or [f"user-{i:04d}" for i in range(len(records))]
+    return Dataset(ids=tuple(ids), records=tuple(frozenset(r) for r in records),
+                   source="memory", format="jsonl")
+
+
+SMALL = make_dataset(
+    [set("abc"), set("abd"), set("ab"), set("ace"), set(), set("bc"), set("abcf"), set("a"),
+     set("bd"), set("abc"), set("cde"), set("ab"), {"rare-1", "a"}, set("abc")] * 3
+    + [{"rare-2", "b"}, set()])
+
+
+def reconstruct(publication: Publication) -> dict[str, frozenset[str]]:
+    """Join every chunk back through the private pseudonym map."""
+    records = {rid: set() for rid in publication.record_ids}
+    for chunk_id in publication.chunks:
+        positions = publication.record_positions(chunk_id)
+        for pseudonym, terms in publication.subrecords(chunk_id):
+            records[publication.record_ids[positions[pseudonym]]] |= set(terms)
+    return {rid: frozenset(terms) for rid, terms in records.items()}
+
+
+def test_reconstruction_gives_back_the_input(tmp_path):
+    store = LocalStore(tmp_path / "s")
+    publish(SMALL, store, PublishParams(k=3, m=2, cluster_size=16))
+    publication = Publication.open(store)
+    assert reconstruct(publication) == dict(zip(SMALL.ids, SMALL.records))
+    assert publication.record_ids == list(SMALL.ids)
+
+
+def test_public_zone_reveals_no_record_ids_and_no_shared_pseudonyms(tmp_path):
+    store = LocalStore(tmp_path / "s")
+    report = publish(SMALL, store, PublishParams(k=3, m=2, cluster_size=16))
+    assert report.private_chunks > 0 and report.public_chunks > 0
+    public_bytes = b"".join(p.read_bytes() for p in (tmp_path / "s" / "public").rglob("*")
+                            if p.is_file())
+    assert b"user-" not in public_bytes
+    assert b"rare-1" not in public_bytes and b"rare-2" not in public_bytes  # support < k
+    publication = Publication.open(store)
+    seen = {}
+    for chunk_id in publication.chunks:
+        names = [p for p, _ in publication.subrecords(chunk_id)]
+        assert names == sorted(names), "subrecords are ordered by pseudonym"
+        for name in names:
+            assert name not in seen, "a pseudonym may not occur in two chunks"
+            seen[name] = chunk_id
+    # Private files exist only in the private zone.
+    private_manifest = json.loads((tmp_path / "s/private" / report.version / "manifest.json")
+                                  .read_text())
+    for chunk_id, chunk in private_manifest["chunks"].items():
+        zone = "private" if chunk["priLabel"] else "public"
+        other = "public" if chunk["priLabel"] else "private"
+        assert (tmp_path / "s" / zone / fmt.chunk_path(report.version, chunk_id)).exists()
+        assert not (tmp_path / "s" / other / fmt.chunk_path(report.version, chunk_id)).exists()
+    assert oct((tmp_path / "s/private").stat().st_mode & 0o777) == "0o700"
+
+
+def test_store_refuses_private_data_in_public_zone(tmp_path):
+    store = LocalStore(tmp_path / "s")
+    with pytest.raises(PrivacyViolation):
+        store.write("public", "x/chunk.tsv", b"secret", pri_label=True)
+    assert not (tmp_path / "s/public/x").exists()
+
+
+def test_versions_switch_and_old_ones_are_pruned(tmp_path):
+    store = LocalStore(tmp_path / "s")
+    versions = [publish(SMALL, store, PublishParams(k=2, m=2, keep=2)).version for _ in range(3)]
+    assert versions == ["v000001", "v000002", "v000003"]
+    assert current_version(store) == "v000003"
+    assert store.list("public") == ["CURRENT", "v000002", "v000003"]
+    assert [n for n in store.list("private") if n.startswith("v")] == ["v000002", "v000003"]
+
+
+def test_stale_staging_is_swept(tmp_path):
+    store = LocalStore(tmp_path / "s")
+    publish(SMALL, store, PublishParams(k=2, m=2))
+    store.write("public", ".staging-v000002/chunks/x.tsv", b"half", pri_label=False)
+    store.write("private", "v000009/manifest.json", b"{}", pri_label=True)  # never made current
+    publish(SMALL, store, PublishParams(k=2, m=2))
+    assert current_version(store) == "v000002"
+    assert not store.exists("public", ".staging-v000002")
+    assert not store.exists("private", "v000009")
+
+
+def test_exact_counts_on_small_data(tmp_path):
+    store = LocalStore(tmp_path / "s")
+    for method in ("basic", "testing"):
+        publish(SMALL, store, PublishParams(k=3, m=2, method=method, cluster_size=20))
+        publication = Publication.open(store)
+        vocabulary = sorted(set().union(*SMALL.records)) + ["absent"]
+        for a in vocabulary:
+            for b in vocabulary:
+                query = CountQuery(tuple(dict.fromkeys((a, b))))
+                assert exact_count(publication, query) == SMALL.count_containing(query.terms)
+
+
+def test_planner_prunes_clusters_without_a_term(tmp_path):
+    store = LocalStore(tmp_path / "s")
+    publish(SMALL, store, PublishParams(k=2, m=2, cluster_size=15))
+    publication = Publication.open(store)
+    tasks = plan_conjunction(("rare-2", "b"), publication)
+    assert {t.cluster for t in tasks} == {len(SMALL) // 15}  # the last cluster only
+    assert plan_conjunction(("absent",), publication) == []
+
+
+@pytest.mark.parametrize("name", ["bms-webview-1.dat", "bms-webview-2.dat"])
+@pytest.mark.parametrize("method", ["basic", "testing"])
+@pytest.mark.parametrize("k,m", [(2, 2), (5, 3), (10, 2)])
+def test_bms_subsample_exact_counts(tmp_path, name, method, k, m):
+    sample = load(dataset_path(name)).head(6000)
+    store = LocalStore(tmp_path / "s")
+    publish(sample, store, PublishParams(k=k, m=m, method=method, cluster_size=1500))
+    checked = audit(store)
+    assert checked.ok and checked.chunks > 0, checked.violations[:3]
+    publication = Publication.open(store)
+    for terms in random_conjunctions(sample.records, 200, seed=k * 10 + m):
+        assert exact_count(publication, CountQuery(terms)) == sample.count_containing(terms), terms
+
+
+CRASHING_PUBLISH = """
+import sys
+from cocktail.dataset import load
+from cocktail.publication import PublishParams, publish
+from cocktail.store import LocalStore
+publish(load(sys.argv[1]), LocalStore(sys.argv[2]), PublishParams(k=2, m=2, cluster_size=50))
+"""
+
+
+def test_killed_publish_leaves_previous_version_current(tmp_path):
+    """SIGKILL the publisher once it has written part of a new version."""
+    data = dataset_path("bms-webview-1.dat")
+    store = LocalStore(tmp_path / "s")
+    first = publish(load(data), store, PublishParams(k=5, m=2, cluster_size=20000))
+    staging = tmp_path / "s" / "public" / (fmt.STAGING_PREFIX + "v000002") / "chunks"
+    proc = subprocess.Popen([sys.executable, "-c", CRASHING_PUBLISH, str(data), str(store.root)])
+    deadline = time.monotonic() + 120
+    while not (staging.exists() and len(os.listdir(staging)) > 50):
+        assert proc.poll() is None, "the publish ended before it could be interrupted"
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert current_version(store) == first.version
+    assert audit(store).ok
+    publication = Publication.open(store)
+    assert exact_count(publication, CountQuery(("10312",))) == load(data).count_containing(
+        ("10312",))
+    # The next publish sweeps the debris and commits normally.
+    second = publish(load(data), store, PublishParams(k=5, m=2))
+    assert second.version == "v000002" and current_version(store) == "v000002"
+    assert not any(n.startswith(fmt.STAGING_PREFIX) for n in store.list("public"))
