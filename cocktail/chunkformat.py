@@ -53,8 +53,8 @@ def index_path(version: str, chunk_id: str) -> str:
     return f"{version}/{INDEX_DIR}/{chunk_id}.tsv"
 
 
-def pseudonym_map_path(version: str, chunk_id: str) -> str:
-    return f"{version}/{PSEUDONYM_DIR}/{chunk_id}.tsv"
+def pseudonym_map_path(version: str, cluster: int) -> str:
+    return f"{version}/{PSEUDONYM_DIR}/{cluster}.tsv"
 
 
 def manifest_path(version: str) -> str:
@@ -63,11 +63,22 @@ def manifest_path(version: str) -> str:
 
 # -- chunk files ---------------------------------------------------------------------------
 
+def _json_term(term: str) -> str:
+    return json.dumps(term, ensure_ascii=False)
+
+
 def encode_chunk(subrecords: Iterable[tuple[str, Sequence[str]]]) -> bytes:
-    """Subrecords as (pseudonym, sorted terms), already ordered by pseudonym."""
-    return "".join(
-        f"{p}\t{json.dumps(list(terms), ensure_ascii=False)}\n" for p, terms in subrecords
-    ).encode("utf-8")
+    """Subrecords as (pseudonym, sorted terms), already ordered by pseudonym.
+
+    Each line's array is exactly ``json.dumps(terms)``, assembled from terms encoded once per
+    chunk rather than once per occurrence.
+    """
+    encoded: dict[str, str] = {}
+    lines = []
+    for p, terms in subrecords:
+        items = [encoded.get(t) or encoded.setdefault(t, _json_term(t)) for t in terms]
+        lines.append(f"{p}\t[{', '.join(items)}]\n")
+    return "".join(lines).encode("utf-8")
 
 
 def decode_chunk(data: bytes, name: str = "chunk") -> Iterator[tuple[str, list[str]]]:
@@ -89,7 +100,7 @@ def decode_chunk(data: bytes, name: str = "chunk") -> Iterator[tuple[str, list[s
 def encode_index(postings: Mapping[str, Sequence[str]]) -> bytes:
     """term -> sorted pseudonyms, written in term order."""
     return "".join(
-        f"{json.dumps(term, ensure_ascii=False)}\t{' '.join(postings[term])}\n"
+        f"{_json_term(term)}\t{' '.join(postings[term])}\n"
         for term in sorted(postings)
     ).encode("utf-8")
 
@@ -117,19 +128,21 @@ def build_index(subrecords: Iterable[tuple[str, Sequence[str]]]) -> dict[str, li
     return postings
 
 
-# -- pseudonym maps (private) --------------------------------------------------------------
+# -- pseudonym maps (private, one file per cluster) ----------------------------------------
 
-def encode_pseudonym_map(pairs: Iterable[tuple[str, int]]) -> bytes:
-    return "".join(f"{p}\t{record}\n" for p, record in pairs).encode("ascii")
+def encode_pseudonym_map(rows: Iterable[tuple[str, str, int]]) -> bytes:
+    """(chunk id, pseudonym, record position) rows."""
+    return "".join(f"{c}\t{p}\t{record}\n" for c, p, record in rows).encode("ascii")
 
 
-def decode_pseudonym_map(data: bytes, name: str = "pseudonyms") -> dict[str, int]:
-    result: dict[str, int] = {}
+def decode_pseudonym_map(data: bytes, name: str = "pseudonyms") -> dict[str, dict[str, int]]:
+    """chunk id -> pseudonym -> record position."""
+    result: dict[str, dict[str, int]] = {}
     for lineno, line in enumerate(data.decode("ascii").splitlines(), 1):
-        pseudonym, sep, record = line.partition("\t")
-        if not sep or not record.isdigit():
-            raise FormatError(f"{name}:{lineno}: expected '<pseudonym>\\t<record index>'")
-        result[pseudonym] = int(record)
+        fields = line.split("\t")
+        if len(fields) != 3 or not fields[2].isdigit():
+            raise FormatError(f"{name}:{lineno}: expected '<chunk>\\t<pseudonym>\\t<record>'")
+        result.setdefault(fields[0], {})[fields[1]] = int(fields[2])
     return result
 
 

@@ -131,6 +131,7 @@ class _VersionWriter:
         self.staging = fmt.STAGING_PREFIX + version
         self.seen_pseudonyms: set[str] = set()
         self.chunks: dict[str, dict] = {}
+        self.cluster_map: list[tuple[str, str, int]] = []  # the open cluster's pseudonym map
 
     def _new_chunk_id(self, record_ids: Sequence[str]) -> tuple[str, list[str]]:
         """A fresh random id whose pseudonyms collide with none issued so far in this version."""
@@ -155,15 +156,18 @@ class _VersionWriter:
                          pri_label=private)
         self.store.write(zone, f"{self.staging}/{fmt.INDEX_DIR}/{chunk_id}.tsv", index_bytes,
                          pri_label=private)
-        pmap = fmt.encode_pseudonym_map((name, position) for name, (_, position, _) in rows)
-        self.store.write("private", f"{self.staging}/{fmt.PSEUDONYM_DIR}/{chunk_id}.tsv", pmap,
-                         pri_label=True)
+        self.cluster_map.extend((chunk_id, name, position) for name, (_, position, _) in rows)
         self.chunks[chunk_id] = {
             "cluster": cluster, "priLabel": private, "terms": sorted(terms),
             "subrecords": len(subrecords),
             "sha256": {"chunk": hashlib.sha256(chunk_bytes).hexdigest(),
                        "index": hashlib.sha256(index_bytes).hexdigest()},
         }
+
+    def close_cluster(self, cluster: int) -> None:
+        self.store.write("private", f"{self.staging}/{fmt.PSEUDONYM_DIR}/{cluster}.tsv",
+                         fmt.encode_pseudonym_map(self.cluster_map), pri_label=True)
+        self.cluster_map = []
 
     def finish(self, public_manifest: dict, private_manifest: dict, records: bytes) -> None:
         self.store.write("public", f"{self.staging}/{fmt.MANIFEST}",
@@ -225,6 +229,7 @@ def publish(dataset: Dataset, store: Store, params: PublishParams,
                 totals[f"{kind}_subrecords"] += len(members)
                 if private:
                     totals["private_pairs"] += sum(len(sub) for _, sub in members)
+            writer.close_cluster(number)
             private_terms |= split.private
             cluster_entries.append({"id": number, "records": len(positions),
                                     "notes": split.notes})
@@ -285,7 +290,7 @@ class Publication:
         self.chunks = {cid: ChunkInfo(cid, c["cluster"], c["priLabel"], frozenset(c["terms"]))
                        for cid, c in self.manifest["chunks"].items()}
         self._postings: dict[str, dict[str, list[str]]] = {}
-        self._maps: dict[str, dict[str, int]] = {}
+        self._maps: dict[int, dict[str, dict[str, int]]] = {}
 
     @classmethod
     def open(cls, store: Store, version: str | None = None) -> Publication:
@@ -337,8 +342,9 @@ class Publication:
         return fmt.decode_chunk(self.store.read(self._zone(chunk_id), path), path)
 
     def record_positions(self, chunk_id: str) -> dict[str, int]:
-        """pseudonym -> record position, for one chunk (private map, cached)."""
-        if chunk_id not in self._maps:
-            path = fmt.pseudonym_map_path(self.version, chunk_id)
-            self._maps[chunk_id] = fmt.decode_pseudonym_map(self.store.read("private", path), path)
-        return self._maps[chunk_id]
+        """pseudonym -> record position, for one chunk (the private map, read per cluster)."""
+        cluster = self.chunks[chunk_id].cluster
+        if cluster not in self._maps:
+            path = fmt.pseudonym_map_path(self.version, cluster)
+            self._maps[cluster] = fmt.decode_pseudonym_map(self.store.read("private", path), path)
+        return self._maps[cluster][chunk_id]

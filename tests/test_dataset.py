@@ -8,7 +8,8 @@ import pytest
 
 from cocktail.dataset import FORMATS, Dataset, InputError, detect_format, load, write_fimi
 
-DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+from .conftest import dataset_path
+
 
 
 def write(tmp_path: Path, name: str, content: str | bytes) -> Path:
@@ -267,10 +268,7 @@ def test_write_fimi_refuses_terms_it_cannot_hold(tmp_path, term):
 # -- real data -------------------------------------------------------------------------------
 
 def test_bms_webview_1():
-    path = DATASETS / "bms-webview-1.dat"
-    if not path.exists():
-        pytest.skip(f"{path} is not present (the shared BMS-WebView datasets live beside the repo)")
-    dataset = load(path)
+    dataset = load(dataset_path("bms-webview-1.dat"))
     assert dataset.format == "fimi"
     assert len(dataset) == 59_602
     assert len(dataset.terms()) == 497

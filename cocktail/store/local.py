@@ -18,6 +18,7 @@ class LocalStore(Store):
         self.url = str(self.root)
         if self.root.exists() and not self.root.is_dir():
             raise StoreError(f"store {self.root} exists and is not a directory")
+        self._made: set[Path] = set()  # directories known to exist: publishing writes many files
 
     def _path(self, zone: str, path: str) -> Path:
         check_zone(zone)
@@ -33,10 +34,13 @@ class LocalStore(Store):
 
     def _write(self, zone: str, path: str, data: bytes, pri_label: bool) -> None:
         target = self._path(zone, path)
-        self._ensure_zones()
-        target.parent.mkdir(parents=True, exist_ok=True)
         try:
-            target.write_bytes(data)
+            if target.parent not in self._made:
+                self._ensure_zones()
+                target.parent.mkdir(parents=True, exist_ok=True)
+                self._made.add(target.parent)
+            with open(target, "wb") as handle:
+                handle.write(data)
         except OSError as exc:
             raise StoreError(f"cannot write {target}: {exc.strerror}") from exc
 
@@ -63,9 +67,11 @@ class LocalStore(Store):
                 yield (Path(dirpath) / name).relative_to(base).as_posix()
 
     def rename(self, zone: str, src: str, dst: str) -> None:
+        self._made.clear()  # cached directories may have moved
         os.replace(self._path(zone, src), self._path(zone, dst))
 
     def remove(self, zone: str, path: str) -> None:
+        self._made.clear()
         target = self._path(zone, path)
         if target.is_dir():
             shutil.rmtree(target)
