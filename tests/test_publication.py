@@ -47,12 +47,15 @@ def reconstruct(publication: Publication) -> dict[str, frozenset[str]]:
     return {rid: frozenset(terms) for rid, terms in records.items()}
 
 
-def test_reconstruction_gives_back_the_input(tmp_path):
-    store = LocalStore(tmp_path / "s")
-    publish(SMALL, store, PublishParams(k=3, m=2, cluster_size=16))
-    publication = Publication.open(store)
-    assert reconstruct(publication) == dict(zip(SMALL.ids, SMALL.records))
-    assert publication.record_ids == list(SMALL.ids)
+@pytest.mark.parametrize("method", ["basic", "testing"])
+def test_reconstruction_gives_back_the_input(tmp_path, method):
+    bms = load(dataset_path("bms-webview-2.dat")).head(5000)
+    for number, dataset in enumerate((SMALL, bms)):
+        store = LocalStore(tmp_path / str(number))
+        publish(dataset, store, PublishParams(k=3, m=2, method=method, cluster_size=1200))
+        publication = Publication.open(store)
+        assert reconstruct(publication) == dict(zip(dataset.ids, dataset.records))
+        assert publication.record_ids == list(dataset.ids)
 
 
 def test_public_zone_reveals_no_record_ids_and_no_shared_pseudonyms(tmp_path):
