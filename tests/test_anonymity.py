@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import random
+from itertools import combinations
 
 import pytest
 
 from cocktail.anonymity import METHODS, partition
 from cocktail.anonymity.basic import greedy_partition
 from cocktail.anonymity.concepts import mine_concepts
+from cocktail.anonymity.conflicts import find_conflicts
+from cocktail.anonymity.improved import dissolve_redundant, grow_concept
 from cocktail.audit import km_violations
 
 
@@ -48,10 +51,57 @@ def test_partition_is_valid(method, k, m, seed):
         assert all(len(c) <= m for c in chunks)
 
 
+@pytest.mark.parametrize("rule", ["exact", "strict"])
+@pytest.mark.parametrize("k,m", [(2, 2), (3, 3), (4, 4)])
+@pytest.mark.parametrize("seed", range(6))
+def test_conflict_space_matches_the_definition(rule, k, m, seed):
+    """A set of frequent terms is valid exactly when the verifier finds it k^m-anonymous
+    (exact rule), or when every <= m-subset is frequent (strict rule)."""
+    records = random_cluster(seed, n=60, items=10)
+    space = find_conflicts(records, k, m, rule)
+    frequent = {frozenset(t) for t, _ in mine_concepts(records, k, m)}
+    rng = random.Random(seed)
+    for _ in range(150):
+        group = frozenset(rng.sample(space.terms, rng.randint(1, min(6, len(space.terms)))))
+        if rule == "exact":
+            subrecords = [r & group for r in records if r & group]
+            expected = km_violations(subrecords, k, m, 10**7)[1] == []
+        else:
+            expected = all(frozenset(c) in frequent for size in range(1, m + 1)
+                           for c in combinations(sorted(group), size))
+        assert space.valid(space.mask(group)) == expected, sorted(group)
+
+
+def test_rlf_growth_and_dissolving_keep_chunks_valid():
+    records = random_cluster(1, n=200, items=30)
+    space = find_conflicts(records, 3, 3)
+    remaining, grown = space.all, []
+    while remaining:
+        concept = grow_concept(space, remaining)
+        assert concept and concept & remaining == concept and space.valid(concept)
+        grown.append(concept)
+        remaining &= ~concept
+    dissolved = dissolve_redundant(space, grown)
+    assert len(dissolved) <= len(grown)
+    assert all(space.valid(c) for c in dissolved)
+    assert sum(c.bit_count() for c in dissolved) == len(space.terms)
+
+
+def test_paper_pipeline_reports_its_caps():
+    records = random_cluster(2, n=200, items=30)
+    capped = partition("improved-paper", records, 2, 2)
+    assert capped.notes["expansion_capped"] in (0, 1)
+    from cocktail.anonymity.improved import partition_improved_paper
+    tight = partition_improved_paper(records, 2, 2, max_steps=3)
+    assert tight.notes["expansion_capped"] == 1
+    assert sorted(t for c in tight.public for t in c) == sorted(
+        t for c in capped.public for t in c)  # still a partition of the same frequent terms
+
+
 def test_hand_example():
     records = [frozenset("ab"), frozenset("ab"), frozenset("ac"), frozenset("cd")]
     # supports a3 b2 c2 d1; pairs ab=2, ac=1, bc=0 (k=2, m=2)
-    for method in ("basic", "testing"):
+    for method in ("basic", "testing", "improved", "improved-paper"):
         result = partition(method, records, 2, 2)
         assert set(result.public) == {frozenset("ab"), frozenset("c")}
         assert result.private == frozenset("d")
@@ -61,6 +111,9 @@ def test_support_zero_combinations_are_allowed():
     # a and b never co-occur: {a, b} is 2^2-anonymous by DESIGN.md's definition.
     records = [frozenset("a"), frozenset("a"), frozenset("b"), frozenset("b")]
     assert partition("testing", records, 2, 2).public == (frozenset("ab"),)
+    assert partition("improved", records, 2, 2).public == (frozenset("ab"),)
+    from cocktail.anonymity.improved import partition_improved
+    assert len(partition_improved(records, 2, 2, rule="strict").public) == 2
     assert len(partition("basic", records, 2, 2).public) == 2  # basic chunks are concepts
 
 

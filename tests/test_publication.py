@@ -114,7 +114,7 @@ def test_stale_staging_is_swept(tmp_path):
 
 def test_exact_counts_on_small_data(tmp_path):
     store = LocalStore(tmp_path / "s")
-    for method in ("basic", "testing"):
+    for method in ("basic", "testing", "improved", "improved-paper"):
         publish(SMALL, store, PublishParams(k=3, m=2, method=method, cluster_size=20))
         publication = Publication.open(store)
         vocabulary = sorted(set().union(*SMALL.records)) + ["absent"]
@@ -134,7 +134,7 @@ def test_planner_prunes_clusters_without_a_term(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["bms-webview-1.dat", "bms-webview-2.dat"])
-@pytest.mark.parametrize("method", ["basic", "testing"])
+@pytest.mark.parametrize("method", ["basic", "testing", "improved"])
 @pytest.mark.parametrize("k,m", [(2, 2), (5, 3), (10, 2)])
 def test_bms_subsample_exact_counts(tmp_path, name, method, k, m):
     sample = load(dataset_path(name)).head(6000)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from .basic import partition_basic
+from .improved import partition_improved, partition_improved_paper
 from .model import Itemset, Partition, Record
 from .testing import partition_testing
 
@@ -15,6 +16,8 @@ Partitioner = Callable[[Sequence[Record], int, int], Partition]
 
 METHODS: dict[str, Partitioner] = {
     "basic": partition_basic,
+    "improved": partition_improved,
+    "improved-paper": partition_improved_paper,
     "testing": partition_testing,
 }
 
