@@ -116,11 +116,13 @@ def generate_cmd(output: Path, records: int, items: int, avg_len: float, pattern
               help="Skip malformed input lines (reported) instead of stopping at the first.")
 @click.option("--keep", default=DEFAULT_KEEP, show_default=True, type=click.IntRange(1),
               help="Committed versions to keep, the new one included.")
+@click.option("--workers", default=PublishParams.workers, show_default=True,
+              type=click.IntRange(1), help="Processes partitioning clusters in parallel.")
 @json_option
 @_fail_cleanly
 def publish_cmd(input_path: Path, store_spec: str, k: int, m: int, method: str,
                 cluster_size: int, input_format: str | None, skip_bad_lines: bool, keep: int,
-                as_json: bool) -> None:
+                workers: int, as_json: bool) -> None:
     """Partition INPUT and publish it as a new version of the store.
 
     INPUT is FIMI/SPMF (.dat, .txt), CSV of record_id,term pairs (.csv) or JSON Lines
@@ -129,7 +131,8 @@ def publish_cmd(input_path: Path, store_spec: str, k: int, m: int, method: str,
     dataset = load(input_path, input_format, skip_bad_lines=skip_bad_lines)
     if dataset.skipped_lines:
         err.print(f"[yellow]skipped {dataset.skipped_lines} malformed line(s) of {input_path}[/]")
-    params = PublishParams(k=k, m=m, method=method, cluster_size=cluster_size, keep=keep)
+    params = PublishParams(k=k, m=m, method=method, cluster_size=cluster_size, keep=keep,
+                           workers=workers)
     with _progress("partitioning clusters", True) as update:
         report = publish(dataset, open_store(store_spec), params, progress=update)
     _emit(as_json, report.as_dict(), lambda: out.print(

@@ -15,15 +15,17 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import secrets
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from functools import cached_property
 
 from . import chunkformat as fmt
-from .anonymity import partition
+from .anonymity import Partition, partition
 from .clustering import fixed_size_clusters
 from .dataset import Dataset
 from .store import Store, StoreError
@@ -39,6 +41,7 @@ class PublishParams:
     method: str = "basic"
     cluster_size: int = 2000
     keep: int = DEFAULT_KEEP  # committed versions kept, the current one included
+    workers: int = os.cpu_count() or 1  # processes partitioning clusters in parallel
 
     def check(self) -> None:
         if self.k < 1 or self.m < 1:
@@ -47,6 +50,8 @@ class PublishParams:
             raise ValueError(f"cluster size must be at least 1 (got {self.cluster_size})")
         if self.keep < 1:
             raise ValueError(f"keep must be at least 1 (got {self.keep})")
+        if self.workers < 1:
+            raise ValueError(f"workers must be at least 1 (got {self.workers})")
 
 
 @dataclass(frozen=True)
@@ -198,6 +203,23 @@ def _split_cluster(records: Sequence[frozenset[str]], positions: Sequence[int],
     return members
 
 
+def _partition_job(job: tuple[str, list[frozenset[str]], int, int]) -> Partition:
+    method, records, k, m = job
+    return partition(method, records, k, m)
+
+
+def _partitions(dataset: Dataset, clusters: list[list[int]],
+                params: PublishParams) -> Iterator[Partition]:
+    """Each cluster's partition, in cluster order; clusters are independent, so in parallel."""
+    jobs = [(params.method, [dataset.records[p] for p in positions], params.k, params.m)
+            for positions in clusters]
+    if params.workers == 1 or len(jobs) < 2:
+        yield from map(_partition_job, jobs)
+        return
+    with ProcessPoolExecutor(min(params.workers, len(jobs))) as pool:
+        yield from pool.map(_partition_job, jobs)
+
+
 def publish(dataset: Dataset, store: Store, params: PublishParams,
             progress: Callable[[int, int], None] | None = None) -> PublishReport:
     """Partition, pseudonymise and write ``dataset`` as a new current version of ``store``.
@@ -216,9 +238,8 @@ def publish(dataset: Dataset, store: Store, params: PublishParams,
         cluster_entries, private_terms = [], set()
         totals = {"public": 0, "private": 0, "public_subrecords": 0, "private_subrecords": 0,
                   "private_pairs": 0}
-        for number, positions in enumerate(clusters):
-            records = [dataset.records[p] for p in positions]
-            split = partition(params.method, records, params.k, params.m)
+        for number, (positions, split) in enumerate(zip(clusters, _partitions(dataset, clusters,
+                                                                               params))):
             chunk_terms = [*split.public, *([split.private] if split.private else [])]
             for i, members in enumerate(_split_cluster(dataset.records, positions, chunk_terms)):
                 private = i >= len(split.public)

@@ -154,3 +154,46 @@ def test_bad_parameters():
         partition("basic", [], 0, 2)
     with pytest.raises(ValueError, match="m must be"):
         partition("testing", [], 2, 0)
+
+
+def set_partitions(items):
+    if not items:
+        yield []
+        return
+    first, rest = items[0], items[1:]
+    for smaller in set_partitions(rest):
+        for i in range(len(smaller)):
+            yield smaller[:i] + [smaller[i] | {first}] + smaller[i + 1:]
+        yield [{first}] + smaller
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("k,m", [(2, 2), (3, 3)])
+def test_optimal_is_the_true_minimum(seed, k, m):
+    """Against exhaustive search over every partition of the frequent terms (tiny clusters)."""
+    records = random_cluster(seed, n=40, items=9)
+    frequent = sorted(t for t, s in supports(records).items() if s >= k)
+    assert len(frequent) <= 9
+
+    verdicts = {}
+
+    def anonymous(chunk):
+        chunk = frozenset(chunk)
+        if chunk not in verdicts:
+            subrecords = [r & chunk for r in records if r & chunk]
+            verdicts[chunk] = km_violations(subrecords, k, m, 10**7)[1] == []
+        return verdicts[chunk]
+
+    best = min(len(p) for p in set_partitions(frequent) if all(anonymous(c) for c in p))
+    result = partition("optimal", records, k, m)
+    assert len(result.public) == best
+    assert all(anonymous(c) for c in result.public)
+    for method in ("basic", "testing", "improved"):
+        assert len(partition(method, records, k, m).public) >= best
+
+
+def test_optimal_refuses_large_clusters():
+    from cocktail.anonymity.optimal import TooLargeForOptimal
+    records = random_cluster(0, n=300, items=80)
+    with pytest.raises(TooLargeForOptimal, match="frequent terms"):
+        partition("optimal", records, 2, 2)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from .basic import partition_basic
 from .improved import partition_improved, partition_improved_paper
 from .model import Itemset, Partition, Record
+from .optimal import partition_optimal
 from .testing import partition_testing
 
 Partitioner = Callable[[Sequence[Record], int, int], Partition]
@@ -18,6 +19,7 @@ METHODS: dict[str, Partitioner] = {
     "basic": partition_basic,
     "improved": partition_improved,
     "improved-paper": partition_improved_paper,
+    "optimal": partition_optimal,
     "testing": partition_testing,
 }
 
