@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import multiprocessing
 import os
 import secrets
 import time
@@ -32,6 +33,7 @@ from .store import Store, StoreError
 
 KEY_FILE = "owner.key"
 DEFAULT_KEEP = 3
+PARALLEL_FROM_RECORDS = 20_000  # below this, starting worker processes costs more than it saves
 
 
 @dataclass(frozen=True)
@@ -213,10 +215,13 @@ def _partitions(dataset: Dataset, clusters: list[list[int]],
     """Each cluster's partition, in cluster order; clusters are independent, so in parallel."""
     jobs = [(params.method, [dataset.records[p] for p in positions], params.k, params.m)
             for positions in clusters]
-    if params.workers == 1 or len(jobs) < 2:
+    if params.workers == 1 or len(jobs) < 2 or len(dataset) < PARALLEL_FROM_RECORDS:
         yield from map(_partition_job, jobs)
         return
-    with ProcessPoolExecutor(min(params.workers, len(jobs))) as pool:
+    # Spawned, not forked: a forked worker would inherit the publish lock and keep holding it
+    # if this process were killed.
+    with ProcessPoolExecutor(min(params.workers, len(jobs)),
+                             mp_context=multiprocessing.get_context("spawn")) as pool:
         yield from pool.map(_partition_job, jobs)
 
 
