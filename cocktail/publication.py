@@ -72,7 +72,8 @@ class PublishReport:
     private_terms: int       # distinct terms kept private in at least one cluster
     private_term_share: float  # share of all (record, term) pairs that stay private
     skipped_lines: int
-    seconds: float
+    partition_seconds: float  # CPU time of the partitioner, summed over clusters
+    seconds: float            # wall time of the whole publish
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -205,14 +206,16 @@ def _split_cluster(records: Sequence[frozenset[str]], positions: Sequence[int],
     return members
 
 
-def _partition_job(job: tuple[str, list[frozenset[str]], int, int]) -> Partition:
+def _partition_job(job: tuple[str, list[frozenset[str]], int, int]) -> tuple[Partition, float]:
     method, records, k, m = job
-    return partition(method, records, k, m)
+    started = time.process_time()
+    return partition(method, records, k, m), time.process_time() - started
 
 
 def _partitions(dataset: Dataset, clusters: list[list[int]],
-                params: PublishParams) -> Iterator[Partition]:
-    """Each cluster's partition, in cluster order; clusters are independent, so in parallel."""
+                params: PublishParams) -> Iterator[tuple[Partition, float]]:
+    """Each cluster's partition and its CPU seconds, in cluster order; clusters are
+    independent, so in parallel."""
     jobs = [(params.method, [dataset.records[p] for p in positions], params.k, params.m)
             for positions in clusters]
     if params.workers == 1 or len(jobs) < 2 or len(dataset) < PARALLEL_FROM_RECORDS:
@@ -243,8 +246,10 @@ def publish(dataset: Dataset, store: Store, params: PublishParams,
         cluster_entries, private_terms = [], set()
         totals = {"public": 0, "private": 0, "public_subrecords": 0, "private_subrecords": 0,
                   "private_pairs": 0}
-        for number, (positions, split) in enumerate(zip(clusters, _partitions(dataset, clusters,
-                                                                               params))):
+        partition_seconds = 0.0
+        for number, (positions, (split, cpu)) in enumerate(
+                zip(clusters, _partitions(dataset, clusters, params))):
+            partition_seconds += cpu
             chunk_terms = [*split.public, *([split.private] if split.private else [])]
             for i, members in enumerate(_split_cluster(dataset.records, positions, chunk_terms)):
                 private = i >= len(split.public)
@@ -292,6 +297,7 @@ def publish(dataset: Dataset, store: Store, params: PublishParams,
         private_terms=len(private_terms),
         private_term_share=round(totals["private_pairs"] / pairs, 6) if pairs else 0.0,
         skipped_lines=dataset.skipped_lines,
+        partition_seconds=round(partition_seconds, 3),
         seconds=round(time.perf_counter() - started, 3),
     )
 
