@@ -5,9 +5,11 @@ Borgelt's C implementation of Eclat (pyfim) rather than a Python Apriori.  Conce
 plain ``(terms, support)`` tuples pyfim returns: clusters of long records yield millions of them.
 
 Some clusters hold a few near-identical very long records (crawlers in BMS-WebView-1): at m=4
-one 2000-record cluster has 22 million concepts.  Mining therefore goes level by level and,
-before each level, bounds its size by apriori-gen's join (candidates of size l are pairs of
-frequent (l-1)-itemsets sharing their first l-2 terms); past ``max_concepts`` it refuses with
+one 2000-record cluster has 22 million concepts.  So mining is bounded.  A concept of size s is
+contained in at least k records, so there are at most sum over records of C(|r|, s), over k; when
+that is within ``max_concepts`` one pyfim call mines everything.  Otherwise mining goes level by
+level and bounds each level by apriori-gen's join (candidates of size l are pairs of frequent
+(l-1)-itemsets sharing their first l-2 terms); past ``max_concepts`` it refuses with
 :class:`ClusterTooDense` instead of exhausting memory.
 """
 
@@ -50,6 +52,10 @@ def mine_concepts(records: Sequence[Record], k: int, m: int,
         # A negative `supp` is an absolute minimum support in pyfim.
         return fim.eclat(transactions, target="s", supp=-k, zmin=1, zmax=depth, report="a")
 
+    longest = max(map(len, transactions))
+    subsets = [sum(comb(n, s) for s in range(1, m + 1)) for n in range(longest + 1)]
+    if sum(subsets[len(t)] for t in transactions) // k <= max_concepts:
+        return mine(m)
     concepts = mine(1)
     for depth in range(2, m + 1):
         top = [tuple(sorted(items)) for items, _ in concepts if len(items) == depth - 1]
