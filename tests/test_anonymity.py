@@ -197,3 +197,22 @@ def test_optimal_refuses_large_clusters():
     records = random_cluster(0, n=300, items=80)
     with pytest.raises(TooLargeForOptimal, match="frequent terms"):
         partition("optimal", records, 2, 2)
+
+
+def test_dense_cluster_is_refused_not_mined():
+    from cocktail.anonymity.concepts import ClusterTooDense
+    crawler = frozenset(f"page{i}" for i in range(40))
+    records = [crawler] * 5 + random_cluster(3, n=50, items=20)
+    with pytest.raises(ClusterTooDense, match="lower m, raise k"):
+        mine_concepts(records, 5, 4, max_concepts=50_000)  # C(40, <=4) = 102,090 concepts
+
+
+def test_level_wise_mining_finds_the_same_concepts():
+    # One long record of unique terms inflates the quick bound (C(30, <=3) / k = 2,247) but adds
+    # no concept: a budget of 1,500 then forces the level-by-level path.
+    records = random_cluster(5, n=150, items=25) + [frozenset(f"solo{i}" for i in range(30))]
+    everything = mine_concepts(records, 2, 3)
+    assert len(everything) < 1500
+    level_wise = mine_concepts(records, 2, 3, max_concepts=1500)
+    assert sorted((tuple(sorted(t)), s) for t, s in level_wise) == \
+        sorted((tuple(sorted(t)), s) for t, s in everything)
