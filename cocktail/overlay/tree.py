@@ -1,0 +1,117 @@
+"""The term-based overlay partitioning tree (paper 5.1).
+
+Each internal node splits its records by the presence pattern of a small term set P (1..3
+terms): a record goes to the child whose pattern says, for each term of P, whether the record
+holds it, so a node has up to 2^|P| children.  P is chosen for the most balanced branching,
+measured as the Shannon entropy (bits) of the child sizes; the search only looks at a pool of the
+terms whose support in the node is closest to half of it (singletons from ``pool``, pairs and
+triples from its first ``combo_pool``), so it stays fast with thousands of terms.
+
+A node becomes a leaf when it holds at most ``leaf_size`` records, or when no split sends less
+than ``max_share`` of its records to one child ("no useful split").  A leaf larger than
+``leaf_size`` is cut into fixed-size clusters in input order.  Leaves' clusters are what
+EQI-partitioning works on.  The tree is private: it lives in the private manifest only.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+
+import numpy as np
+
+Pattern = str  # one character per split term: "1" present, "0" absent
+
+
+@dataclass
+class Node:
+    id: int
+    split: tuple[str, ...] = ()                           # empty for a leaf
+    children: dict[Pattern, int] = field(default_factory=dict)
+    clusters: list[list[int]] = field(default_factory=list)  # leaf only: record positions
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.split
+
+
+@dataclass
+class Tree:
+    nodes: list[Node]  # nodes[0] is the root; a parent always precedes its children
+
+    def leaves(self) -> list[Node]:
+        return [n for n in self.nodes if n.is_leaf]
+
+    def parents(self) -> dict[int, int]:
+        return {child: n.id for n in self.nodes for child in n.children.values()}
+
+    def to_json(self) -> list[dict]:
+        return [{"id": n.id, "split": list(n.split), "children": n.children}
+                for n in self.nodes]
+
+
+def _entropy(sizes: np.ndarray) -> float:
+    p = sizes[sizes > 0] / sizes.sum()
+    return float(-(p * np.log2(p)).sum())
+
+
+def best_split(records: Sequence[frozenset[str]], max_terms: int = 3, pool: int = 32,
+               combo_pool: int = 12) -> tuple[tuple[str, ...], float, list[int]] | None:
+    """The candidate term set with the most balanced branching: (terms, entropy, child sizes)."""
+    n = len(records)
+    support = Counter(t for r in records for t in r)
+    ranked = sorted((t for t, s in support.items() if 0 < s < n),
+                    key=lambda t: (abs(support[t] - n / 2), t))[:pool]
+    if not ranked:
+        return None
+    column = {t: i for i, t in enumerate(ranked)}
+    present = np.zeros((n, len(ranked)), dtype=np.int64)
+    for position, record in enumerate(records):
+        for term in record:
+            if term in column:
+                present[position, column[term]] = 1
+    best = None
+    for size in range(1, max_terms + 1):
+        candidates = ranked if size == 1 else ranked[:combo_pool]
+        for split in combinations(sorted(candidates), size):
+            codes = np.zeros(n, dtype=np.int64)
+            for term in split:  # the pattern read as a binary number, first term highest
+                codes = codes * 2 + present[:, column[term]]
+            sizes = np.bincount(codes, minlength=1 << size)
+            score = _entropy(sizes)
+            if best is None or score > best[1] + 1e-12:
+                best = (split, score, [int(x) for x in sizes if x])
+    return best
+
+
+def grow_tree(records: Sequence[frozenset[str]], leaf_size: int, *, max_terms: int = 3,
+              max_share: float = 0.95, pool: int = 32, combo_pool: int = 12) -> Tree:
+    if leaf_size < 1:
+        raise ValueError(f"leaf size must be at least 1, got {leaf_size}")
+    if not 1 <= max_terms <= 3:
+        raise ValueError(f"a split uses 1 to 3 terms, got {max_terms}")
+    nodes = [Node(0)]
+    pending = [(0, list(range(len(records))))]
+    while pending:
+        node_id, positions = pending.pop()
+        node = nodes[node_id]
+        found = None
+        if len(positions) > leaf_size:
+            found = best_split([records[p] for p in positions], max_terms, pool, combo_pool)
+        if found is None or max(found[2]) > max_share * len(positions):
+            node.clusters = [positions[i:i + leaf_size]
+                             for i in range(0, len(positions), leaf_size)] if positions else []
+            continue
+        node.split = found[0]
+        groups: dict[Pattern, list[int]] = {}
+        for p in positions:
+            pattern = "".join("1" if t in records[p] else "0" for t in node.split)
+            groups.setdefault(pattern, []).append(p)
+        for pattern in sorted(groups):
+            child = Node(len(nodes))
+            nodes.append(child)
+            node.children[pattern] = child.id
+            pending.append((child.id, groups[pattern]))
+    return Tree(nodes)
