@@ -154,6 +154,7 @@ def mining_rows(data: dict[str, Dataset]) -> list[dict]:
 
 
 def plot(rows: list[dict], metric: str, label: str, prefix: str, out: Path) -> list[Path]:
+    """One figure per dataset, a panel per sweep; log y, as basic is an order of magnitude off."""
     made = []
     for dataset in sorted({r["dataset"] for r in rows}):
         figure, axes = plt.subplots(1, 4, figsize=(18, 4))
@@ -166,6 +167,7 @@ def plot(rows: list[dict], metric: str, label: str, prefix: str, out: Path) -> l
                     axis.plot(*zip(*pts), marker="o", label=method)
             axis.set_xlabel(xlabel)
             axis.set_ylabel(label)
+            axis.set_yscale("symlog", linthresh=1)
             axis.grid(alpha=0.3)
         axes[0].legend()
         figure.suptitle(f"{dataset}: {label}")
