@@ -114,7 +114,7 @@ class _Auditor:
         self.report.subrecords += len(rows)
         self.check_rows(where, chunk_id, rows, entry)
         if index_data is not None:
-            self.check_index(index_where, index_data, rows)
+            self.check_index(index_where, chunk_id, index_data, rows)
         result = km_violations([terms for _, terms in rows], k, m, self.max_itemsets)
         if result is None:
             self.flag("unverifiable", where, f"more than {self.max_itemsets:,} itemsets to count; "
@@ -147,13 +147,14 @@ class _Auditor:
                 self.flag("linkable-pseudonym", where,
                           f"pseudonym {pseudonym} also occurs in chunk {other}")
 
-    def check_index(self, where: str, data: bytes, rows: list[tuple[str, list[str]]]) -> None:
+    def check_index(self, where: str, chunk_id: str, data: bytes,
+                    rows: list[tuple[str, list[str]]]) -> None:
         expected: dict[str, list[str]] = {}
         for pseudonym, terms in rows:
             for term in terms:
                 expected.setdefault(term, []).append(pseudonym)
         try:
-            actual = dict(fmt.decode_index(data, where))
+            actual = dict(fmt.decode_index(data, chunk_id, where))
         except (fmt.FormatError, UnicodeDecodeError) as exc:
             self.flag("integrity", where, str(exc))
             return

@@ -9,7 +9,10 @@ Chunk file (one line per subrecord, ordered by pseudonym)::
 
 Inverted index (one line per term, ordered by term)::
 
-    <JSON string: term> TAB <pseudonyms containing it, sorted, space separated>
+    <chunk id> TAB <JSON string: term> TAB <pseudonyms containing it, sorted, space separated>
+
+The chunk id on every line lets a streaming mapper work on any mix of index files without
+knowing which file a line came from (not every runner tells it).
 
 JSON keeps any term (tabs, spaces, non-ASCII) on one line while staying readable by the
 standard-library streaming scripts in mappers/.
@@ -97,26 +100,30 @@ def decode_chunk(data: bytes, name: str = "chunk") -> Iterator[tuple[str, list[s
 
 # -- inverted indexes ----------------------------------------------------------------------
 
-def encode_index(postings: Mapping[str, Sequence[str]]) -> bytes:
+def encode_index(chunk_id: str, postings: Mapping[str, Sequence[str]]) -> bytes:
     """term -> sorted pseudonyms, written in term order."""
     return "".join(
-        f"{_json_term(term)}\t{' '.join(postings[term])}\n"
+        f"{chunk_id}\t{_json_term(term)}\t{' '.join(postings[term])}\n"
         for term in sorted(postings)
     ).encode("utf-8")
 
 
-def decode_index(data: bytes, name: str = "index") -> Iterator[tuple[str, list[str]]]:
+def decode_index(data: bytes, chunk_id: str, name: str = "index") -> Iterator[tuple[str, list[str]]]:
+    """(term, pseudonyms) lines of the index of ``chunk_id``."""
     for lineno, line in enumerate(data.decode("utf-8").splitlines(), 1):
-        head, sep, tail = line.partition("\t")
-        if not sep:
-            raise FormatError(f"{name}:{lineno}: expected '<term>\\t<pseudonyms>'")
+        fields = line.split("\t")
+        if len(fields) != 3:
+            raise FormatError(f"{name}:{lineno}: expected '<chunk>\\t<term>\\t<pseudonyms>'")
+        if fields[0] != chunk_id:
+            raise FormatError(f"{name}:{lineno}: line of chunk {fields[0]!r} in the index of "
+                              f"{chunk_id!r}")
         try:
-            term = json.loads(head)
+            term = json.loads(fields[1])
         except json.JSONDecodeError as exc:
             raise FormatError(f"{name}:{lineno}: term is not a JSON string: {exc}") from None
         if not isinstance(term, str):
             raise FormatError(f"{name}:{lineno}: term is not a JSON string")
-        yield term, tail.split()
+        yield term, fields[2].split()
 
 
 def build_index(subrecords: Iterable[tuple[str, Sequence[str]]]) -> dict[str, list[str]]:

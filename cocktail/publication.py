@@ -159,7 +159,7 @@ class _VersionWriter:
         subrecords = [(name, sorted(sub)) for name, (_, _, sub) in rows]
         zone = "private" if private else "public"
         chunk_bytes = fmt.encode_chunk(subrecords)
-        index_bytes = fmt.encode_index(fmt.build_index(subrecords))
+        index_bytes = fmt.encode_index(chunk_id, fmt.build_index(subrecords))
         self.store.write(zone, f"{self.staging}/{fmt.CHUNK_DIR}/{chunk_id}.tsv", chunk_bytes,
                          pri_label=private)
         self.store.write(zone, f"{self.staging}/{fmt.INDEX_DIR}/{chunk_id}.tsv", index_bytes,
@@ -366,7 +366,7 @@ class Publication:
         if chunk_id not in self._postings:
             path = fmt.index_path(self.version, chunk_id)
             self._postings[chunk_id] = dict(
-                fmt.decode_index(self.store.read(self._zone(chunk_id), path), path))
+                fmt.decode_index(self.store.read(self._zone(chunk_id), path), chunk_id, path))
         return self._postings[chunk_id]
 
     def subrecords(self, chunk_id: str) -> Iterator[tuple[str, list[str]]]:

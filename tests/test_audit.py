@@ -32,7 +32,7 @@ def public_manifest(store, version):
 def rewrite_chunk(store, version, chunk_id, rows):
     """Replace a chunk consistently: its index and the manifest's checksums follow."""
     chunk = fmt.encode_chunk(rows)
-    index = fmt.encode_index({t: sorted(ps) for t, ps in fmt.build_index(rows).items()})
+    index = fmt.encode_index(chunk_id, {t: sorted(ps) for t, ps in fmt.build_index(rows).items()})
     store.write("public", fmt.chunk_path(version, chunk_id), chunk, pri_label=False)
     store.write("public", fmt.index_path(version, chunk_id), index, pri_label=False)
     manifest = public_manifest(store, version)
