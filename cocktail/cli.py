@@ -118,11 +118,19 @@ def generate_cmd(output: Path, records: int, items: int, avg_len: float, pattern
               help="Committed versions to keep, the new one included.")
 @click.option("--workers", default=PublishParams.workers, show_default=True,
               type=click.IntRange(1), help="Processes partitioning clusters in parallel.")
+@click.option("--overlay/--no-overlay", default=True, show_default=True,
+              help="Cluster with the term-based overlay tree (else a fixed-size split).")
+@click.option("--aggregate/--no-aggregate", default=True, show_default=True,
+              help="Pool leftover private subrecords up the tree and re-partition them.")
+@click.option("--aggregate-volume", default=PublishParams.aggregate_volume, show_default=True,
+              type=click.IntRange(1), help="Pooled private subrecords at which a tree node "
+              "re-partitions them itself instead of passing them up to the root.")
 @json_option
 @_fail_cleanly
 def publish_cmd(input_path: Path, store_spec: str, k: int, m: int, method: str,
                 cluster_size: int, input_format: str | None, skip_bad_lines: bool, keep: int,
-                workers: int, as_json: bool) -> None:
+                workers: int, overlay: bool, aggregate: bool, aggregate_volume: int,
+                as_json: bool) -> None:
     """Partition INPUT and publish it as a new version of the store.
 
     INPUT is FIMI/SPMF (.dat, .txt), CSV of record_id,term pairs (.csv) or JSON Lines
@@ -132,15 +140,18 @@ def publish_cmd(input_path: Path, store_spec: str, k: int, m: int, method: str,
     if dataset.skipped_lines:
         err.print(f"[yellow]skipped {dataset.skipped_lines} malformed line(s) of {input_path}[/]")
     params = PublishParams(k=k, m=m, method=method, cluster_size=cluster_size, keep=keep,
-                           workers=workers)
+                           workers=workers, overlay=overlay, aggregate=aggregate,
+                           aggregate_volume=aggregate_volume)
     with _progress("partitioning clusters", True) as update:
         report = publish(dataset, open_store(store_spec), params, progress=update)
+    before = report.private_before_aggregation
     _emit(as_json, report.as_dict(), lambda: out.print(
         f"published {report.version} to {report.store}: {report.records:,} records in "
-        f"{report.clusters} clusters -> {report.public_chunks:,} public chunks, "
-        f"{report.private_chunks:,} private chunks ({report.private_subrecords:,} private "
-        f"subrecords, {report.private_terms:,} terms private somewhere) in {report.seconds:.1f}s",
-        highlight=False))
+        f"{report.clusters} clusters (+{report.aggregated_clusters} aggregated) -> "
+        f"{report.public_chunks:,} public chunks, {report.private_chunks:,} private chunks; "
+        f"private subrecords {before['private_subrecords']:,} -> {report.private_subrecords:,}, "
+        f"private terms {before['private_terms']:,} -> {report.private_terms:,} after "
+        f"aggregation; {report.seconds:.1f}s", highlight=False))
 
 
 def _print_audit(report: AuditReport) -> None:

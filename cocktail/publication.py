@@ -27,8 +27,8 @@ from functools import cached_property
 
 from . import chunkformat as fmt
 from .anonymity import Partition, partition
-from .clustering import fixed_size_clusters
 from .dataset import Dataset
+from .overlay.layout import Layout, LayoutParams, Unit, build_layout
 from .store import Store, StoreError
 
 KEY_FILE = "owner.key"
@@ -40,10 +40,13 @@ PARALLEL_FROM_RECORDS = 20_000  # below this, starting worker processes costs mo
 class PublishParams:
     k: int = 5
     m: int = 3
-    method: str = "basic"
+    method: str = "improved"
     cluster_size: int = 2000
     keep: int = DEFAULT_KEEP  # committed versions kept, the current one included
     workers: int = os.cpu_count() or 1  # processes partitioning clusters in parallel
+    overlay: bool = True     # clusters from the overlay tree (else a fixed-size split)
+    aggregate: bool = True   # pool leftover private subrecords up the tree (paper 5.2)
+    aggregate_volume: int = 50_000  # pooled subrecords that make an aggregated cluster early
 
     def check(self) -> None:
         if self.k < 1 or self.m < 1:
@@ -52,6 +55,8 @@ class PublishParams:
             raise ValueError(f"cluster size must be at least 1 (got {self.cluster_size})")
         if self.keep < 1:
             raise ValueError(f"keep must be at least 1 (got {self.keep})")
+        if self.aggregate_volume < 1:
+            raise ValueError(f"aggregate volume must be at least 1 (got {self.aggregate_volume})")
         if self.workers < 1:
             raise ValueError(f"workers must be at least 1 (got {self.workers})")
 
@@ -69,8 +74,10 @@ class PublishReport:
     private_chunks: int
     public_subrecords: int
     private_subrecords: int
-    private_terms: int       # distinct terms kept private in at least one cluster
+    private_terms: int       # distinct terms in the stored private chunks
     private_term_share: float  # share of all (record, term) pairs that stay private
+    aggregated_clusters: int
+    private_before_aggregation: dict  # the same counts for the leaf clusters' private parts
     skipped_lines: int
     partition_seconds: float  # CPU time of the partitioner, summed over clusters
     seconds: float            # wall time of the whole publish
@@ -139,7 +146,7 @@ class _VersionWriter:
         self.staging = fmt.STAGING_PREFIX + version
         self.seen_pseudonyms: set[str] = set()
         self.chunks: dict[str, dict] = {}
-        self.cluster_map: list[tuple[str, str, int]] = []  # the open cluster's pseudonym map
+        self.unit_map: list[tuple[str, str, int]] = []  # the open unit's pseudonym map
 
     def _new_chunk_id(self, record_ids: Sequence[str]) -> tuple[str, list[str]]:
         """A fresh random id whose pseudonyms collide with none issued so far in this version."""
@@ -151,7 +158,7 @@ class _VersionWriter:
                 self.seen_pseudonyms.update(names)
                 return chunk_id, names
 
-    def add_chunk(self, cluster: int, private: bool, terms: frozenset[str],
+    def add_chunk(self, unit: int, private: bool, terms: frozenset[str],
                   members: Sequence[tuple[str, int, list[str]]]) -> None:
         """``members``: (record id, record position, subrecord terms) of every non-empty subrecord."""
         chunk_id, names = self._new_chunk_id([record_id for record_id, _, _ in members])
@@ -164,18 +171,18 @@ class _VersionWriter:
                          pri_label=private)
         self.store.write(zone, f"{self.staging}/{fmt.INDEX_DIR}/{chunk_id}.tsv", index_bytes,
                          pri_label=private)
-        self.cluster_map.extend((chunk_id, name, position) for name, (_, position, _) in rows)
+        self.unit_map.extend((chunk_id, name, position) for name, (_, position, _) in rows)
         self.chunks[chunk_id] = {
-            "cluster": cluster, "priLabel": private, "terms": sorted(terms),
+            "unit": unit, "priLabel": private, "terms": sorted(terms),
             "subrecords": len(subrecords),
             "sha256": {"chunk": hashlib.sha256(chunk_bytes).hexdigest(),
                        "index": hashlib.sha256(index_bytes).hexdigest()},
         }
 
-    def close_cluster(self, cluster: int) -> None:
-        self.store.write("private", f"{self.staging}/{fmt.PSEUDONYM_DIR}/{cluster}.tsv",
-                         fmt.encode_pseudonym_map(self.cluster_map), pri_label=True)
-        self.cluster_map = []
+    def close_unit(self, unit: int) -> None:
+        self.store.write("private", f"{self.staging}/{fmt.PSEUDONYM_DIR}/{unit}.tsv",
+                         fmt.encode_pseudonym_map(self.unit_map), pri_label=True)
+        self.unit_map = []
 
     def finish(self, public_manifest: dict, private_manifest: dict, records: bytes) -> None:
         self.store.write("public", f"{self.staging}/{fmt.MANIFEST}",
@@ -192,15 +199,17 @@ class _VersionWriter:
         self.store.sync()
 
 
-def _split_cluster(records: Sequence[frozenset[str]], positions: Sequence[int],
-                   chunk_terms: Sequence[frozenset[str]]) -> list[list[tuple[int, list[str]]]]:
-    """For each chunk, the (position, subrecord) of the cluster's records that meet it."""
+def _split_unit(unit: Unit, chunk_terms: Sequence[frozenset[str]]
+                ) -> list[list[tuple[int, list[str]]]]:
+    """For each chunk, the (position, subrecord) of the unit's members that meet it; terms in
+    no chunk (a private part passed up the tree) are left out."""
     owner = {term: i for i, terms in enumerate(chunk_terms) for term in terms}
     members: list[list[tuple[int, list[str]]]] = [[] for _ in chunk_terms]
-    for position in positions:
+    for position, terms in unit.members:
         parts: dict[int, list[str]] = {}
-        for term in records[position]:
-            parts.setdefault(owner[term], []).append(term)
+        for term in terms:
+            if term in owner:
+                parts.setdefault(owner[term], []).append(term)
         for i, sub in parts.items():
             members[i].append((position, sub))
     return members
@@ -212,13 +221,13 @@ def _partition_job(job: tuple[str, list[frozenset[str]], int, int]) -> tuple[Par
     return partition(method, records, k, m), time.process_time() - started
 
 
-def _partitions(dataset: Dataset, clusters: list[list[int]],
+def _partitions(clusters: list[list[frozenset[str]]],
                 params: PublishParams) -> Iterator[tuple[Partition, float]]:
     """Each cluster's partition and its CPU seconds, in cluster order; clusters are
     independent, so in parallel."""
-    jobs = [(params.method, [dataset.records[p] for p in positions], params.k, params.m)
-            for positions in clusters]
-    if params.workers == 1 or len(jobs) < 2 or len(dataset) < PARALLEL_FROM_RECORDS:
+    jobs = [(params.method, records, params.k, params.m) for records in clusters]
+    if params.workers == 1 or len(jobs) < 2 or \
+            sum(map(len, clusters)) < PARALLEL_FROM_RECORDS:
         yield from map(_partition_job, jobs)
         return
     # Spawned, not forked: a forked worker would inherit the publish lock and keep holding it
@@ -228,44 +237,59 @@ def _partitions(dataset: Dataset, clusters: list[list[int]],
         yield from pool.map(_partition_job, jobs)
 
 
+def _write_layout(writer: _VersionWriter, dataset: Dataset, layout: Layout) -> dict[str, int]:
+    totals = {"public": 0, "private": 0, "public_subrecords": 0, "private_subrecords": 0,
+              "private_pairs": 0}
+    for unit in layout.units:
+        split = unit.partition
+        stored_private = [split.private] if unit.keeps_private and split.private else []
+        chunk_terms = [*split.public, *stored_private]
+        for i, members in enumerate(_split_unit(unit, chunk_terms)):
+            private = i >= len(split.public)
+            writer.add_chunk(unit.id, private, chunk_terms[i],
+                             [(dataset.ids[p], p, sub) for p, sub in members])
+            kind = "private" if private else "public"
+            totals[kind] += 1
+            totals[f"{kind}_subrecords"] += len(members)
+            if private:
+                totals["private_pairs"] += sum(len(sub) for _, sub in members)
+        writer.close_unit(unit.id)
+    return totals
+
+
+def _tree_manifest(layout: Layout) -> list[dict]:
+    leaf_units: dict[int, list[int]] = {}
+    aggregate_of: dict[int, int] = {}
+    for unit in layout.units:
+        if unit.kind == "leaf":
+            leaf_units.setdefault(unit.node, []).append(unit.id)
+        else:
+            aggregate_of[unit.node] = unit.id
+    return [{"id": n.id, "split": list(n.split), "children": n.children,
+             "units": leaf_units.get(n.id, []), "aggregate": aggregate_of.get(n.id)}
+            for n in layout.tree.nodes]
+
+
 def publish(dataset: Dataset, store: Store, params: PublishParams,
             progress: Callable[[int, int], None] | None = None) -> PublishReport:
     """Partition, pseudonymise and write ``dataset`` as a new current version of ``store``.
 
-    ``progress(done, total)`` is called after each cluster.
+    ``progress(done, total)`` is called after each leaf cluster.
     """
     params.check()
     started = time.perf_counter()
-    clusters = fixed_size_clusters(len(dataset), params.cluster_size)
+    layout = build_layout(
+        dataset.records,
+        LayoutParams(params.k, params.m, params.method, params.cluster_size, params.overlay,
+                     params.aggregate, params.aggregate_volume),
+        lambda clusters: _partitions(clusters, params), progress)
     with store.publish_lock():
         current = current_version(store)
         _sweep(store, current)
         existing = committed_versions(store)
         version = fmt.version_name(int(existing[-1][1:]) + 1 if existing else 1)
         writer = _VersionWriter(store, version, owner_key(store))
-        cluster_entries, private_terms = [], set()
-        totals = {"public": 0, "private": 0, "public_subrecords": 0, "private_subrecords": 0,
-                  "private_pairs": 0}
-        partition_seconds = 0.0
-        for number, (positions, (split, cpu)) in enumerate(
-                zip(clusters, _partitions(dataset, clusters, params))):
-            partition_seconds += cpu
-            chunk_terms = [*split.public, *([split.private] if split.private else [])]
-            for i, members in enumerate(_split_cluster(dataset.records, positions, chunk_terms)):
-                private = i >= len(split.public)
-                writer.add_chunk(number, private, chunk_terms[i],
-                                 [(dataset.ids[p], p, sub) for p, sub in members])
-                kind = "private" if private else "public"
-                totals[kind] += 1
-                totals[f"{kind}_subrecords"] += len(members)
-                if private:
-                    totals["private_pairs"] += sum(len(sub) for _, sub in members)
-            writer.close_cluster(number)
-            private_terms |= split.private
-            cluster_entries.append({"id": number, "records": len(positions),
-                                    "notes": split.notes})
-            if progress:
-                progress(number + 1, len(clusters))
+        totals = _write_layout(writer, dataset, layout)
         created = datetime.now(timezone.utc).isoformat(timespec="seconds")
         public_manifest = {
             "format": fmt.FORMAT, "version": version, "created": created,
@@ -279,25 +303,32 @@ def publish(dataset: Dataset, store: Store, params: PublishParams,
             "params": asdict(params),
             "source": {"path": dataset.source, "format": dataset.format,
                        "records": len(dataset), "skipped_lines": dataset.skipped_lines},
-            "clusters": cluster_entries, "chunks": writer.chunks,
+            "tree": _tree_manifest(layout),
+            "units": [{"id": u.id, "kind": u.kind, "node": u.node, "members": len(u.members),
+                       "passed_up": sorted(u.partition.private) if not u.keeps_private else [],
+                       "notes": u.partition.notes} for u in layout.units],
+            "aggregation": layout.stats,
+            "chunks": writer.chunks,
         }
-        cluster_of = {p: number for number, positions in enumerate(clusters) for p in positions}
+        leaf_of = layout.leaf_unit_of()
         records_bytes = "".join(
-            json.dumps([rid, cluster_of[p]], ensure_ascii=False) + "\n"
+            json.dumps([rid, leaf_of[p]], ensure_ascii=False) + "\n"
             for p, rid in enumerate(dataset.ids)).encode("utf-8")
         writer.finish(public_manifest, private_manifest, records_bytes)
         _prune(store, version, params.keep)
     pairs = sum(len(r) for r in dataset.records)
     return PublishReport(
         store=store.url, version=version, method=params.method, k=params.k, m=params.m,
-        records=len(dataset), clusters=len(clusters),
+        records=len(dataset), clusters=sum(u.kind == "leaf" for u in layout.units),
         public_chunks=totals["public"], private_chunks=totals["private"],
         public_subrecords=totals["public_subrecords"],
         private_subrecords=totals["private_subrecords"],
-        private_terms=len(private_terms),
+        private_terms=layout.stats["after"]["private_terms"],
         private_term_share=round(totals["private_pairs"] / pairs, 6) if pairs else 0.0,
+        aggregated_clusters=sum(u.kind == "aggregate" for u in layout.units),
+        private_before_aggregation=layout.stats["before"],
         skipped_lines=dataset.skipped_lines,
-        partition_seconds=round(partition_seconds, 3),
+        partition_seconds=round(layout.partition_seconds, 3),
         seconds=round(time.perf_counter() - started, 3),
     )
 
@@ -307,7 +338,7 @@ def publish(dataset: Dataset, store: Store, params: PublishParams,
 @dataclass(frozen=True)
 class ChunkInfo:
     id: str
-    cluster: int
+    unit: int
     private: bool
     terms: frozenset[str]
 
@@ -319,8 +350,10 @@ class Publication:
         self.store, self.version = store, version
         self.manifest = fmt.decode_json(store.read("private", fmt.manifest_path(version)),
                                         f"private/{fmt.manifest_path(version)}")
-        self.chunks = {cid: ChunkInfo(cid, c["cluster"], c["priLabel"], frozenset(c["terms"]))
+        self.chunks = {cid: ChunkInfo(cid, c["unit"], c["priLabel"], frozenset(c["terms"]))
                        for cid, c in self.manifest["chunks"].items()}
+        self.tree: list[dict] = self.manifest["tree"]
+        self.units: list[dict] = self.manifest["units"]
         self._postings: dict[str, dict[str, list[str]]] = {}
         self._maps: dict[int, dict[str, dict[str, int]]] = {}
 
@@ -342,18 +375,35 @@ class Publication:
         return self.manifest["params"]["m"]
 
     @cached_property
-    def record_ids(self) -> list[str]:
+    def _records(self) -> list[list]:
         data = self.store.read("private", f"{self.version}/{fmt.RECORDS}").decode("utf-8")
-        return [json.loads(line)[0] for line in data.splitlines()]
+        return [json.loads(line) for line in data.splitlines()]
+
+    @property
+    def record_ids(self) -> list[str]:
+        return [rid for rid, _ in self._records]
 
     @cached_property
-    def term_chunks(self) -> dict[str, dict[int, str]]:
-        """term -> {cluster: the chunk of that cluster holding the term}."""
-        where: dict[str, dict[int, str]] = {}
+    def cluster_of(self) -> list[int]:
+        """The leaf cluster (unit id) of each record position."""
+        return [unit for _, unit in self._records]
+
+    @cached_property
+    def unit_chunks(self) -> dict[int, dict[str, str]]:
+        """unit -> term -> the stored chunk of that unit holding the term."""
+        where: dict[int, dict[str, str]] = {}
         for chunk in self.chunks.values():
             for term in chunk.terms:
-                where.setdefault(term, {})[chunk.cluster] = chunk.id
+                where.setdefault(chunk.unit, {})[term] = chunk.id
         return where
+
+    def passed_up(self, unit: int) -> frozenset[str]:
+        """Terms a unit handed to the aggregated cluster above it."""
+        return self._passed_up[unit]
+
+    @cached_property
+    def _passed_up(self) -> list[frozenset[str]]:
+        return [frozenset(u["passed_up"]) for u in self.units]
 
     def is_private(self, chunk_id: str) -> bool:
         return self.chunks[chunk_id].private
@@ -374,9 +424,9 @@ class Publication:
         return fmt.decode_chunk(self.store.read(self._zone(chunk_id), path), path)
 
     def record_positions(self, chunk_id: str) -> dict[str, int]:
-        """pseudonym -> record position, for one chunk (the private map, read per cluster)."""
-        cluster = self.chunks[chunk_id].cluster
-        if cluster not in self._maps:
-            path = fmt.pseudonym_map_path(self.version, cluster)
-            self._maps[cluster] = fmt.decode_pseudonym_map(self.store.read("private", path), path)
-        return self._maps[cluster][chunk_id]
+        """pseudonym -> record position, for one chunk (the private map, read per unit)."""
+        unit = self.chunks[chunk_id].unit
+        if unit not in self._maps:
+            path = fmt.pseudonym_map_path(self.version, unit)
+            self._maps[unit] = fmt.decode_pseudonym_map(self.store.read("private", path), path)
+        return self._maps[unit][chunk_id]

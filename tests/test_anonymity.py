@@ -216,3 +216,12 @@ def test_level_wise_mining_finds_the_same_concepts():
     level_wise = mine_concepts(records, 2, 3, max_concepts=1500)
     assert sorted((tuple(sorted(t)), s) for t, s in level_wise) == \
         sorted((tuple(sorted(t)), s) for t, s in everything)
+
+
+def test_a_term_in_every_record_is_still_a_concept():
+    """pyfim drops such an item; overlay clusters split on a term are exactly this case."""
+    records = [frozenset("ab"), frozenset("ac"), frozenset("a"), frozenset("ab")]
+    concepts = dict((tuple(sorted(t)), s) for t, s in mine_concepts(records, 2, 2))
+    assert concepts == {("a",): 4, ("b",): 2, ("a", "b"): 2}
+    for method in METHODS:
+        assert "a" in {t for chunk in partition(method, records, 2, 2).public for t in chunk}

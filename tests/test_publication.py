@@ -20,7 +20,7 @@ from cocktail.querylang import CountQuery
 from cocktail.runners.fastpath import exact_count
 from cocktail.store import LocalStore, PrivacyViolation
 
-from cocktail.synthetic import random_conjunctions
+from cocktail.synthetic import SyntheticSpec, generate, random_conjunctions
 
 from .conftest import dataset_path
 
@@ -65,7 +65,15 @@ def test_public_zone_reveals_no_record_ids_and_no_shared_pseudonyms(tmp_path):
     public_bytes = b"".join(p.read_bytes() for p in (tmp_path / "s" / "public").rglob("*")
                             if p.is_file())
     assert b"user-" not in public_bytes
-    assert b"rare-1" not in public_bytes and b"rare-2" not in public_bytes  # support < k
+    assert b"rare-2" not in public_bytes  # global support 1 < k: private whatever happens
+    # rare-1 has support 3 = k overall but less in any fixed-size cluster: the overlay tree or
+    # aggregation publishes it, a plain fixed split does not.
+    assert b"rare-1" in public_bytes
+    unaggregated = LocalStore(tmp_path / "flat")
+    publish(SMALL, unaggregated, PublishParams(k=3, m=2, cluster_size=16, overlay=False,
+                                               aggregate=False))
+    assert b"rare-1" not in b"".join(p.read_bytes() for p in (tmp_path / "flat/public").rglob("*")
+                                     if p.is_file())
     publication = Publication.open(store)
     seen = {}
     for chunk_id in publication.chunks:
@@ -124,13 +132,25 @@ def test_exact_counts_on_small_data(tmp_path):
                 assert exact_count(publication, query) == SMALL.count_containing(query.terms)
 
 
-def test_planner_prunes_clusters_without_a_term(tmp_path):
+def test_planner_walks_the_tree_and_prunes(tmp_path):
+    records = generate(SyntheticSpec(records=3000, items=200, seed=4))
+    dataset = make_dataset(records)
     store = LocalStore(tmp_path / "s")
-    publish(SMALL, store, PublishParams(k=2, m=2, cluster_size=15))
+    publish(dataset, store, PublishParams(k=3, m=2, cluster_size=300))
     publication = Publication.open(store)
-    tasks = plan_conjunction(("rare-2", "b"), publication)
-    assert {t.cluster for t in tasks} == {len(SMALL) // 15}  # the last cluster only
-    assert plan_conjunction(("absent",), publication) == []
+    root = publication.tree[0]
+    assert root["split"], "3000 records over clusters of 300 need a split"
+    term = root["split"][0]
+    plan = plan_conjunction((term,), publication)
+    assert plan.branches_pruned >= 1  # every root child whose pattern says "no term" is pruned
+    for task in plan.tasks:
+        assert set(task.terms) <= publication.chunks[task.chunk].terms
+    # Only clusters with a record holding the term are planned, and all of those are.
+    holders = {publication.cluster_of[p] for p, r in enumerate(records) if term in r}
+    assert set(plan.clusters) == holders
+    assert exact_count(publication, CountQuery((term,))) == dataset.count_containing([term])
+    empty = plan_conjunction(("absent", term), publication)
+    assert empty.tasks == [] and empty.clusters == {}
 
 
 @pytest.mark.parametrize("name", ["bms-webview-1.dat", "bms-webview-2.dat"])
@@ -179,3 +199,29 @@ def test_killed_publish_leaves_previous_version_current(tmp_path):
     second = publish(load(data), store, PublishParams(k=5, m=2))
     assert second.version == "v000002" and current_version(store) == "v000002"
     assert not any(n.startswith(fmt.STAGING_PREFIX) for n in store.list("public"))
+
+
+@pytest.mark.parametrize("name", ["bms-webview-1.dat", "bms-webview-2.dat"])
+def test_theorem_5_after_aggregation(tmp_path, name):
+    """Every term with global support >= k has at most k-1 private subrecords."""
+    dataset = load(dataset_path(name))
+    k = 5
+    store = LocalStore(tmp_path / "s")
+    report = publish(dataset, store, PublishParams(k=k, m=2, method="improved"))
+    assert audit(store).ok
+    publication = Publication.open(store)
+    private_count: dict[str, int] = {}
+    for chunk in publication.chunks.values():
+        if chunk.private:
+            for _, terms in publication.subrecords(chunk.id):
+                for term in terms:
+                    private_count[term] = private_count.get(term, 0) + 1
+    support: dict[str, int] = {}
+    for record in dataset.records:
+        for term in record:
+            support[term] = support.get(term, 0) + 1
+    over = {t: c for t, c in private_count.items() if support[t] >= k and c > k - 1}
+    assert over == {}
+    before = report.private_before_aggregation
+    assert report.private_subrecords < before["private_subrecords"]
+    assert report.aggregated_clusters >= 1

@@ -25,6 +25,19 @@ from .model import Record
 
 Concept = tuple[tuple[str, ...], int]  # (intension I, support |q(I)|)
 MAX_CONCEPTS = 6_000_000
+_SENTINEL = object()
+
+
+def eclat(transactions: Sequence[Sequence], min_support: int, max_size: int) -> list[tuple]:
+    """pyfim's Eclat: every itemset of 1..max_size items in >= min_support transactions.
+
+    pyfim silently drops an item that occurs in *every* transaction from the singletons it
+    reports (overlay-tree clusters split on a term are exactly such inputs), so one extra
+    transaction holding only a sentinel object is added, and the sentinel filtered out.
+    """
+    found = fim.eclat([*transactions, [_SENTINEL]], target="s", supp=-min_support, zmin=1,
+                      zmax=max_size, report="a")
+    return [(items, support) for items, support in found if _SENTINEL not in items]
 
 
 class ClusterTooDense(ValueError):
@@ -49,8 +62,7 @@ def mine_concepts(records: Sequence[Record], k: int, m: int,
         return []
 
     def mine(depth: int) -> list[Concept]:
-        # A negative `supp` is an absolute minimum support in pyfim.
-        return fim.eclat(transactions, target="s", supp=-k, zmin=1, zmax=depth, report="a")
+        return eclat(transactions, k, depth)
 
     longest = max(map(len, transactions))
     subsets = [sum(comb(n, s) for s in range(1, m + 1)) for n in range(longest + 1)]

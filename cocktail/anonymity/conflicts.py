@@ -21,9 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
-import fim
-
-from .concepts import Concept, mine_concepts
+from .concepts import Concept, eclat, mine_concepts
 from .model import Itemset, Record
 
 RULES = ("exact", "strict")
@@ -91,8 +89,7 @@ def _present_pairs(records: Sequence[Record], index: dict[str, int]) -> set[tupl
                  if len(p) > 1]
     if not projected:
         return set()
-    return {tuple(sorted(items)) for items, _ in
-            fim.eclat(projected, target="s", supp=-1, zmin=2, zmax=2, report="a")}
+    return {tuple(sorted(items)) for items, _ in eclat(projected, 1, 2) if len(items) == 2}
 
 
 def find_conflicts(records: Sequence[Record], k: int, m: int, rule: str = "exact",

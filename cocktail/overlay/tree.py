@@ -7,6 +7,9 @@ measured as the Shannon entropy (bits) of the child sizes; the search only looks
 terms whose support in the node is closest to half of it (singletons from ``pool``, pairs and
 triples from its first ``combo_pool``), so it stays fast with thousands of terms.
 
+Children smaller than ``leaf_size / 4`` are merged into one child that carries all their
+patterns (a child may answer to several patterns; the planner follows it if any pattern fits
+the query), so the tree does not shatter rare patterns into clusters too small to publish.
 A node becomes a leaf when it holds at most ``leaf_size`` records, or when no split sends less
 than ``max_share`` of its records to one child ("no useful split").  A leaf larger than
 ``leaf_size`` is cut into fixed-size clusters in input order.  Leaves' clusters are what
@@ -86,6 +89,19 @@ def best_split(records: Sequence[frozenset[str]], max_terms: int = 3, pool: int 
     return best
 
 
+def _merge_small(groups: dict[Pattern, list[int]], minimum: int) -> list[list[Pattern]]:
+    """Patterns grouped into children: big ones alone, small ones together (and that group
+    folded into the smallest big child if it is still small)."""
+    big = [[p] for p in sorted(groups) if len(groups[p]) >= minimum]
+    small = [p for p in sorted(groups) if len(groups[p]) < minimum]
+    if small:
+        if sum(len(groups[p]) for p in small) >= minimum or not big:
+            big.append(small)
+        else:
+            min(big, key=lambda ps: sum(len(groups[p]) for p in ps)).extend(small)
+    return big
+
+
 def grow_tree(records: Sequence[frozenset[str]], leaf_size: int, *, max_terms: int = 3,
               max_share: float = 0.95, pool: int = 32, combo_pool: int = 12) -> Tree:
     if leaf_size < 1:
@@ -100,18 +116,21 @@ def grow_tree(records: Sequence[frozenset[str]], leaf_size: int, *, max_terms: i
         found = None
         if len(positions) > leaf_size:
             found = best_split([records[p] for p in positions], max_terms, pool, combo_pool)
-        if found is None or max(found[2]) > max_share * len(positions):
+        children: list[list[Pattern]] = []
+        if found is not None and max(found[2]) <= max_share * len(positions):
+            groups: dict[Pattern, list[int]] = {}
+            for p in positions:
+                pattern = "".join("1" if t in records[p] else "0" for t in found[0])
+                groups.setdefault(pattern, []).append(p)
+            children = _merge_small(groups, max(1, leaf_size // 4))
+        if len(children) < 2:  # no useful split: a leaf, cut into clusters
             node.clusters = [positions[i:i + leaf_size]
                              for i in range(0, len(positions), leaf_size)] if positions else []
             continue
         node.split = found[0]
-        groups: dict[Pattern, list[int]] = {}
-        for p in positions:
-            pattern = "".join("1" if t in records[p] else "0" for t in node.split)
-            groups.setdefault(pattern, []).append(p)
-        for pattern in sorted(groups):
+        for patterns in children:
             child = Node(len(nodes))
             nodes.append(child)
-            node.children[pattern] = child.id
-            pending.append((child.id, groups[pattern]))
+            node.children.update({pattern: child.id for pattern in patterns})
+            pending.append((child.id, sorted(p for pattern in patterns for p in groups[pattern])))
     return Tree(nodes)

@@ -18,6 +18,6 @@ def run_task(publication: Publication, task: MapTask) -> list[str]:
 
 def exact_count(publication: Publication, query: CountQuery) -> int:
     """The exact answer (owner only: it never leaves the private cloud otherwise)."""
-    tasks = plan_conjunction(query.terms, publication)
-    return count_matches({task: run_task(publication, task) for task in tasks},
-                         publication.record_positions)
+    plan = plan_conjunction(query.terms, publication)
+    results = {task: run_task(publication, task) for task in plan.tasks}
+    return count_matches(plan, results, publication.record_positions, publication.cluster_of)

@@ -1,0 +1,121 @@
+"""From records to partitioned units: leaf clusters of the overlay tree and aggregated clusters.
+
+A *unit* is what one EQI-partitioning works on.  Leaf units are the clusters of the tree's
+leaves (whole records).  With aggregation (paper 5.2), the private part of every leaf cluster is
+passed up the tree.  A node pools what it receives; once the pool reaches the volume threshold
+(``aggregate_volume`` subrecords) and comes from two or more sources, it becomes an aggregated
+unit and is re-partitioned, and only what stays private goes further up.  Smaller pools go up whole: every
+split of a pool leaves residues of fewer than k occurrences behind, so pooling late keeps less
+private.  The root keeps the
+final remainder as the only private chunks.  Since the root pool holds every subrecord still
+private, any term in k or more of them has support >= k there and becomes public: after full
+aggregation at most k-1 private subrecords contain any term (Theorem 5).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from ..anonymity import Partition, partition
+from .tree import Node, Tree, grow_tree
+
+Subrecords = list[tuple[int, frozenset[str]]]  # (record position, the terms to partition)
+PartitionMany = Callable[[list[list[frozenset[str]]]], Iterator[tuple[Partition, float]]]
+
+
+@dataclass
+class Unit:
+    id: int
+    kind: str            # "leaf" or "aggregate"
+    node: int
+    members: Subrecords
+    partition: Partition
+    keeps_private: bool  # its private part is stored with it (else it was passed up)
+
+
+@dataclass
+class Layout:
+    tree: Tree
+    units: list[Unit]
+    aggregated: bool
+    partition_seconds: float = 0.0
+    stats: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def leaf_unit_of(self) -> dict[int, int]:
+        return {p: u.id for u in self.units if u.kind == "leaf" for p, _ in u.members}
+
+
+@dataclass(frozen=True)
+class LayoutParams:
+    k: int
+    m: int
+    method: str
+    cluster_size: int
+    overlay: bool = True
+    aggregate: bool = True
+    aggregate_volume: int = 50_000
+
+
+def flat_tree(n_records: int, cluster_size: int) -> Tree:
+    """No overlay: one root leaf cut into fixed-size clusters in input order."""
+    return Tree([Node(0, clusters=[list(range(s, min(s + cluster_size, n_records)))
+                                   for s in range(0, n_records, cluster_size)])])
+
+
+def _private_parts(members: Subrecords, private: frozenset[str]) -> Subrecords:
+    return [(p, terms & private) for p, terms in members if terms & private]
+
+
+def _stats(parts: Iterable[Subrecords]) -> dict[str, int]:
+    subrecords = [terms for part in parts for _, terms in part]
+    return {"private_subrecords": len(subrecords),
+            "private_terms": len(set().union(*subrecords)) if subrecords else 0}
+
+
+def build_layout(records: Sequence[frozenset[str]], params: LayoutParams,
+                 partition_many: PartitionMany,
+                 progress: Callable[[int, int], None] | None = None) -> Layout:
+    tree = grow_tree(records, params.cluster_size) if params.overlay \
+        else flat_tree(len(records), params.cluster_size)
+    leaves = [(leaf.id, positions) for leaf in tree.leaves() for positions in leaf.clusters]
+    layout = Layout(tree, [], params.aggregate)
+    results = partition_many([[records[p] for p in positions] for _, positions in leaves])
+    pending: dict[int, list[Subrecords]] = {}  # node -> remainders received, one per source
+    for number, ((node, positions), (split, cpu)) in enumerate(zip(leaves, results)):
+        members = [(p, records[p]) for p in positions]
+        layout.units.append(Unit(number, "leaf", node, members, split,
+                                 keeps_private=not params.aggregate))
+        layout.partition_seconds += cpu
+        pending.setdefault(node, []).append(_private_parts(members, split.private))
+        if progress:
+            progress(number + 1, len(leaves))
+    layout.stats["before"] = _stats(part for parts in pending.values() for part in parts)
+    if params.aggregate:
+        _aggregate(tree, layout, pending, params)
+    kept = [_private_parts(u.members, u.partition.private) for u in layout.units
+            if u.keeps_private]
+    layout.stats["after"] = _stats(kept)
+    return layout
+
+
+def _aggregate(tree: Tree, layout: Layout, pending: dict[int, list[Subrecords]],
+               params: LayoutParams) -> None:
+    """Bottom-up: children are listed after their parents, so walk the nodes backwards."""
+    parents = tree.parents()
+    for node in reversed(tree.nodes):
+        sources = [part for part in pending.pop(node.id, []) if part]
+        pool = [item for part in sources for item in part]
+        if not pool:
+            continue
+        is_root = node.id == 0
+        if is_root or (len(sources) > 1 and len(pool) >= params.aggregate_volume):
+            started = time.process_time()
+            split = partition(params.method, [terms for _, terms in pool], params.k, params.m)
+            layout.partition_seconds += time.process_time() - started
+            layout.units.append(Unit(len(layout.units), "aggregate", node.id, pool, split,
+                                     keeps_private=is_root))
+            pool = _private_parts(pool, split.private)
+        if not is_root:
+            pending.setdefault(parents[node.id], []).append(pool)
