@@ -23,7 +23,7 @@ from cocktail.audit import audit
 from cocktail.dataset import load
 from cocktail.publication import Publication, PublishParams, publish
 from cocktail.querylang import CountQuery
-from cocktail.runners.fastpath import exact_count
+from cocktail.runners import exact_count
 from cocktail.store import LocalStore
 from cocktail.synthetic import random_conjunctions
 

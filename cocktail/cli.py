@@ -25,7 +25,8 @@ from .dataset import FORMATS, InputError, load, write_fimi
 from .demo import DemoSettings, run_demo
 from .publication import DEFAULT_KEEP, Publication, PublishParams, publish
 from .querylang import QuerySyntaxError, parse_count
-from .runners.fastpath import exact_count
+from .overlay.planner import plan_conjunction
+from .runners import RUNNERS, describe, exact_count
 from .store import StoreError, open_store
 from .synthetic import SyntheticSpec, generate
 
@@ -192,9 +193,13 @@ def audit_cmd(store_spec: str, version: str | None, k: int | None, m: int | None
 @click.option("--exact", is_flag=True,
               help="Owner only: the exact answer, without noise. It is computed and shown in the "
               "private cloud and must not be given to analysts.")
+@click.option("--runner", type=click.Choice(RUNNERS), default="fast", show_default=True,
+              help="Where map tasks run: in-process (fast) or as an mrjob MapReduce job.")
+@click.option("-v", "--verbose", is_flag=True, help="Show the plan and the tasks as they run.")
 @json_option
 @_fail_cleanly
-def query_cmd(expression: str, store_spec: str, exact: bool, as_json: bool) -> None:
+def query_cmd(expression: str, store_spec: str, exact: bool, runner: str, verbose: bool,
+              as_json: bool) -> None:
     """Answer a counting query such as 'count(a & b)' over the current publication."""
     query = parse_count(expression)
     if not exact:
@@ -202,11 +207,43 @@ def query_cmd(expression: str, store_spec: str, exact: bool, as_json: bool) -> N
                                "the data owner can ask for the exact answer with --exact")
     started = time.perf_counter()
     publication = Publication.open(open_store(store_spec))
-    answer = exact_count(publication, query)
-    _emit(as_json, {"query": str(query), "answer": answer, "exact": True,
+    log = (lambda line: err.print(f"[dim]{line}[/]", highlight=False)) if verbose else None
+    answer = exact_count(publication, query, runner, log)
+    _emit(as_json, {"query": str(query), "answer": answer, "exact": True, "runner": runner,
                     "version": publication.version,
                     "seconds": round(time.perf_counter() - started, 4)},
           lambda: out.print(f"{query} = {answer}  (exact, {publication.version})", highlight=False))
+
+
+@main.command("plan")
+@click.argument("expression")
+@store_option
+@json_option
+@_fail_cleanly
+def plan_cmd(expression: str, store_spec: str, as_json: bool) -> None:
+    """Show the map tasks a counting query becomes (owner only: it reveals the tree)."""
+    query = parse_count(expression)
+    publication = Publication.open(open_store(store_spec))
+    plan = plan_conjunction(query.terms, publication)
+    payload = {"query": str(query), "nodes_visited": plan.nodes_visited,
+               "branches_pruned": plan.branches_pruned, "clusters": len(plan.clusters),
+               "clusters_pruned": plan.clusters_pruned,
+               "tasks": [{"chunk": t.chunk, "zone": "private" if t.private else "public",
+                          "terms": list(t.terms),
+                          "clusters": sorted(c for c, ts in plan.clusters.items() if t in ts)}
+                         for t in plan.tasks]}
+
+    def human() -> None:
+        out.print(describe(plan), highlight=False)
+        table = Table()
+        for column in ("chunk", "zone", "terms", "clusters"):
+            table.add_column(column)
+        for task in payload["tasks"]:
+            table.add_row(task["chunk"], task["zone"], " & ".join(task["terms"]),
+                          ", ".join(map(str, task["clusters"])))
+        out.print(table)
+
+    _emit(as_json, payload, human)
 
 
 @main.command("demo")

@@ -16,7 +16,7 @@ from .audit import audit
 from .dataset import load, write_fimi
 from .publication import Publication, PublishParams, publish
 from .querylang import CountQuery
-from .runners.fastpath import exact_count
+from .runners import exact_count
 from .store import LocalStore
 from .synthetic import SyntheticSpec, generate
 

@@ -419,6 +419,9 @@ class Publication:
                 fmt.decode_index(self.store.read(self._zone(chunk_id), path), chunk_id, path))
         return self._postings[chunk_id]
 
+    def index_location(self, chunk_id: str) -> str:
+        return self.store.location(self._zone(chunk_id), fmt.index_path(self.version, chunk_id))
+
     def subrecords(self, chunk_id: str) -> Iterator[tuple[str, list[str]]]:
         path = fmt.chunk_path(self.version, chunk_id)
         return fmt.decode_chunk(self.store.read(self._zone(chunk_id), path), path)

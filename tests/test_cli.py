@@ -13,7 +13,7 @@ from cocktail.dataset import load
 
 from .conftest import dataset_path
 
-COMMANDS = ["generate", "publish", "audit", "query", "demo"]
+COMMANDS = ["generate", "publish", "audit", "query", "plan", "demo"]
 
 
 def run(*args):
@@ -43,6 +43,11 @@ def test_publish_audit_query_json(tmp_path):
     top = max(dataset.terms(), key=lambda t: dataset.count_containing([t]))
     answer = json.loads(run("query", "--exact", f"count({top})", "--store", store, "--json").stdout)
     assert answer["answer"] == dataset.count_containing([top]) and answer["exact"] is True
+    inline = json.loads(run("query", "--exact", f"count({top})", "--store", store, "--runner",
+                            "inline", "--json").stdout)
+    assert inline["answer"] == answer["answer"]
+    plan = json.loads(run("plan", f"count({top})", "--store", store, "--json").stdout)
+    assert plan["tasks"] and all(top in t["terms"] for t in plan["tasks"])
 
 
 def test_audit_exit_status_on_violation(tmp_path):

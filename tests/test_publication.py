@@ -17,7 +17,7 @@ from cocktail.dataset import Dataset, load
 from cocktail.overlay.planner import plan_conjunction
 from cocktail.publication import Publication, PublishParams, current_version, publish
 from cocktail.querylang import CountQuery
-from cocktail.runners.fastpath import exact_count
+from cocktail.runners import exact_count
 from cocktail.store import LocalStore, PrivacyViolation
 
 from cocktail.synthetic import SyntheticSpec, generate, random_conjunctions

@@ -1,2 +1,55 @@
-"""Where map tasks run.  The fast path runs them in-process over the store; the mrjob runners
-(inline, local, spark, hadoop) will run the same mappers/ and reducers/ scripts."""
+"""Where map tasks run, chosen by name.
+
+``fast`` reads the indexes in-process (the default for the local store); ``inline``, ``local``,
+``spark`` and ``hadoop`` run the mappers/ and reducers/ streaming scripts as one MapReduce job
+through mrjob.  Every runner returns the same pseudonyms, so answers are identical.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ..overlay.combine import count_matches
+from ..overlay.planner import MapTask, Plan, plan_conjunction
+from ..publication import Publication
+from ..querylang import CountQuery
+from . import fastpath
+
+RUNNERS = ("fast", "inline", "local", "spark", "hadoop")
+
+
+def run_tasks(publication: Publication, tasks: Sequence[MapTask], runner: str = "fast",
+              log: Callable[[str], None] | None = None) -> dict[MapTask, list[str]]:
+    if runner == "fast":
+        return {task: fastpath.run_task(publication, task) for task in tasks}
+    from .mapreduce import run_job  # mrjob is only imported when a job is run
+
+    inputs = sorted({publication.index_location(task.chunk) for task in tasks})
+    return run_job(tasks, inputs, runner, log=log)
+
+
+def exact_counts(publication: Publication, queries: Sequence[CountQuery], runner: str = "fast",
+                 log: Callable[[str], None] | None = None) -> list[int]:
+    """Exact answers to a batch of queries: the map tasks of all of them run as one job.
+
+    Owner only: exact answers never leave the private cloud otherwise."""
+    plans = [plan_conjunction(query.terms, publication) for query in queries]
+    if log:
+        for query, plan in zip(queries, plans):
+            log(f"{query}: {describe(plan)}")
+    tasks = list(dict.fromkeys(task for plan in plans for task in plan.tasks))
+    results = run_tasks(publication, tasks, runner, log)
+    return [count_matches(plan, results, publication.record_positions, publication.cluster_of)
+            for plan in plans]
+
+
+def exact_count(publication: Publication, query: CountQuery, runner: str = "fast",
+                log: Callable[[str], None] | None = None) -> int:
+    return exact_counts(publication, [query], runner, log)[0]
+
+
+def describe(plan: Plan) -> str:
+    private = sum(t.private for t in plan.tasks)
+    return (f"plan: {plan.nodes_visited} tree nodes visited, {plan.branches_pruned} branches "
+            f"pruned, {len(plan.clusters)} clusters, {len(plan.tasks)} map tasks "
+            f"({private} over private chunks)")

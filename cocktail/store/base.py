@@ -63,6 +63,10 @@ class Store(ABC):
         """Remove a file or a whole directory; no error if absent."""
 
     @abstractmethod
+    def location(self, zone: str, path: str) -> str:
+        """Where a job runner can read the file: a local path or a filesystem URI."""
+
+    @abstractmethod
     def publish_lock(self) -> AbstractContextManager[None]:
         """Held while a publication is written, so two publishers never interleave."""
 

@@ -78,6 +78,9 @@ class LocalStore(Store):
         else:
             target.unlink(missing_ok=True)
 
+    def location(self, zone: str, path: str) -> str:
+        return str(self._path(zone, path).resolve())
+
     @contextmanager
     def publish_lock(self) -> Iterator[None]:
         self._ensure_zones()

@@ -1,0 +1,63 @@
+"""Run a plan's map tasks as one MapReduce job through mrjob (inline, local, spark, hadoop)."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ..overlay.planner import MapTask
+from .mr_match import MatchJob
+
+RUNNERS = ("inline", "local", "spark", "hadoop")
+BUNDLED = ("inline", "local")  # runners that start a task per input file, on this machine
+FILES_PER_BUNDLE = 256
+
+
+def bundle(inputs: Sequence[str], directory: Path) -> list[str]:
+    """Concatenate index files into a few inputs for the embedded runners.
+
+    mrjob's inline and local runners start one map task (the local one: a process) per input
+    file, which for a batch of queries means hundreds.  Index lines carry their chunk id, so the
+    mapper reads a bundle exactly as it reads the files; cluster runners keep the real files.
+    """
+    bundles = []
+    for start in range(0, len(inputs), FILES_PER_BUNDLE):
+        path = directory / f"bundle-{start // FILES_PER_BUNDLE}.tsv"
+        with path.open("wb") as out:
+            for name in inputs[start:start + FILES_PER_BUNDLE]:
+                out.write(Path(name).read_bytes())
+        bundles.append(str(path))
+    return bundles
+
+
+def write_tasks(tasks: Sequence[MapTask], directory: Path) -> Path:
+    path = directory / "tasks.json"
+    path.write_text(json.dumps([{"chunk": t.chunk, "terms": list(t.terms)} for t in tasks]))
+    return path
+
+
+def run_job(tasks: Sequence[MapTask], inputs: Sequence[str], runner: str,
+            extra_args: Sequence[str] = (),
+            log: Callable[[str], None] | None = None) -> dict[MapTask, list[str]]:
+    """Pseudonyms matched per task; ``inputs`` are the index files of the tasks' chunks."""
+    if runner not in RUNNERS:
+        raise ValueError(f"unknown runner {runner!r}; choose one of {', '.join(RUNNERS)}")
+    results: dict[MapTask, list[str]] = {task: [] for task in tasks}
+    if not tasks:
+        return results
+    with tempfile.TemporaryDirectory(prefix="cocktail-job-") as tmp:
+        tasks_file = write_tasks(tasks, Path(tmp))
+        if log:
+            log(f"{runner} job: {len(tasks)} map task(s) over {len(inputs)} index file(s)")
+        if runner in BUNDLED:
+            inputs = bundle(inputs, Path(tmp))
+        job = MatchJob(args=["-r", runner, "--tasks", str(tasks_file), "--no-conf",
+                             *extra_args, *inputs])
+        with job.make_runner() as mr:
+            mr.run()
+            for _, value in job.parse_output(mr.cat_output()):
+                number, pseudonym = value.rstrip("\r\n").split("\t")
+                results[tasks[int(number)]].append(pseudonym)
+    return results
