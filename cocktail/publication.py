@@ -29,6 +29,7 @@ from . import chunkformat as fmt
 from .anonymity import Partition, partition
 from .dataset import Dataset
 from .overlay.layout import Layout, LayoutParams, Unit, build_layout
+from .overlay.planner import term_locations
 from .store import Store, StoreError
 
 KEY_FILE = "owner.key"
@@ -355,6 +356,7 @@ class Publication:
         self.tree: list[dict] = self.manifest["tree"]
         self.units: list[dict] = self.manifest["units"]
         self._postings: dict[str, dict[str, list[str]]] = {}
+        self._positions: dict[str, dict[str, frozenset[int]]] = {}
         self._maps: dict[int, dict[str, dict[str, int]]] = {}
 
     @classmethod
@@ -389,6 +391,20 @@ class Publication:
         return [unit for _, unit in self._records]
 
     @cached_property
+    def _members(self) -> dict[int, frozenset[int]]:
+        grouped: dict[int, list[int]] = {}
+        for position, unit in enumerate(self.cluster_of):
+            grouped.setdefault(unit, []).append(position)
+        return {unit: frozenset(positions) for unit, positions in grouped.items()}
+
+    def cluster_members(self, unit: int) -> frozenset[int]:
+        """Record positions of a leaf cluster."""
+        return self._members.get(unit, frozenset())
+
+    def chunk_unit(self, chunk_id: str) -> int:
+        return self.chunks[chunk_id].unit
+
+    @cached_property
     def unit_chunks(self) -> dict[int, dict[str, str]]:
         """unit -> term -> the stored chunk of that unit holding the term."""
         where: dict[int, dict[str, str]] = {}
@@ -397,13 +413,24 @@ class Publication:
                 where.setdefault(chunk.unit, {})[term] = chunk.id
         return where
 
-    def passed_up(self, unit: int) -> frozenset[str]:
-        """Terms a unit handed to the aggregated cluster above it."""
-        return self._passed_up[unit]
+    @cached_property
+    def locations(self) -> dict[int, dict[str, str]]:
+        """Leaf cluster -> term -> the chunk holding it for the cluster's records."""
+        return term_locations(self.tree, self.unit_chunks,
+                              [frozenset(u["passed_up"]) for u in self.units])
 
     @cached_property
-    def _passed_up(self) -> list[frozenset[str]]:
-        return [frozenset(u["passed_up"]) for u in self.units]
+    def split_terms(self) -> frozenset[str]:
+        return frozenset(t for node in self.tree for t in node["split"])
+
+    @cached_property
+    def term_units(self) -> dict[str, frozenset[int]]:
+        """Term -> the leaf clusters with a record holding it."""
+        units: dict[str, set[int]] = {}
+        for unit, where in self.locations.items():
+            for term in where:
+                units.setdefault(term, set()).add(unit)
+        return {term: frozenset(us) for term, us in units.items()}
 
     def is_private(self, chunk_id: str) -> bool:
         return self.chunks[chunk_id].private
@@ -418,6 +445,14 @@ class Publication:
             self._postings[chunk_id] = dict(
                 fmt.decode_index(self.store.read(self._zone(chunk_id), path), chunk_id, path))
         return self._postings[chunk_id]
+
+    def term_positions(self, chunk_id: str) -> dict[str, frozenset[int]]:
+        """The chunk's inverted index resolved to record positions (private; cached)."""
+        if chunk_id not in self._positions:
+            names = self.record_positions(chunk_id)
+            self._positions[chunk_id] = {term: frozenset(names[p] for p in pseudonyms)
+                                         for term, pseudonyms in self.postings(chunk_id).items()}
+        return self._positions[chunk_id]
 
     def index_location(self, chunk_id: str) -> str:
         return self.store.location(self._zone(chunk_id), fmt.index_path(self.version, chunk_id))

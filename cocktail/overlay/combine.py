@@ -1,34 +1,38 @@
-"""The private cloud's final step: pseudonyms back to records, intersect per cluster, sum.
+"""The private cloud's final step: records matched per task, intersected per cluster, summed.
 
 A record lies in exactly one leaf cluster, and within it each query term lives in exactly one
-chunk, so a record matches iff every task of its cluster returned one of its pseudonyms.  Tasks
-over aggregated chunks return records of several clusters: the intersection keeps the ones of
-the cluster at hand.
+chunk, so a record matches iff every task of its cluster returned it.  Tasks over aggregated
+chunks return records of several clusters: those are narrowed to the cluster at hand.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Set
 
 from .planner import MapTask, Plan
 
 
-def count_matches(plan: Plan, results: Mapping[MapTask, Iterable[str]],
-                  resolve: Callable[[str], Mapping[str, int]],
-                  cluster_of: Sequence[int]) -> int:
-    """``results``: pseudonyms per task; ``resolve(chunk)``: its pseudonym -> record position;
-    ``cluster_of[position]``: the record's leaf cluster."""
-    positions: dict[MapTask, set[int]] = {}
-    for task in plan.tasks:
-        names = resolve(task.chunk)
-        positions[task] = {names[p] for p in results[task]}
+def resolve(results: Mapping[MapTask, Iterable[str]],
+            positions_of: Callable[[str], Mapping[str, int]]) -> dict[MapTask, set[int]]:
+    """Pseudonyms returned by map tasks -> record positions, through the private maps."""
+    resolved = {}
+    for task, pseudonyms in results.items():
+        names = positions_of(task.chunk)
+        resolved[task] = {names[p] for p in pseudonyms}
+    return resolved
+
+
+def count_matches(plan: Plan, matched: Mapping[MapTask, Set[int]],
+                  members: Callable[[int], Set[int]]) -> int:
+    """``matched``: record positions per task; ``members(cluster)``: a leaf cluster's records."""
     total = 0
     for cluster, tasks in plan.clusters.items():
-        ordered = sorted(tasks, key=lambda t: len(positions[t]))
-        matched = {p for p in positions[ordered[0]] if cluster_of[p] == cluster}
-        for task in ordered[1:]:
-            if not matched:
-                break
-            matched &= positions[task]
-        total += len(matched)
+        if len(tasks) == 1:
+            found = matched[tasks[0]]
+        else:
+            sets = sorted((matched[t] for t in tasks), key=len)
+            found = sets[0].intersection(*sets[1:])
+        if any(t.unit != cluster for t in tasks):
+            found = found & members(cluster)
+        total += len(found)
     return total

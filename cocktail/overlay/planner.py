@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 
-@dataclass(frozen=True)
-class MapTask:
+class MapTask(NamedTuple):  # a tuple: hashed in C, and plans hash a great many
     chunk: str
+    unit: int        # the cluster (leaf or aggregated) the chunk belongs to
     private: bool
     terms: tuple[str, ...]
 
@@ -39,11 +39,42 @@ class TreeLayout(Protocol):
     tree: Sequence[Mapping]  # nodes: split, children (pattern -> node), units, aggregate
 
     @property
-    def unit_chunks(self) -> Mapping[int, Mapping[str, str]]: ...
+    def locations(self) -> Mapping[int, Mapping[str, str]]:
+        """Built by :func:`term_locations`, once per publication."""
 
-    def passed_up(self, unit: int) -> frozenset[str]: ...
+    @property
+    def term_units(self) -> Mapping[str, frozenset[int]]: ...
+
+    @property
+    def split_terms(self) -> frozenset[str]: ...
 
     def is_private(self, chunk_id: str) -> bool: ...
+
+    def chunk_unit(self, chunk_id: str) -> int: ...
+
+
+def term_locations(tree: Sequence[Mapping], unit_chunks: Mapping[int, Mapping[str, str]],
+                   passed_up: Sequence[frozenset[str]]) -> dict[int, dict[str, str]]:
+    """For every leaf cluster: each of its terms -> the chunk holding it for its records.
+
+    A term the cluster passed up is held by the first aggregated cluster above it that has the
+    term in a stored chunk (public, or the root's private one)."""
+    parent = {child: node["id"] for node in tree for child in node["children"].values()}
+    located: dict[int, dict[str, str]] = {}
+    for node in tree:
+        chain, above = [], node["id"]
+        while True:
+            if tree[above]["aggregate"] is not None:
+                chain.append(unit_chunks.get(tree[above]["aggregate"], {}))
+            if above not in parent:
+                break
+            above = parent[above]
+        for unit in node["units"]:
+            where = dict(unit_chunks.get(unit, {}))
+            for term in passed_up[unit]:
+                where[term] = next(chunks[term] for chunks in chain if term in chunks)
+            located[unit] = where
+    return located
 
 
 def _reachable_leaves(terms: set[str], tree: Sequence[Mapping], plan: Plan) -> list[int]:
@@ -63,39 +94,30 @@ def _reachable_leaves(terms: set[str], tree: Sequence[Mapping], plan: Plan) -> l
     return leaves
 
 
-def _aggregates_above(leaf: int, tree: Sequence[Mapping]) -> list[int]:
-    parent = {child: node["id"] for node in tree for child in node["children"].values()}
-    chain, node = [], leaf
-    while True:
-        if tree[node]["aggregate"] is not None:
-            chain.append(tree[node]["aggregate"])
-        if node not in parent:
-            return chain
-        node = parent[node]
-
-
 def plan_conjunction(terms: Sequence[str], layout: TreeLayout) -> Plan:
     plan = Plan(tuple(terms))
-    wanted = set(terms)
-    known: dict[MapTask, MapTask] = {}
-    for leaf in _reachable_leaves(wanted, layout.tree, plan):
-        chain = _aggregates_above(leaf, layout.tree)
-        for unit in layout.tree[leaf]["units"]:
-            located: dict[str, list[str]] = {}
-            for term in terms:
-                chunk = layout.unit_chunks.get(unit, {}).get(term)
-                if chunk is None and term in layout.passed_up(unit):
-                    chunk = next(layout.unit_chunks[g][term] for g in chain
-                                 if term in layout.unit_chunks.get(g, {}))
-                if chunk is None:
-                    break
-                located.setdefault(chunk, []).append(term)
-            else:
-                tasks = [known.setdefault(t, t) for t in
-                         (MapTask(c, layout.is_private(c), tuple(ts))
-                          for c, ts in sorted(located.items()))]
-                plan.clusters[unit] = tasks
-                continue
-            plan.clusters_pruned += 1
-    plan.tasks = list(known)
+    if layout.split_terms.isdisjoint(terms):  # nothing to prune on: every leaf is reached
+        plan.nodes_visited = len(layout.tree)
+        leaves = [node["id"] for node in layout.tree if not node["split"]]
+    else:
+        leaves = _reachable_leaves(set(terms), layout.tree, plan)
+    reached = [unit for leaf in leaves for unit in layout.tree[leaf]["units"]]
+    holding = frozenset(reached).intersection(
+        *(layout.term_units.get(term, frozenset()) for term in terms))
+    plan.clusters_pruned = len(reached) - len(holding)
+    known: dict[tuple[str, tuple[str, ...]], MapTask] = {}
+    for unit in sorted(holding):
+        where = layout.locations[unit]
+        by_chunk: dict[str, list[str]] = {}
+        for term in terms:
+            by_chunk.setdefault(where[term], []).append(term)
+        tasks = []
+        for chunk, held in sorted(by_chunk.items()):
+            key = (chunk, tuple(held))
+            if key not in known:
+                known[key] = MapTask(chunk, layout.chunk_unit(chunk), layout.is_private(chunk),
+                                     key[1])
+            tasks.append(known[key])
+        plan.clusters[unit] = tasks
+    plan.tasks = list(known.values())
     return plan

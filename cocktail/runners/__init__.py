@@ -7,9 +7,9 @@ through mrjob.  Every runner returns the same pseudonyms, so answers are identic
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 
-from ..overlay.combine import count_matches
+from ..overlay.combine import count_matches, resolve
 from ..overlay.planner import MapTask, Plan, plan_conjunction
 from ..publication import Publication
 from ..querylang import CountQuery
@@ -19,13 +19,14 @@ RUNNERS = ("fast", "inline", "local", "spark", "hadoop")
 
 
 def run_tasks(publication: Publication, tasks: Sequence[MapTask], runner: str = "fast",
-              log: Callable[[str], None] | None = None) -> dict[MapTask, list[str]]:
+              log: Callable[[str], None] | None = None) -> Mapping[MapTask, Set[int]]:
+    """Record positions matched by each task."""
     if runner == "fast":
-        return {task: fastpath.run_task(publication, task) for task in tasks}
+        return fastpath.run_tasks(publication, tasks)
     from .mapreduce import run_job  # mrjob is only imported when a job is run
 
     inputs = sorted({publication.index_location(task.chunk) for task in tasks})
-    return run_job(tasks, inputs, runner, log=log)
+    return resolve(run_job(tasks, inputs, runner, log=log), publication.record_positions)
 
 
 def exact_counts(publication: Publication, queries: Sequence[CountQuery], runner: str = "fast",
@@ -38,9 +39,8 @@ def exact_counts(publication: Publication, queries: Sequence[CountQuery], runner
         for query, plan in zip(queries, plans):
             log(f"{query}: {describe(plan)}")
     tasks = list(dict.fromkeys(task for plan in plans for task in plan.tasks))
-    results = run_tasks(publication, tasks, runner, log)
-    return [count_matches(plan, results, publication.record_positions, publication.cluster_of)
-            for plan in plans]
+    matched = run_tasks(publication, tasks, runner, log)
+    return [count_matches(plan, matched, publication.cluster_members) for plan in plans]
 
 
 def exact_count(publication: Publication, query: CountQuery, runner: str = "fast",

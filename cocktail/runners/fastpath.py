@@ -1,14 +1,23 @@
-"""In-process execution of a map task straight from the chunk's inverted index."""
+"""In-process execution of map tasks straight from the chunks' inverted indexes.
+
+The fast path plays both clouds at once, so it resolves each index to record positions once
+(cached) and intersects frozensets, instead of shipping pseudonyms around.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from ..overlay.planner import MapTask
 from ..publication import Publication
 
 
-def run_task(publication: Publication, task: MapTask) -> list[str]:
-    """Pseudonyms of the chunk's subrecords holding every term of the task (what a mapper emits)."""
-    postings = publication.postings(task.chunk)
-    lists = sorted((postings.get(term, []) for term in task.terms), key=len)
-    matched = set(lists[0]).intersection(*lists[1:])
-    return sorted(matched)
+def run_task(publication: Publication, task: MapTask) -> frozenset[int]:
+    """Records whose subrecord in the task's chunk holds every term of the task."""
+    index = publication.term_positions(task.chunk)
+    sets = sorted((index.get(term, frozenset()) for term in task.terms), key=len)
+    return sets[0].intersection(*sets[1:]) if len(sets) > 1 else sets[0]
+
+
+def run_tasks(publication: Publication, tasks: Sequence[MapTask]) -> dict[MapTask, frozenset[int]]:
+    return {task: run_task(publication, task) for task in tasks}
