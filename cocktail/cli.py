@@ -27,6 +27,7 @@ from .publication import DEFAULT_KEEP, Publication, PublishParams, publish
 from .querylang import QuerySyntaxError, parse_count
 from .overlay.planner import plan_conjunction
 from .runners import RUNNERS, describe, exact_count
+from .runners.mapreduce import tasks_json
 from .store import StoreError, open_store
 from .synthetic import SyntheticSpec, generate
 
@@ -218,14 +219,20 @@ def query_cmd(expression: str, store_spec: str, exact: bool, runner: str, verbos
 @main.command("plan")
 @click.argument("expression")
 @store_option
+@click.option("--tasks-file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the tasks as the streaming scripts' TASKS.json, for a "
+              "hand-run `hadoop jar hadoop-streaming.jar` (docs/overlay.md).")
 @json_option
 @_fail_cleanly
-def plan_cmd(expression: str, store_spec: str, as_json: bool) -> None:
+def plan_cmd(expression: str, store_spec: str, tasks_file: Path | None, as_json: bool) -> None:
     """Show the map tasks a counting query becomes (owner only: it reveals the tree)."""
     query = parse_count(expression)
     publication = Publication.open(open_store(store_spec))
     plan = plan_conjunction(query.terms, publication)
+    if tasks_file:
+        tasks_file.write_text(tasks_json(plan.tasks))
     payload = {"query": str(query), "nodes_visited": plan.nodes_visited,
+               "index_files": sorted({publication.index_location(t.chunk) for t in plan.tasks}),
                "branches_pruned": plan.branches_pruned, "clusters": len(plan.clusters),
                "clusters_pruned": plan.clusters_pruned,
                "tasks": [{"chunk": t.chunk, "zone": "private" if t.private else "public",

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 
 import pytest
 
 from cocktail.dataset import load
+from cocktail.overlay.combine import count_matches, resolve
+from cocktail.overlay.planner import plan_conjunction
 from cocktail.publication import Publication, PublishParams, publish
 from cocktail.querylang import CountQuery
 from cocktail.runners import exact_counts
+from cocktail.runners.mapreduce import write_tasks
 from cocktail.store import LocalStore
 from cocktail.synthetic import random_conjunctions
 
-from .conftest import dataset_path
+from .conftest import REPO, dataset_path
 
 
 @pytest.fixture(scope="module", params=["bms-webview-1.dat", "bms-webview-2.dat"])
@@ -44,3 +50,33 @@ def test_spark_runner(tmp_path):
     queries = [CountQuery(q) for q in random_conjunctions(dataset.records, 40, seed=5)]
     answers = exact_counts(Publication.open(store), queries, "spark")
     assert answers == [dataset.count_containing(q.terms) for q in queries]
+
+
+def test_streaming_scripts_as_hadoop_runs_them(tmp_path):
+    """The mapper and reducer run as plain scripts (python -I -S: no site-packages, so standard
+    library only), piped through `sort` on the two key fields as Hadoop Streaming would."""
+    dataset = load(dataset_path("bms-webview-2.dat")).head(5000)
+    store = LocalStore(tmp_path / "s")
+    publish(dataset, store, PublishParams(k=5, m=2, cluster_size=1000))
+    publication = Publication.open(store)
+    queries = [CountQuery(q) for q in random_conjunctions(dataset.records, 30, seed=2)]
+    plans = [plan_conjunction(q.terms, publication) for q in queries]
+    tasks = list(dict.fromkeys(t for p in plans for t in p.tasks))
+    tasks_file = write_tasks(tasks, tmp_path)
+    index_lines = b"".join(open(publication.index_location(c), "rb").read()
+                           for c in sorted({t.chunk for t in tasks}))
+    python = [sys.executable, "-I", "-S"]
+    mapped = subprocess.run([*python, REPO / "mappers/match_index.py", tasks_file],
+                            input=index_lines, capture_output=True, check=True).stdout
+    shuffled = subprocess.run(["sort", "-t", "\t", "-k1,1", "-k2,2"], input=mapped,
+                              capture_output=True, check=True, env={"LC_ALL": "C"}).stdout
+    reduced = subprocess.run([*python, REPO / "reducers/complete_matches.py", tasks_file],
+                             input=shuffled, capture_output=True, check=True).stdout
+    pseudonyms: dict = {task: [] for task in tasks}
+    for line in reduced.decode().splitlines():
+        number, name = line.split("\t")
+        pseudonyms[tasks[int(number)]].append(name)
+    matched = resolve(pseudonyms, publication.record_positions)
+    answers = [count_matches(p, matched, publication.cluster_members) for p in plans]
+    assert answers == [dataset.count_containing(q.terms) for q in queries]
+    assert json.loads(tasks_file.read_text())[0]["chunk"] == tasks[0].chunk

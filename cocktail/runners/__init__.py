@@ -14,6 +14,7 @@ from ..overlay.planner import MapTask, Plan, plan_conjunction
 from ..publication import Publication
 from ..querylang import CountQuery
 from . import fastpath
+from .mapreduce import run_job
 
 RUNNERS = ("fast", "inline", "local", "spark", "hadoop")
 
@@ -23,8 +24,6 @@ def run_tasks(publication: Publication, tasks: Sequence[MapTask], runner: str = 
     """Record positions matched by each task."""
     if runner == "fast":
         return fastpath.run_tasks(publication, tasks)
-    from .mapreduce import run_job  # mrjob is only imported when a job is run
-
     inputs = sorted({publication.index_location(task.chunk) for task in tasks})
     return resolve(run_job(tasks, inputs, runner, log=log), publication.record_positions)
 

@@ -8,7 +8,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..overlay.planner import MapTask
-from .mr_match import MatchJob
 
 RUNNERS = ("inline", "local", "spark", "hadoop")
 BUNDLED = ("inline", "local")  # runners that start a task per input file, on this machine
@@ -32,9 +31,14 @@ def bundle(inputs: Sequence[str], directory: Path) -> list[str]:
     return bundles
 
 
+def tasks_json(tasks: Sequence[MapTask]) -> str:
+    """The TASKS.json the streaming scripts read: task number = position in the list."""
+    return json.dumps([{"chunk": t.chunk, "terms": list(t.terms)} for t in tasks])
+
+
 def write_tasks(tasks: Sequence[MapTask], directory: Path) -> Path:
     path = directory / "tasks.json"
-    path.write_text(json.dumps([{"chunk": t.chunk, "terms": list(t.terms)} for t in tasks]))
+    path.write_text(tasks_json(tasks))
     return path
 
 
@@ -47,6 +51,8 @@ def run_job(tasks: Sequence[MapTask], inputs: Sequence[str], runner: str,
     results: dict[MapTask, list[str]] = {task: [] for task in tasks}
     if not tasks:
         return results
+    from .mr_match import MatchJob  # mrjob loads only when a job actually runs
+
     with tempfile.TemporaryDirectory(prefix="cocktail-job-") as tmp:
         tasks_file = write_tasks(tasks, Path(tmp))
         if log:
