@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -59,8 +61,12 @@ def run_job(tasks: Sequence[MapTask], inputs: Sequence[str], runner: str,
             log(f"{runner} job: {len(tasks)} map task(s) over {len(inputs)} index file(s)")
         if runner in BUNDLED:
             inputs = bundle(inputs, Path(tmp))
+        # Tasks and the Spark driver must run this very interpreter (it has cocktail installed),
+        # not whatever `python3` is first on PATH.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         job = MatchJob(args=["-r", runner, "--tasks", str(tasks_file), "--no-conf",
-                             *extra_args, *inputs])
+                             "--python-bin", sys.executable, *extra_args, *inputs])
         with job.make_runner() as mr:
             mr.run()
             for _, value in job.parse_output(mr.cat_output()):
