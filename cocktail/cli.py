@@ -24,17 +24,20 @@ from .audit import DEFAULT_MAX_ITEMSETS, AuditReport, audit
 from .dataset import FORMATS, InputError, load, write_fimi
 from .demo import DemoSettings, run_demo
 from .publication import DEFAULT_KEEP, Publication, PublishParams, publish
-from .querylang import QuerySyntaxError, parse_count
+from .dp.ledger import Ledger, LedgerError
+from .dp.session import ask
+from .querylang import QuerySyntaxError, Workload, parse_batch, parse_count
 from .overlay.planner import plan_conjunction
 from .runners import RUNNERS, describe, exact_count
 from .runners.mapreduce import tasks_json
-from .store import StoreError, open_store
+from .store import LocalStore, StoreError, open_store
 from .synthetic import SyntheticSpec, generate
 
 err = Console(stderr=True, soft_wrap=True)  # never break a path or message in two
 out = Console(soft_wrap=True)
 
-EXPECTED_ERRORS = (InputError, StoreError, QuerySyntaxError, ValueError, OSError)
+EXPECTED_ERRORS = (InputError, StoreError, QuerySyntaxError, LedgerError, ValueError, OSError)
+LEDGER_FILE = "ledger.sqlite"
 
 
 def _fail_cleanly(command: Callable) -> Callable:
@@ -188,32 +191,195 @@ def audit_cmd(store_spec: str, version: str | None, k: int | None, m: int | None
     sys.exit(0 if report.ok else 1)
 
 
+def _ledger(store_spec: str, ledger_path: Path | None) -> Ledger:
+    if ledger_path is None:
+        store = open_store(store_spec)
+        if not isinstance(store, LocalStore):
+            raise click.UsageError("give the ledger's path with --ledger for this store")
+        ledger_path = store.root / "private" / LEDGER_FILE
+    return Ledger(ledger_path)
+
+
+ledger_option = click.option(
+    "--ledger", "ledger_path", type=click.Path(dir_okay=False, path_type=Path),
+    envvar="COCKTAIL_LEDGER", help="The SQLite budget ledger (default: in the store's private "
+    "zone).")
+
+
 @main.command("query")
-@click.argument("expression")
+@click.argument("expression", required=False)
 @store_option
+@ledger_option
+@click.option("--batch", "batch_file", type=click.File("r"),
+              help="A file of linear queries, one per line (or ';'-separated): one release.")
+@click.option("--token", envvar="COCKTAIL_TOKEN", help="The analyst's token ($COCKTAIL_TOKEN).")
 @click.option("--exact", is_flag=True,
-              help="Owner only: the exact answer, without noise. It is computed and shown in the "
-              "private cloud and must not be given to analysts.")
+              help="Owner only: the exact answer of a counting query, without noise. It is "
+              "computed and shown in the private cloud and must not be given to analysts.")
 @click.option("--runner", type=click.Choice(RUNNERS), default="fast", show_default=True,
               help="Where map tasks run: in-process (fast) or as an mrjob MapReduce job.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the plan and the tasks as they run.")
 @json_option
 @_fail_cleanly
-def query_cmd(expression: str, store_spec: str, exact: bool, runner: str, verbose: bool,
+def query_cmd(expression: str | None, store_spec: str, ledger_path: Path | None,
+              batch_file, token: str | None, exact: bool, runner: str, verbose: bool,
               as_json: bool) -> None:
-    """Answer a counting query such as 'count(a & b)' over the current publication."""
-    query = parse_count(expression)
-    if not exact:
-        raise click.UsageError("noisy (differentially private) answers are not available yet; "
-                               "the data owner can ask for the exact answer with --exact")
+    """Answer a query: 'count(a & b)', '2*count(a) - count(b)', or a --batch file.
+
+    Analysts get differentially private answers charged to their budget (--token); the data
+    owner can ask for exact counts with --exact.
+    """
+    if (expression is None) == (batch_file is None):
+        raise click.UsageError("give one EXPRESSION or --batch FILE")
     started = time.perf_counter()
     publication = Publication.open(open_store(store_spec))
     log = (lambda line: err.print(f"[dim]{line}[/]", highlight=False)) if verbose else None
-    answer = exact_count(publication, query, runner, log)
-    _emit(as_json, {"query": str(query), "answer": answer, "exact": True, "runner": runner,
-                    "version": publication.version,
-                    "seconds": round(time.perf_counter() - started, 4)},
-          lambda: out.print(f"{query} = {answer}  (exact, {publication.version})", highlight=False))
+    if exact:
+        if batch_file is not None:
+            raise click.UsageError("--exact answers one counting query at a time")
+        query = parse_count(expression)
+        answer = exact_count(publication, query, runner, log)
+        _emit(as_json, {"query": str(query), "answer": answer, "exact": True, "runner": runner,
+                        "version": publication.version,
+                        "seconds": round(time.perf_counter() - started, 4)},
+              lambda: out.print(f"{query} = {answer}  (exact, {publication.version})",
+                                highlight=False))
+        return
+    text = batch_file.read() if batch_file is not None else expression
+    workload = parse_batch(text, batch_file.name if batch_file is not None else "query")
+    result = ask(_ledger(store_spec, ledger_path), publication, token, workload, runner)
+    _emit(as_json, result, lambda: _print_noisy(workload, result))
+
+
+def _print_noisy(workload: Workload, result: dict) -> None:
+    for query, answer, error in zip(workload.queries, result["answers"],
+                                    result["expected_abs_error"]):
+        out.print(f"{query} ≈ {answer:.1f}  (± {error:.1f} expected)", highlight=False)
+    budget = result["budget"]
+    note = "reused, no charge" if result["reused"] else f"charged α={result['charged']:g}"
+    out.print(f"[dim]{result['strategy']}; {note}; {budget['remaining']:g} of "
+              f"{budget['budget']:g} left[/]", highlight=False)
+
+
+@main.group("roles")
+def roles_group() -> None:
+    """Roles: the per-query α and total budget their users get."""
+
+
+@roles_group.command("add")
+@click.argument("name")
+@click.option("--alpha", type=click.FloatRange(min=0, min_open=True), required=True,
+              help="Privacy parameter spent by each query.")
+@click.option("--budget", type=click.FloatRange(min=0), required=True,
+              help="Total α each user of the role may spend.")
+@store_option
+@ledger_option
+@_fail_cleanly
+def roles_add(name: str, alpha: float, budget: float, store_spec: str,
+              ledger_path: Path | None) -> None:
+    """Create or update a role."""
+    _ledger(store_spec, ledger_path).add_role(name, alpha, budget)
+    err.print(f"role {name}: α={alpha:g} per query, budget {budget:g} per user")
+
+
+@roles_group.command("list")
+@store_option
+@ledger_option
+@json_option
+@_fail_cleanly
+def roles_list(store_spec: str, ledger_path: Path | None, as_json: bool) -> None:
+    """List roles."""
+    roles = _ledger(store_spec, ledger_path).roles()
+    _emit(as_json, {"roles": roles}, lambda: [out.print(
+        f"{r['name']}: α={r['alpha']:g} per query, budget {r['budget']:g}") for r in roles])
+
+
+@main.group("users")
+def users_group() -> None:
+    """Analysts: each has a role and a token."""
+
+
+@users_group.command("add")
+@click.argument("name")
+@click.option("--role", required=True)
+@store_option
+@ledger_option
+@json_option
+@_fail_cleanly
+def users_add(name: str, role: str, store_spec: str, ledger_path: Path | None,
+              as_json: bool) -> None:
+    """Create a user and print its token (shown once: it is stored only as a hash)."""
+    token = _ledger(store_spec, ledger_path).add_user(name, role)
+    _emit(as_json, {"user": name, "role": role, "token": token}, lambda: out.print(token))
+
+
+@users_group.command("list")
+@store_option
+@ledger_option
+@json_option
+@_fail_cleanly
+def users_list(store_spec: str, ledger_path: Path | None, as_json: bool) -> None:
+    """List users with the α they have spent."""
+    users = _ledger(store_spec, ledger_path).users()
+    _emit(as_json, {"users": users}, lambda: [out.print(
+        f"{u['name']} ({u['role']}{'' if u['active'] else ', disabled'}): spent {u['spent']:g}")
+        for u in users])
+
+
+@users_group.command("disable")
+@click.argument("name")
+@store_option
+@ledger_option
+@_fail_cleanly
+def users_disable(name: str, store_spec: str, ledger_path: Path | None) -> None:
+    """Refuse the user's token from now on (403)."""
+    _ledger(store_spec, ledger_path).set_active(name, False)
+
+
+@users_group.command("enable")
+@click.argument("name")
+@store_option
+@ledger_option
+@_fail_cleanly
+def users_enable(name: str, store_spec: str, ledger_path: Path | None) -> None:
+    """Accept the user's token again."""
+    _ledger(store_spec, ledger_path).set_active(name, True)
+
+
+@main.command("budget")
+@click.option("--set", "total", type=click.FloatRange(min=0),
+              help="Set the dataset-wide budget that caps all users together.")
+@store_option
+@ledger_option
+@json_option
+@_fail_cleanly
+def budget_cmd(total: float | None, store_spec: str, ledger_path: Path | None,
+               as_json: bool) -> None:
+    """Show (or --set) the dataset-wide privacy budget and what has been spent."""
+    ledger = _ledger(store_spec, ledger_path)
+    if total is not None:
+        ledger.set_dataset_budget(total)
+    status = ledger.budget_status()
+    _emit(as_json, status, lambda: out.print(
+        f"dataset budget {status['dataset_budget']}, spent {status['dataset_spent']:g}"))
+
+
+@main.command("serve")
+@store_option
+@ledger_option
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--runner", type=click.Choice(RUNNERS), default="fast", show_default=True)
+@_fail_cleanly
+def serve_cmd(store_spec: str, ledger_path: Path | None, host: str, port: int,
+              runner: str) -> None:
+    """Serve the analysts' HTTP API (token auth, JSON; OpenAPI docs at /docs)."""
+    import uvicorn
+
+    from .service import create_app
+
+    app = create_app(open_store(store_spec), _ledger(store_spec, ledger_path), runner)
+    uvicorn.run(app, host=host, port=port, log_level="info")
 
 
 @main.command("plan")

@@ -1,8 +1,11 @@
 """The query language, parsed into plain values.
 
-So far: a counting query over a conjunction of terms, ``count(a & b & c)``.  A term is a bare
-word (letters, digits and ``_ . : / # @ + -`` not starting a number's sign) or a double-quoted
-JSON string for anything else (``count("air ticket" & beijing)``).
+* A counting query: records holding every term of a conjunction, ``count(a & b & c)``.  A term
+  is a bare word (letters, digits and ``_ . : / # @ + -``) or a double-quoted JSON string for
+  anything else (``count("air ticket" & beijing)``).  Term order does not matter.
+* A linear query: a weighted sum of counting queries, ``2*count(a) - count(b & c) + 0.5*count(d)``.
+* A batch: linear queries separated by newlines or ``;`` (``#`` starts a comment line); it is the
+  workload matrix W over the distinct counting queries of the batch.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from dataclasses import dataclass
 
 _BARE = re.compile(r"[\w.:/#@+\-]+", re.UNICODE)
 _QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"')
+_NUMBER = re.compile(r"\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?")
 
 
 class QuerySyntaxError(ValueError):
@@ -21,11 +25,56 @@ class QuerySyntaxError(ValueError):
 
 @dataclass(frozen=True)
 class CountQuery:
-    terms: tuple[str, ...]  # distinct, in the order written
+    terms: tuple[str, ...]  # distinct and sorted: count(a & b) is count(b & a)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "terms", tuple(sorted(set(self.terms))))
 
     def __str__(self) -> str:
         return "count(" + " & ".join(
             t if _BARE.fullmatch(t) else json.dumps(t, ensure_ascii=False) for t in self.terms) + ")"
+
+
+@dataclass(frozen=True)
+class LinearQuery:
+    parts: tuple[tuple[float, CountQuery], ...]  # (weight, counting query), each query once
+
+    def __str__(self) -> str:
+        text = ""
+        for weight, query in self.parts:
+            sign = "-" if weight < 0 else "+"
+            size = abs(weight)
+            factor = "" if size == 1 else f"{size:g}*"
+            text += f" {sign} {factor}{query}" if text else f"{'-' if weight < 0 else ''}{factor}{query}"
+        return text
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A batch of linear queries as a matrix W (queries x distinct counting queries)."""
+
+    queries: tuple[LinearQuery, ...]
+
+    @property
+    def counts(self) -> tuple[CountQuery, ...]:
+        return tuple(dict.fromkeys(q for linear in self.queries for _, q in linear.parts))
+
+    def matrix(self) -> list[list[float]]:
+        column = {q: j for j, q in enumerate(self.counts)}
+        rows = []
+        for linear in self.queries:
+            row = [0.0] * len(column)
+            for weight, query in linear.parts:
+                row[column[query]] += weight
+            rows.append(row)
+        return rows
+
+    @property
+    def terms(self) -> tuple[str, ...]:
+        return tuple(sorted({t for q in self.counts for t in q.terms}))
+
+    def __str__(self) -> str:
+        return "; ".join(map(str, self.queries))
 
 
 class _Scanner:
@@ -69,16 +118,74 @@ class _Scanner:
         self.skip()
         return self.pos == len(self.text)
 
+    def number(self) -> float | None:
+        self.skip()
+        found = _NUMBER.match(self.text, self.pos)
+        if not found:
+            return None
+        self.pos = found.end()
+        return float(found.group())
+
+    def count(self) -> CountQuery:
+        self.expect("count")
+        self.expect("(")
+        terms = [self.term()]
+        while self.literal("&"):
+            terms.append(self.term())
+        self.expect(")")
+        return CountQuery(tuple(terms))
+
+    def linear(self) -> LinearQuery:
+        weights: dict[CountQuery, float] = {}
+        sign = -1.0 if self.literal("-") else 1.0
+        while True:
+            factor = self.number()
+            if factor is not None:
+                self.expect("*")
+            query = self.count()
+            weights[query] = weights.get(query, 0.0) + sign * (1.0 if factor is None else factor)
+            if self.literal("+"):
+                sign = 1.0
+            elif self.literal("-"):
+                sign = -1.0
+            else:
+                break
+        parts = tuple((w, q) for q, w in weights.items() if w != 0)
+        if not parts:
+            raise self.error("the weights cancel out: the query is constant")
+        return LinearQuery(parts)
+
 
 def parse_count(text: str) -> CountQuery:
     """Parse ``count(t1 & t2 & ...)``."""
     scanner = _Scanner(text)
-    scanner.expect("count")
-    scanner.expect("(")
-    terms = [scanner.term()]
-    while scanner.literal("&"):
-        terms.append(scanner.term())
-    scanner.expect(")")
+    query = scanner.count()
     if not scanner.at_end():
         raise scanner.error("unexpected text after the query")
-    return CountQuery(tuple(dict.fromkeys(terms)))
+    return query
+
+
+def parse_linear(text: str) -> LinearQuery:
+    """Parse ``w1*count(...) + w2*count(...) - ...`` (a lone count is a linear query too)."""
+    scanner = _Scanner(text)
+    query = scanner.linear()
+    if not scanner.at_end():
+        raise scanner.error("unexpected text after the query")
+    return query
+
+
+def parse_batch(text: str, source: str = "batch") -> Workload:
+    """Linear queries separated by newlines or ';'; '#' starts a comment line."""
+    queries = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if line.strip().startswith("#"):
+            continue
+        for piece in line.split(";"):
+            if piece.strip():
+                try:
+                    queries.append(parse_linear(piece))
+                except QuerySyntaxError as exc:
+                    raise QuerySyntaxError(f"{source}:{lineno}: {exc}") from None
+    if not queries:
+        raise QuerySyntaxError(f"{source}: no query in the batch")
+    return Workload(tuple(queries))

@@ -1,0 +1,109 @@
+"""The HTTP API through a real `cocktail serve` process on loopback."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+
+from cocktail.dataset import load
+from cocktail.dp.ledger import Ledger
+from cocktail.publication import PublishParams, publish
+from cocktail.store import LocalStore
+
+from .conftest import dataset_path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("served")
+    dataset = load(dataset_path("bms-webview-1.dat")).head(6000)
+    store = LocalStore(root / "store")
+    publish(dataset, store, PublishParams(k=5, m=3))
+    ledger = Ledger(root / "ledger.sqlite")
+    ledger.add_role("analyst", alpha=0.1, budget=0.5)
+    ledger.add_role("crowd", alpha=0.1, budget=100)
+    ledger.set_dataset_budget(50)
+    tokens = {"alice": ledger.add_user("alice", "analyst"),
+              "mallory": ledger.add_user("mallory", "analyst"),
+              "crowd": ledger.add_user("crowd", "crowd")}
+    ledger.set_active("mallory", False)
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "cocktail.cli", "serve", "--store", str(root / "store"),
+         "--ledger", str(root / "ledger.sqlite"), "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            httpx.get(url + "/openapi.json", timeout=1)
+            break
+        except httpx.TransportError:
+            assert process.poll() is None, process.stdout.read().decode()
+            assert time.monotonic() < deadline, "server did not start"
+            time.sleep(0.2)
+    yield url, tokens, dataset, root / "ledger.sqlite"
+    process.terminate()
+    process.wait(10)
+
+
+def auth(token):
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_openapi_describes_the_api(server):
+    url, *_ = server
+    spec = httpx.get(url + "/openapi.json").json()
+    assert {"/v1/query", "/v1/budget"} <= set(spec["paths"])
+    assert httpx.get(url + "/docs").status_code == 200
+
+
+def test_answers_and_errors(server):
+    url, tokens, dataset, _ = server
+    top = max(dataset.terms(), key=lambda t: dataset.count_containing([t]))
+    response = httpx.post(url + "/v1/query", json={"query": f"count({top})"},
+                          headers=auth(tokens["alice"]))
+    assert response.status_code == 200, response.text
+    body = response.json()
+    truth = dataset.count_containing([top])
+    assert abs(body["answers"][0] - truth) < 200  # Lap(10): |noise| > 200 has probability e^-20
+    assert body["expected_squared_error"] == [pytest.approx(200.0)]  # 2 (1/0.1)^2
+    assert body["charged"] == pytest.approx(0.1)
+    assert httpx.post(url + "/v1/query", json={"query": f"count({top})"}).status_code == 401
+    assert httpx.post(url + "/v1/query", json={"query": "count(a)"},
+                      headers=auth("nope")).status_code == 401
+    assert httpx.post(url + "/v1/query", json={"query": "count(a)"},
+                      headers=auth(tokens["mallory"])).status_code == 403
+    bad = httpx.post(url + "/v1/query", json={"query": "count(a &"}, headers=auth(tokens["alice"]))
+    assert bad.status_code == 400 and "expected a term" in bad.json()["detail"]
+    batch = httpx.post(url + "/v1/query", headers=auth(tokens["alice"]),
+                       json={"batch": ["count(no-such-term)", f"2*count({top}) - count(x)"]})
+    assert batch.status_code == 200 and len(batch.json()["answers"]) == 2
+    spent = httpx.get(url + "/v1/budget", headers=auth(tokens["alice"])).json()["spent"]
+    assert spent == pytest.approx(0.2)  # the malformed and refused requests spent nothing
+
+
+def test_parallel_requests_exactly_fill_the_budget(server):
+    url, tokens, _, ledger_path = server
+    before = httpx.get(url + "/v1/budget", headers=auth(tokens["crowd"])).json()
+    Ledger(ledger_path).add_role("crowd", alpha=0.1, budget=before["spent"] + 0.6)  # 6 more
+
+    def ask(n):
+        return httpx.post(url + "/v1/query", json={"query": f"count(t{n})"},
+                          headers=auth(tokens["crowd"]), timeout=60).status_code
+
+    with ThreadPoolExecutor(12) as pool:
+        codes = list(pool.map(ask, range(20)))
+    assert codes.count(200) == 6 and codes.count(429) == 14
