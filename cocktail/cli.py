@@ -231,13 +231,15 @@ def query_cmd(expression: str | None, store_spec: str, ledger_path: Path | None,
     """
     if (expression is None) == (batch_file is None):
         raise click.UsageError("give one EXPRESSION or --batch FILE")
+    if exact and batch_file is not None:
+        raise click.UsageError("--exact answers one counting query at a time")
     started = time.perf_counter()
+    text = batch_file.read() if batch_file is not None else expression
+    query = parse_count(expression) if exact else None
+    workload = None if exact else parse_batch(text, getattr(batch_file, "name", "query"))
     publication = Publication.open(open_store(store_spec))
     log = (lambda line: err.print(f"[dim]{line}[/]", highlight=False)) if verbose else None
     if exact:
-        if batch_file is not None:
-            raise click.UsageError("--exact answers one counting query at a time")
-        query = parse_count(expression)
         answer = exact_count(publication, query, runner, log)
         _emit(as_json, {"query": str(query), "answer": answer, "exact": True, "runner": runner,
                         "version": publication.version,
@@ -245,8 +247,6 @@ def query_cmd(expression: str | None, store_spec: str, ledger_path: Path | None,
               lambda: out.print(f"{query} = {answer}  (exact, {publication.version})",
                                 highlight=False))
         return
-    text = batch_file.read() if batch_file is not None else expression
-    workload = parse_batch(text, batch_file.name if batch_file is not None else "query")
     result = ask(_ledger(store_spec, ledger_path), publication, token, workload, runner)
     _emit(as_json, result, lambda: _print_noisy(workload, result))
 

@@ -13,7 +13,8 @@ from cocktail.dataset import load
 
 from .conftest import dataset_path
 
-COMMANDS = ["generate", "publish", "audit", "query", "plan", "demo"]
+COMMANDS = ["generate", "publish", "audit", "query", "plan", "demo", "roles", "users",
+            "budget", "serve"]
 
 
 def run(*args):
@@ -73,9 +74,36 @@ def test_clear_errors(tmp_path, monkeypatch, args, message):
     assert message in result.output
 
 
-def test_noisy_query_is_refused_for_now(tmp_path):
-    result = CliRunner().invoke(main, ["query", "count(a)", "--store", str(tmp_path)])
-    assert result.exit_code == 2 and "--exact" in result.output
+def test_noisy_queries_charge_reuse_and_run_out(tmp_path):
+    data, store = tmp_path / "baskets.dat", tmp_path / "store"
+    run("generate", data, "--records", 3000, "--seed", 5)
+    run("publish", data, "--store", store, "--k", 4, "--m", 2)
+    dataset = load(data)
+    a, b = sorted(dataset.terms(), key=lambda t: -dataset.count_containing([t]))[:2]
+    missing = CliRunner().invoke(main, ["query", f"count({a})", "--store", str(store)])
+    assert missing.exit_code == 2 and "token" in missing.output
+    assert run("roles", "add", "analyst", "--alpha", 1, "--budget", 2.5, "--store",
+               store).exit_code == 0
+    token = json.loads(run("users", "add", "ann", "--role", "analyst", "--store", store,
+                           "--json").stdout)["token"]
+
+    def ask(*args):
+        return run("query", *args, "--token", token, "--store", store, "--json")
+
+    first = json.loads(ask(f"count({a})").stdout)
+    error = first["expected_abs_error"][0]
+    assert first["charged"] == 1 and not first["reused"]
+    assert abs(first["answers"][0] - dataset.count_containing([a])) < 25 * error
+    again = json.loads(ask(f"count({a})").stdout)
+    assert again["reused"] and again["answers"] == first["answers"]
+    batch = tmp_path / "batch.txt"
+    batch.write_text(f"count({a})\ncount({a} & {b})\n")
+    assert json.loads(ask("--batch", batch).stdout)["budget"]["remaining"] == 0.5
+    refused = CliRunner().invoke(main, ["query", f"count({b})", "--token", token,
+                                        "--store", str(store)])
+    assert refused.exit_code == 2 and "budget" in refused.output
+    users = json.loads(run("users", "list", "--store", store, "--json").stdout)["users"]
+    assert [u["spent"] for u in users] == [2]
 
 
 def test_bad_input_line_is_named_and_can_be_skipped(tmp_path):

@@ -192,7 +192,8 @@ class Ledger:
                                                 "budget": self._status(db, user)}
             status = self._status(db, user)
             if status["spent"] + user.alpha > user.budget + 1e-12:
-                raise BudgetExhausted(f"user {user.name!r} has {status['remaining']:g} of "
+                raise BudgetExhausted(f"privacy budget exhausted: user {user.name!r} has "
+                                      f"{status['remaining']:g} of "
                                       f"{user.budget:g} left; a query costs {user.alpha:g}")
             budget = status["dataset_budget"]
             if budget is not None and status["dataset_spent"] + user.alpha > budget + 1e-12:
