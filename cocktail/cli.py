@@ -253,8 +253,8 @@ def query_cmd(expression: str | None, store_spec: str, ledger_path: Path | None,
 
 def _print_noisy(workload: Workload, result: dict) -> None:
     for query, answer, error in zip(workload.queries, result["answers"],
-                                    result["expected_abs_error"]):
-        out.print(f"{query} ≈ {answer:.1f}  (± {error:.1f} expected)", highlight=False)
+                                    result["expected_rms_error"]):
+        out.print(f"{query} ≈ {answer:.1f}  (± {error:.1f} RMS expected)", highlight=False)
     budget = result["budget"]
     note = "reused, no charge" if result["reused"] else f"charged α={result['charged']:g}"
     out.print(f"[dim]{result['strategy']}; {note}; {budget['remaining']:g} of "
@@ -460,6 +460,16 @@ def _print_demo(result: dict) -> None:
     for a in result["queries"]:
         table.add_row(a["query"], str(a["answer"]), str(a["brute_force"]),
                       "[green]=[/]" if a["equal"] else "[red]differs[/]")
+    out.print(table)
+    noisy = result["noisy"]
+    table = Table(title=f"5. the same as an analyst sees them: α={noisy['alpha']:g}, "
+                        f"{noisy['strategy']}, {noisy['budget']['remaining']:g} of "
+                        f"{noisy['budget']['budget']:g} budget left")
+    for column in ("query", "noisy answer", "expected error (RMS)"):
+        table.add_column(column)
+    for query, answer, error in zip(noisy["workload"].split("; "), noisy["answers"],
+                                    noisy["expected_rms_error"]):
+        table.add_row(query, f"{answer:.1f}", f"± {error:.1f}")
     out.print(table)
     out.print(f"store: {result['store']}  (try: cocktail audit --store {result['store']})",
               highlight=False)

@@ -1,7 +1,8 @@
 """`cocktail demo`: the whole pipeline on synthetic data that needs no download.
 
 Generate a dataset, publish it to a local store, audit the public zone, answer a few counting
-queries and check each against a brute-force count on the raw records.
+queries and check each against a brute-force count on the raw records, then answer them again
+as an analyst would see them: noisy, with their expected error, charged to a budget.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from pathlib import Path
 
 from .audit import audit
 from .dataset import load, write_fimi
+from .dp.ledger import Ledger
+from .dp.session import ask
 from .publication import Publication, PublishParams, publish
-from .querylang import CountQuery
+from .querylang import CountQuery, LinearQuery, Workload
 from .runners import exact_count
 from .store import LocalStore
 from .synthetic import SyntheticSpec, generate
@@ -57,6 +60,18 @@ def run_demo(settings: DemoSettings, progress=None) -> dict:
         expected = dataset.count_containing(query.terms)
         answers.append({"query": str(query), "answer": answer, "brute_force": expected,
                         "equal": answer == expected})
+    noisy = analyst_view(settings.workdir / "demo-ledger.sqlite", publication,
+                         demo_queries(dataset.records)[:3])
     return {"dataset": str(data_path), "store": store.url, "publish": published.as_dict(),
-            "audit": checked.as_dict(), "queries": answers,
+            "audit": checked.as_dict(), "queries": answers, "noisy": noisy,
             "ok": checked.ok and all(a["equal"] for a in answers)}
+
+
+def analyst_view(ledger_path: Path, publication: Publication, queries: list[CountQuery]) -> dict:
+    """The queries as one batch from a fresh demo analyst (α = 0.5 of a budget of 1)."""
+    ledger_path.unlink(missing_ok=True)
+    ledger = Ledger(ledger_path)
+    ledger.add_role("demo-analyst", alpha=0.5, budget=1.0)
+    token = ledger.add_user("demo", "demo-analyst")
+    return ask(ledger, publication, token,
+               Workload(tuple(LinearQuery(((1.0, q),)) for q in queries)))

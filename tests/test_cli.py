@@ -91,7 +91,7 @@ def test_noisy_queries_charge_reuse_and_run_out(tmp_path):
         return run("query", *args, "--token", token, "--store", store, "--json")
 
     first = json.loads(ask(f"count({a})").stdout)
-    error = first["expected_abs_error"][0]
+    error = first["expected_rms_error"][0]
     assert first["charged"] == 1 and not first["reused"]
     assert abs(first["answers"][0] - dataset.count_containing([a])) < 25 * error
     again = json.loads(ask(f"count({a})").stdout)
@@ -124,3 +124,8 @@ def test_demo_json(tmp_path):
     report = json.loads(result.stdout)
     assert report["ok"] and report["audit"]["ok"]
     assert all(q["answer"] == q["brute_force"] for q in report["queries"])
+    noisy = report["noisy"]
+    assert noisy["charged"] == 0.5 and len(noisy["answers"]) == 3
+    for exact, answer, error in zip(report["queries"], noisy["answers"],
+                                    noisy["expected_rms_error"]):
+        assert abs(answer - exact["brute_force"]) < 25 * error

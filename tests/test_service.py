@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 import socket
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
@@ -107,3 +110,38 @@ def test_parallel_requests_exactly_fill_the_budget(server):
     with ThreadPoolExecutor(12) as pool:
         codes = list(pool.map(ask, range(20)))
     assert codes.count(200) == 6 and codes.count(429) == 14
+
+
+WRAPPER = Path(__file__).resolve().parents[1] / "scripts" / "cocktail-query"
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="scripts/cocktail-query needs curl")
+def test_shell_wrapper(server, tmp_path):
+    url, _, dataset, ledger_path = server
+    ledger = Ledger(ledger_path)
+    ledger.add_role("shell", alpha=0.1, budget=0.25)
+    token = ledger.add_user("shell-user", "shell")
+
+    def wrapper(*args, token=token):
+        return subprocess.run([str(WRAPPER), "--url", url, "--token", token, *args],
+                              capture_output=True, text=True, timeout=60)
+
+    top = max(dataset.terms(), key=lambda t: dataset.count_containing([t]))
+    answered = wrapper(f"count({top})", 'count("a \\"quoted\\" term")')
+    assert answered.returncode == 0, answered.stderr
+    body = json.loads(answered.stdout)
+    assert abs(body["answers"][0] - dataset.count_containing([top])) < 400
+    assert body["workload"].endswith('count("a \\"quoted\\" term")')
+    batch = tmp_path / "batch.txt"
+    batch.write_text(f"# two queries\ncount({top})\n\n2*count({top}) - count(x)\n")
+    assert len(json.loads(wrapper("--batch", batch).stdout)["answers"]) == 2
+    assert json.loads(wrapper("--budget").stdout)["spent"] == pytest.approx(0.2)
+    refused = wrapper("count(x & y)")
+    assert refused.returncode == 4 and "budget exhausted" in refused.stderr
+    assert wrapper("count(x)", token="wrong").returncode == 3
+    malformed = wrapper("count(x &")
+    assert malformed.returncode == 2 and "expected a term" in malformed.stderr
+    assert json.loads(wrapper("--budget").stdout)["spent"] == pytest.approx(0.2)
+    unreachable = subprocess.run([str(WRAPPER), "--url", f"http://127.0.0.1:{free_port()}",
+                                  "--token", token, "count(x)"], capture_output=True, text=True)
+    assert unreachable.returncode == 1 and "cannot reach" in unreachable.stderr

@@ -35,7 +35,7 @@ class NoisyAnswer:
     def as_dict(self) -> dict:
         return {"workload": self.workload, "answers": self.answers,
                 "expected_squared_error": self.variances,
-                "expected_abs_error": [float(np.sqrt(v / 2)) for v in self.variances],
+                "expected_rms_error": [float(np.sqrt(v)) for v in self.variances],
                 "alpha": self.alpha, "strategy": self.strategy,
                 "strategy_errors": self.expected_errors, "sensitivity": self.sensitivity,
                 "sensitivity_exact": self.sensitivity_exact}

