@@ -174,18 +174,27 @@ def parse_linear(text: str) -> LinearQuery:
     return query
 
 
+def _line_queries(line: str) -> list[LinearQuery]:
+    """The ';'-separated linear queries of one line (a ';' inside a quoted term is a term's)."""
+    scanner, queries = _Scanner(line), []
+    while not scanner.at_end():
+        if not scanner.literal(";"):
+            queries.append(scanner.linear())
+            if not scanner.at_end() and not scanner.literal(";"):
+                raise scanner.error("expected ';' or the end of the line")
+    return queries
+
+
 def parse_batch(text: str, source: str = "batch") -> Workload:
     """Linear queries separated by newlines or ';'; '#' starts a comment line."""
     queries = []
     for lineno, line in enumerate(text.splitlines(), 1):
         if line.strip().startswith("#"):
             continue
-        for piece in line.split(";"):
-            if piece.strip():
-                try:
-                    queries.append(parse_linear(piece))
-                except QuerySyntaxError as exc:
-                    raise QuerySyntaxError(f"{source}:{lineno}: {exc}") from None
+        try:
+            queries.extend(_line_queries(line))
+        except QuerySyntaxError as exc:
+            raise QuerySyntaxError(f"{source}:{lineno}: {exc}") from None
     if not queries:
         raise QuerySyntaxError(f"{source}: no query in the batch")
     return Workload(tuple(queries))

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from cocktail.querylang import CountQuery, QuerySyntaxError, parse_count
+from cocktail.querylang import CountQuery, QuerySyntaxError, parse_batch, parse_count
 
 
 @pytest.mark.parametrize("text,terms", [
@@ -39,3 +41,22 @@ def test_errors_point_at_the_problem(text, fragment):
 def test_round_trip_through_str():
     query = CountQuery(("air ticket", "b", 'q"uote'))
     assert parse_count(str(query)) == query
+
+
+def test_batch_lines_separators_and_comments():
+    workload = parse_batch('# two lines, three queries\ncount(a); 2*count(b) - count(a & c)\n\n'
+                           'count("x;y" & z)\n')
+    assert [str(q) for q in workload.queries] == ["count(a)", "2*count(b) - count(a & c)",
+                                                  'count("x;y" & z)']
+    assert workload.matrix() == [[1, 0, 0, 0], [0, 2, -1, 0], [0, 0, 0, 1]]
+
+
+@pytest.mark.parametrize("text,fragment", [
+    ("count(a)\ncount(b) count(c)", "w:2: expected ';' or the end of the line at column 10"),
+    ("count(a) - count(a)", "w:1: the weights cancel out"),
+    ("# nothing\n\n", "w: no query in the batch"),
+    ("count(a); + count(b)", "w:1: expected 'count' at column 11"),
+])
+def test_batch_errors_name_line_and_column(text, fragment):
+    with pytest.raises(QuerySyntaxError, match=re.escape(fragment)):
+        parse_batch(text, "w")
