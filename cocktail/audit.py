@@ -7,7 +7,12 @@ from the published files, sharing no algorithm with the partitioners:
   subrecords occurs in at least k of them (counted directly, itemset by itemset);
 * no pseudonym occurs in two chunks (which would let the public cloud join them);
 * nothing private is there: every file is a listed public chunk, its index or the manifest,
-  every chunk is labelled public, the files match their checksums, each index matches its chunk.
+  every chunk is labelled public (in the manifest and, on HDFS, in its own priLabel xattr), the
+  files match their checksums, each index matches its chunk.
+
+On a store with blocks (HDFS) it also checks where the private zone's bytes physically are:
+every replica of every private file must sit on a datanode in a private rack.  That check reads
+block locations only, never the private files.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ EXAMPLES = 5                        # violating itemsets reported per chunk
 
 @dataclass(frozen=True)
 class Violation:
-    kind: str      # 'km-anonymity', 'linkable-pseudonym', 'private-data', 'integrity', 'unverifiable'
+    kind: str  # km-anonymity, linkable-pseudonym, private-data, integrity, unverifiable, placement
     where: str
     detail: str
 
@@ -42,6 +47,7 @@ class AuditReport:
     chunks: int = 0
     subrecords: int = 0
     itemsets_checked: int = 0
+    placement: dict | None = None  # block placement of the private zone, where there are blocks
     violations: list[Violation] = field(default_factory=list)
 
     @property
@@ -51,7 +57,7 @@ class AuditReport:
     def as_dict(self) -> dict:
         return {"ok": self.ok, "store": self.store, "version": self.version, "k": self.k,
                 "m": self.m, "chunks": self.chunks, "subrecords": self.subrecords,
-                "itemsets_checked": self.itemsets_checked,
+                "itemsets_checked": self.itemsets_checked, "placement": self.placement,
                 "violations": [v.__dict__ for v in self.violations]}
 
 
@@ -99,6 +105,9 @@ class _Auditor:
         where = fmt.chunk_path(self.version, chunk_id)
         if entry.get("priLabel") is not False:
             self.flag("private-data", where, f"chunk is labelled priLabel={entry.get('priLabel')!r}")
+        label = self.zone.pri_label(where) if self.zone.exists(where) else None
+        if label not in (None, "false"):
+            self.flag("private-data", where, f"the file's own priLabel attribute is {label!r}")
         sha = entry.get("sha256") or {}
         data = self.read_checked(where, sha.get("chunk"))
         index_where = fmt.index_path(self.version, chunk_id)
@@ -220,4 +229,30 @@ def audit(store: Store, *, version: str | None = None, k: int | None = None,
     auditor.check_listing([c.get("id", "") for c in chunks])
     for entry in chunks:
         auditor.check_chunk(entry, report.k, report.m)
+    check_placement(store, report)
     return report
+
+
+def check_placement(store: Store, report: AuditReport) -> None:
+    """Every replica of every private file on a private-rack datanode (block metadata only)."""
+    located = store.replicas("private")
+    if located is None:
+        return
+    files = blocks = replicas = 0
+    outside: list[tuple[str, int, str]] = []
+    for path, racks in located:
+        files += 1
+        blocks += len(racks)
+        for number, block in enumerate(racks):
+            replicas += len(block)
+            outside += [(path, number, where) for where in block
+                        if not where.startswith(store.private_racks)]
+    report.placement = {"private_files": files, "blocks": blocks, "replicas": replicas,
+                        "replicas_outside_private_racks": len(outside),
+                        "private_racks": store.private_racks}
+    for path, number, where in outside[:EXAMPLES * 4]:
+        report.violations.append(Violation("placement", path,
+                                           f"block {number} has a replica on {where}"))
+    if len(outside) > EXAMPLES * 4:
+        report.violations.append(Violation("placement", "private zone", f"... and "
+                                           f"{len(outside) - EXAMPLES * 4} more such replicas"))

@@ -165,6 +165,11 @@ def _print_audit(report: AuditReport) -> None:
               f"{report.chunks:,} public chunks, {report.subrecords:,} subrecords, "
               f"{report.itemsets_checked:,} itemsets counted, "
               f"{len(report.violations)} violation(s)", highlight=False)
+    if report.placement is not None:
+        p = report.placement
+        out.print(f"placement: {p['replicas']:,} replicas of {p['blocks']:,} blocks in "
+                  f"{p['private_files']:,} private files, {p['replicas_outside_private_racks']} "
+                  f"outside {p['private_racks']}* racks", highlight=False)
     for v in report.violations[:50]:
         out.print(f"  [red]{v.kind}[/] {v.where}: {v.detail}", highlight=False)
 
@@ -185,6 +190,7 @@ def audit_cmd(store_spec: str, version: str | None, k: int | None, m: int | None
 
     Reads only the public zone: every public chunk must be k^m-anonymous, no pseudonym may occur
     in two chunks, and nothing but listed public chunks, their indexes and the manifest may be there.
+    On HDFS it also checks that every replica of every private file is on a private datanode.
     """
     report = audit(open_store(store_spec), version=version, k=k, m=m, max_itemsets=max_itemsets)
     _emit(as_json, report.as_dict(), lambda: _print_audit(report))

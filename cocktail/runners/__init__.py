@@ -14,9 +14,10 @@ from ..overlay.planner import MapTask, Plan, plan_conjunction
 from ..publication import Publication
 from ..querylang import CountQuery
 from . import fastpath
-from .mapreduce import run_job
+from .mapreduce import PLACED, hadoop_args, run_job
 
 RUNNERS = ("fast", "inline", "local", "spark", "hadoop")
+SCRATCH = "jobs"  # the hadoop runner's job files and outputs, in the private zone
 
 
 def run_tasks(publication: Publication, tasks: Sequence[MapTask], runner: str = "fast",
@@ -24,8 +25,21 @@ def run_tasks(publication: Publication, tasks: Sequence[MapTask], runner: str = 
     """Record positions matched by each task."""
     if runner == "fast":
         return fastpath.run_tasks(publication, tasks)
+    if runner not in PLACED:
+        return resolve(_job(publication, tasks, runner, (), log), publication.record_positions)
+    matched: dict[MapTask, list[str]] = {}
+    scratch = publication.store.location("private", SCRATCH)
+    for private in (False, True):  # one job per side, so private work runs on private nodes
+        group = [task for task in tasks if task.private == private]
+        if group:
+            matched |= _job(publication, group, runner, hadoop_args(scratch, private), log)
+    return resolve(matched, publication.record_positions)
+
+
+def _job(publication: Publication, tasks: Sequence[MapTask], runner: str,
+         extra_args: Sequence[str], log: Callable[[str], None] | None) -> dict[MapTask, list[str]]:
     inputs = sorted({publication.index_location(task.chunk) for task in tasks})
-    return resolve(run_job(tasks, inputs, runner, log=log), publication.record_positions)
+    return run_job(tasks, inputs, runner, extra_args, log)
 
 
 def exact_counts(publication: Publication, queries: Sequence[CountQuery], runner: str = "fast",

@@ -13,6 +13,8 @@ from ..overlay.planner import MapTask
 
 RUNNERS = ("inline", "local", "spark", "hadoop")
 BUNDLED = ("inline", "local")  # runners that start a task per input file, on this machine
+PLACED = ("hadoop",)  # runners whose tasks land on cluster nodes: private work on private ones
+PRIVATE_LABEL = "private"  # the exclusive YARN node label of the private datanodes' hosts
 FILES_PER_BUNDLE = 256
 
 
@@ -42,6 +44,24 @@ def write_tasks(tasks: Sequence[MapTask], directory: Path) -> Path:
     path = directory / "tasks.json"
     path.write_text(tasks_json(tasks))
     return path
+
+
+def hadoop_args(scratch: str, private: bool) -> list[str]:
+    """mrjob options for the hadoop runner.
+
+    All job files and outputs live under ``scratch``, a directory of the private zone (matched
+    pseudonyms are private-cloud data); a job over private chunks asks for the exclusive
+    ``private`` node label for all its containers.  The `hadoop` command and the streaming jar
+    come from $COCKTAIL_HADOOP_BIN and $COCKTAIL_HADOOP_STREAMING_JAR where set, else mrjob's
+    own search ($HADOOP_HOME, PATH)."""
+    args = ["--hadoop-tmp-dir", scratch]
+    for variable, option in (("COCKTAIL_HADOOP_BIN", "--hadoop-bin"),
+                             ("COCKTAIL_HADOOP_STREAMING_JAR", "--hadoop-streaming-jar")):
+        if os.environ.get(variable):
+            args += [option, os.environ[variable]]
+    if private:
+        args += ["-D", f"mapreduce.job.node-label-expression={PRIVATE_LABEL}"]
+    return args
 
 
 def run_job(tasks: Sequence[MapTask], inputs: Sequence[str], runner: str,

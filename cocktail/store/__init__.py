@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from .base import ZONES, PrivacyViolation, Store, StoreError, ZoneReader
 from .local import LocalStore
+from .webhdfs import WebHdfsStore
 
 
 def open_store(spec: str) -> Store:
-    """``path`` or ``local:path`` opens the embedded local store."""
+    """``path`` or ``local:path`` opens the embedded local store; ``webhdfs://...`` HDFS."""
+    if spec.startswith("webhdfs://"):
+        return WebHdfsStore(spec)
     if spec.startswith("local:"):
         spec = spec[len("local:"):]
     if "://" in spec:
-        raise StoreError(f"unsupported store {spec!r}: only local directories are available so far")
+        raise StoreError(f"unsupported store {spec!r}: give a directory or a webhdfs:// URL")
     return LocalStore(spec)
 
 
-__all__ = ["ZONES", "LocalStore", "PrivacyViolation", "Store", "StoreError", "ZoneReader",
-           "open_store"]
+__all__ = ["ZONES", "LocalStore", "PrivacyViolation", "Store", "StoreError", "WebHdfsStore",
+           "ZoneReader", "open_store"]

@@ -77,6 +77,18 @@ class Store(ABC):
     def zone(self, name: str) -> ZoneReader:
         return ZoneReader(self, name)
 
+    # Metadata some backends keep; None where a backend has no such thing.
+
+    private_racks: str | None = None  # rack prefix of the private datanodes
+
+    def pri_label(self, zone: str, path: str) -> str | None:
+        """The file's own priLabel attribute (HDFS xattr), beside the manifests' labels."""
+        return None
+
+    def replicas(self, zone: str) -> Iterator[tuple[str, list[list[str]]]] | None:
+        """(path, each block's replica rack paths) for every file of the zone."""
+        return None
+
 
 class ZoneReader:
     """Read-only view of one zone: what the auditor gets, so it cannot look elsewhere."""
@@ -96,3 +108,6 @@ class ZoneReader:
 
     def walk(self, path: str) -> Iterator[str]:
         return self._store.walk(self.name, path)
+
+    def pri_label(self, path: str) -> str | None:
+        return self._store.pri_label(self.name, path)
