@@ -8,6 +8,7 @@ through mrjob.  Every runner returns the same pseudonyms, so answers are identic
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence, Set
+from concurrent.futures import ThreadPoolExecutor
 
 from ..overlay.combine import count_matches, resolve
 from ..overlay.planner import MapTask, Plan, plan_conjunction
@@ -27,12 +28,14 @@ def run_tasks(publication: Publication, tasks: Sequence[MapTask], runner: str = 
         return fastpath.run_tasks(publication, tasks)
     if runner not in PLACED:
         return resolve(_job(publication, tasks, runner, (), log), publication.record_positions)
-    matched: dict[MapTask, list[str]] = {}
     scratch = publication.store.location("private", SCRATCH)
-    for private in (False, True):  # one job per side, so private work runs on private nodes
-        group = [task for task in tasks if task.private == private]
-        if group:
-            matched |= _job(publication, group, runner, hadoop_args(scratch, private), log)
+    sides = [(private, [task for task in tasks if task.private == private])
+             for private in (False, True)]
+    # One job per side, so private work runs on private nodes; the two run side by side.
+    with ThreadPoolExecutor(2) as pool:
+        jobs = [pool.submit(_job, publication, group, runner, hadoop_args(scratch, private), log)
+                for private, group in sides if group]
+        matched = {task: found for job in jobs for task, found in job.result().items()}
     return resolve(matched, publication.record_positions)
 
 

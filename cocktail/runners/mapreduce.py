@@ -54,7 +54,10 @@ def hadoop_args(scratch: str, private: bool) -> list[str]:
     ``private`` node label for all its containers.  The `hadoop` command and the streaming jar
     come from $COCKTAIL_HADOOP_BIN and $COCKTAIL_HADOOP_STREAMING_JAR where set, else mrjob's
     own search ($HADOOP_HOME, PATH)."""
-    args = ["--hadoop-tmp-dir", scratch]
+    args = ["--hadoop-tmp-dir", scratch,
+            "--no-check-input-paths",  # the plan named them; a `hadoop fs -ls` JVM each is slow
+            "-D", f"mapreduce.input.fileinputformat.split.maxsize={128 << 20}",
+            "-D", "stream.map.input.ignoreKey=true"]  # as with TextInputFormat: lines only
     for variable, option in (("COCKTAIL_HADOOP_BIN", "--hadoop-bin"),
                              ("COCKTAIL_HADOOP_STREAMING_JAR", "--hadoop-streaming-jar")):
         if os.environ.get(variable):

@@ -42,6 +42,12 @@ class MatchJob(MRJob):
     OUTPUT_PROTOCOL = RawValueProtocol
     FILES = [str(script_path("mapper")), str(script_path("reducer"))]
 
+    def hadoop_input_format(self):
+        # One map per file would mean one YARN container per chunk index: combine them.
+        if self.options.runner == "hadoop":
+            return "org.apache.hadoop.mapred.lib.CombineTextInputFormat"
+        return None
+
     def configure_args(self):
         super().configure_args()
         self.add_file_arg("--tasks", help="JSON list of {chunk, terms} map tasks")

@@ -6,7 +6,8 @@
 
 * zones: ``ROOT/private`` and ``ROOT/public`` on one namenode, or the public zone on a second
   namenode (``public=webhdfs://OTHER:PORT/PUBROOT``, whose path is the zone root itself);
-* every file gets the ``user.priLabel`` xattr; the private root gets the COLD storage policy
+* private uploads exclude the public datanodes (listed from the namenode's JMX), so private
+  bytes never even transit one; every file gets the ``user.priLabel`` xattr; the private root gets the COLD storage policy
   (ARCHIVE volumes exist only on private datanodes), unless ``storage_policy=none``;
 * versions switch by an overwriting rename, which HDFS does atomically on the namenode;
 * ``fs`` is the namenode's RPC URI that job runners read the chunks through (default: the
@@ -18,7 +19,9 @@
 
 from __future__ import annotations
 
+import json
 import posixpath
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -89,6 +92,23 @@ class WebHdfsClient(InsecureClient):
         found = self._get_file_block_locations(path).json()["BlockLocations"]["BlockLocation"]
         return [list(block["topologyPaths"]) for block in found]
 
+    def create(self, path: str, data: bytes, *, overwrite: bool,
+               exclude: tuple[str, ...] = ()) -> None:
+        """CREATE (two steps: the namenode names a datanode, the bytes go there), keeping the
+        upload off the ``exclude``d datanodes (``ip:xferPort``), which `write` cannot."""
+        params = {"excludedatanodes": ",".join(exclude)} if exclude else {}
+        location = self._create(path, overwrite=overwrite, **params).headers["location"]
+        response = self._request(method="PUT", url=location, data=data)
+        if not response.ok:
+            raise HdfsError(f"cannot write {path}: {response.status_code} {response.text[:300]}")
+
+    def datanodes(self) -> dict[str, str]:
+        """Live datanodes, ``ip:xferPort`` -> rack, from the namenode's JMX."""
+        beans = self._session.get(f"{self.url}/jmx", timeout=60, params={
+            "qry": "Hadoop:service=NameNode,name=NameNodeInfo"}).json()["beans"]
+        live = json.loads(beans[0]["LiveNodes"])
+        return {node["xferaddr"]: node["location"] for node in live.values()}
+
     def replace(self, src: str, dst: str) -> None:
         """Rename, replacing a file at ``dst`` in the same namenode operation."""
         self._rename(src, destination=self.resolve(dst), renameoptions="OVERWRITE")
@@ -139,6 +159,7 @@ class WebHdfsStore(Store):
                              f"{private.root} must not contain each other")
         self._zones = {"private": private, "public": public}
         self._ready = False
+        self._excluded: tuple[str, ...] | None = None
 
     def _zone(self, netloc: str, root: str, fs: str) -> _Zone:
         session = _RedirectSession(self._datanode_host, self._namenodes)
@@ -183,18 +204,37 @@ class WebHdfsStore(Store):
 
     # the Store interface
 
+    def _public_datanodes(self) -> tuple[str, ...]:
+        """Datanodes outside the private racks: private bytes must not even pass through them.
+
+        (The namenode picks the datanode that receives a WebHDFS upload; it asks the placement
+        policy only when the client runs on a datanode, and then with the default storage
+        policy.)  Fail closed: without the list, no private write."""
+        if self._excluded is None:
+            client = self._zones["private"].client
+            with self._errors("cannot list the datanodes (NameNodeInfo JMX) of", client.url):
+                try:
+                    racks = client.datanodes()
+                except (KeyError, IndexError, ValueError) as exc:
+                    raise StoreError(f"unexpected NameNodeInfo JMX answer from {client.url} "
+                                     f"({exc!r}), so cannot keep private uploads off public "
+                                     "datanodes") from None
+            self._excluded = tuple(sorted(a for a, rack in racks.items()
+                                          if not rack.startswith(self.private_racks)))
+        return self._excluded
+
     def _write(self, zone: str, path: str, data: bytes, pri_label: bool) -> None:
         self.ensure_zones()
         client, full = self._full(zone, path)
+        exclude = self._public_datanodes() if zone == "private" else ()
         with self._errors("cannot write", full):
-            client.write(full, data, overwrite=True)
+            _retry_transient(lambda: client.create(full, data, overwrite=True, exclude=exclude))
             client.set_xattr(full, PRI_LABEL, "true" if pri_label else "false")
 
     def read(self, zone: str, path: str) -> bytes:
         client, full = self._full(zone, path)
         with self._errors("cannot read", full):
-            with client.read(full) as reader:
-                return reader.read()
+            return _retry_transient(lambda: _read_all(client, full))
 
     def exists(self, zone: str, path: str) -> bool:
         client, full = self._full(zone, path)
@@ -236,9 +276,10 @@ class WebHdfsStore(Store):
     def publish_lock(self) -> Iterator[None]:
         """A lock file created exclusively on the namenode; a crashed publish leaves it."""
         self.ensure_zones()
+        self._excluded = None  # datanodes come and go between publishes
         client, full = self._full("private", LOCK)
         try:
-            client.write(full, b"locked\n", overwrite=False)
+            client.create(full, b"locked\n", overwrite=False, exclude=self._public_datanodes())
         except HdfsError as exc:
             if client.status(full, strict=False) is not None:
                 raise StoreError(f"another publish holds {full} (remove it if none is "
@@ -276,12 +317,34 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
+def _read_all(client: WebHdfsClient, path: str) -> bytes:
+    with client.read(path) as reader:
+        return reader.read()
+
+
+def _retry_transient(call, attempts: int = 3):
+    """Run an idempotent call again when the datanode serving it hit a transient IPC failure.
+
+    After a namenode restart, a datanode's cached connection to it fails once with
+    EOFException (or is refused while the namenode starts) before it reconnects."""
+    for attempt in range(attempts):
+        try:
+            return call()
+        except HdfsError as exc:
+            text = str(exc)
+            transient = "java.io.EOFException" in text or "ConnectException" in text
+            if not transient or attempt == attempts - 1:
+                raise
+            time.sleep(0.5 * 2 ** attempt)
+
+
 def _explain(exc: HdfsError) -> str:
     """The namenode's message, with what it means for the common failures."""
     text = str(exc).split("\n")[0]
     if exc.exception == "AccessControlException":
         return f"permission denied ({text})"
-    if "could only be written to 0" in text or "minReplication" in text:
+    if "could only be written to 0" in text or "minReplication" in text \
+            or "Failed to find datanode" in text:
         return (f"HDFS found no datanode allowed to store it ({text}); for a private file "
                 "this means no private datanode could take a replica")
     return text

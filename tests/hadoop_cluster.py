@@ -1,0 +1,127 @@
+"""Hadoop's own NameNode, DataNodes, YARN and MapReduce, in one JVM: hdfs_ext's Launcher.
+
+The Maven build (with the shim's JUnit tests) runs once per test session; each cluster is a
+Launcher process that writes a JSON description of itself, takes commands on stdin (one JSON
+line answers each) and shuts down when its stdin closes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import shutil
+import subprocess
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+
+from .conftest import REPO
+
+HDFS_EXT = REPO / "hdfs_ext"
+TARGET = HDFS_EXT / "target"
+JVM_FLAGS = ["-Xmx3g", "-XX:+IgnoreUnrecognizedVMOptions"] + [
+    f"--add-opens=java.base/{package}=ALL-UNNAMED" for package in (
+        "java.lang", "java.util", "java.io", "java.net", "java.lang.reflect",
+        "java.util.concurrent", "java.util.zip", "java.math", "java.text",
+        "sun.security.util", "sun.security.x509")]
+START_TIMEOUT = 240
+
+
+def require_toolchain() -> None:
+    missing = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
+    if missing:
+        pytest.skip(f"{' and '.join(missing)} not found: the Hadoop tests need Java 17 and Maven "
+                    "(they build hdfs_ext and run Hadoop 3.4.2 in-process)")
+
+
+def build() -> Path:
+    """`mvn verify`: compile, run the shim's JUnit tests on MiniDFSCluster, package.
+
+    Called once per session by a fixture; the lock keeps two pytest workers from building
+    into one target/ at the same time."""
+    require_toolchain()
+    TARGET.mkdir(exist_ok=True)
+    with open(TARGET / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        log = TARGET / "maven.log"
+        with open(log, "w") as out:
+            done = subprocess.run(["mvn", "-B", "verify"], cwd=HDFS_EXT, stdout=out,
+                                  stderr=subprocess.STDOUT)
+        if done.returncode != 0:
+            pytest.fail(f"mvn verify failed in hdfs_ext (log {log}):\n{log.read_text()[-4000:]}")
+    return TARGET
+
+
+def classpath() -> str:
+    return ":".join([str(TARGET / "classes"), str(TARGET / "test-classes"),
+                     (TARGET / "classpath.txt").read_text().strip()])
+
+
+@dataclass
+class Cluster:
+    process: subprocess.Popen
+    info: dict
+    base: Path
+
+    def command(self, line: str, timeout: float = 180) -> dict:
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            answer = self.process.stdout.readline()
+            if not answer:
+                raise RuntimeError(f"launcher exited during {line!r}: see {self.base}")
+            if answer.startswith("{"):
+                reply = json.loads(answer)
+                assert reply.get("ok"), f"{line}: {reply}"
+                return reply
+        raise TimeoutError(line)
+
+    def store_url(self, root: str = "/cocktail", **options: str) -> str:
+        """A webhdfs store URL on this cluster (job inputs read through its RPC address)."""
+        settings = {"fs": self.info["namenode"], "datanode_host": "127.0.0.1", **options}
+        address = self.info["webhdfs"].removeprefix("http://")
+        return f"webhdfs://{address}{root}?{urlencode(settings)}"
+
+    @property
+    def private_datanodes(self) -> list[int]:
+        return [d["index"] for d in self.info["datanodes"] if d["private"]]
+
+    def hadoop_env(self) -> dict[str, str]:
+        """What the hadoop runner needs to submit to this cluster's YARN."""
+        return {"HADOOP_CONF_DIR": self.info["conf_dir"],
+                "COCKTAIL_HADOOP_BIN": str(HDFS_EXT / "bin" / "hadoop"),
+                "COCKTAIL_HADOOP_STREAMING_JAR": str(TARGET / "hadoop-streaming.jar")}
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            try:
+                self.process.wait(90)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start(base: Path, route: str, yarn: bool) -> Cluster:
+    base.mkdir(parents=True, exist_ok=True)
+    description = base / "cluster.json"
+    args = ["java", *JVM_FLAGS, "-cp", classpath(), "org.cocktail.hdfs.Launcher",
+            "--json", str(description), "--base-dir", str(base), "--route", route]
+    process = subprocess.Popen(args + (["--yarn"] if yarn else []), stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=open(base / "launcher.err", "w"),
+                               text=True, cwd=base)
+    deadline = time.monotonic() + START_TIMEOUT
+    while not description.exists():
+        if process.poll() is not None:
+            pytest.fail(f"the launcher exited with {process.returncode}: "
+                        f"{(base / 'launcher.err').read_text()[-3000:]}")
+        if time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"the launcher did not come up in {START_TIMEOUT} s")
+        time.sleep(0.5)
+    return Cluster(process, json.loads(description.read_text()), base)

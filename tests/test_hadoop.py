@@ -1,0 +1,211 @@
+"""Cocktail on Hadoop's own code: the placement shim, the webhdfs store, streaming jobs on YARN.
+
+All of it runs in-process (hdfs_ext's Launcher: MiniDFSCluster with 2 private + 3 public
+datanodes, MiniMRYarnCluster with an exclusive `private` node label), in one pytest worker.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import threading
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+from click.testing import CliRunner
+
+from cocktail import chunkformat as fmt
+from cocktail.audit import audit
+from cocktail.cli import main
+from cocktail.dataset import load
+from cocktail.publication import Publication, PublishParams, current_version, publish
+from cocktail.querylang import CountQuery
+from cocktail.runners import exact_counts
+from cocktail.store import PrivacyViolation, StoreError, open_store
+from cocktail.synthetic import random_conjunctions
+
+from .conftest import dataset_path
+from .hadoop_cluster import HDFS_EXT, TARGET, build, start
+
+pytestmark = pytest.mark.xdist_group("hadoop")
+PARAMS = PublishParams(k=5, m=3, workers=1)
+
+
+@pytest.fixture(scope="session")
+def built():
+    return build()
+
+
+@pytest.fixture(scope="module")
+def cluster(built, tmp_path_factory):
+    running = start(tmp_path_factory.mktemp("hadoop"), "shim", yarn=True)
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def sample():
+    return load(dataset_path("bms-webview-1.dat")).head(6000)
+
+
+@pytest.fixture(scope="module")
+def published(cluster, sample):
+    store = open_store(cluster.store_url())
+    report = publish(sample, store, PARAMS)
+    return store, report
+
+
+def test_the_shims_junit_suite_ran_and_passed(built):
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    for report in (TARGET / "surefire-reports").glob("TEST-*.xml"):
+        suite = ET.parse(report).getroot()
+        for key in totals:
+            totals[key] += int(suite.get(key, 0))
+    assert totals["tests"] >= 5 and totals["failures"] == totals["errors"] == 0, totals
+    assert totals["skipped"] == 0, totals
+
+
+def test_publish_passes_the_audit_including_block_placement(published):
+    store, report = published
+    assert report.private_chunks > 0, "the sample must exercise private chunks"
+    checked = audit(store)
+    assert checked.ok, checked.violations[:5]
+    placement = checked.placement
+    assert placement["replicas_outside_private_racks"] == 0
+    assert placement["private_files"] >= report.private_chunks and placement["replicas"] > 0
+    assert store.zone_storage_policy("private") == "COLD"
+
+
+def test_every_file_carries_its_pri_label(published):
+    store, _ = published
+    publication = Publication.open(store)
+    public = next(c for c in publication.chunks.values() if not c.private)
+    private = next(c for c in publication.chunks.values() if c.private)
+    chunk = f"{publication.version}/chunks/{{}}.tsv"
+    assert store.pri_label("public", chunk.format(public.id)) == "false"
+    assert store.pri_label("private", chunk.format(private.id)) == "true"
+    with pytest.raises(PrivacyViolation):
+        store.write("public", "leak.tsv", b"x\n", pri_label=True)
+    assert not store.exists("public", "leak.tsv")
+
+
+def test_streaming_jobs_on_yarn_equal_brute_force(cluster, published, sample, monkeypatch):
+    store, _ = published
+    publication = Publication.open(store)
+    queries = [CountQuery(q) for q in random_conjunctions(sample.records, 50, seed=9)]
+    for name, value in cluster.hadoop_env().items():
+        monkeypatch.setenv(name, value)
+    answers = exact_counts(publication, queries, runner="hadoop")
+    assert answers == [sample.count_containing(q.terms) for q in queries]
+    assert exact_counts(publication, queries) == answers  # the fast path, over WebHDFS
+    labels = sorted(app_label(cluster, app) for app in finished_apps(cluster))
+    assert labels.count("private") >= 1 and labels.count("<Not set>") >= 1, labels
+
+
+def yarn_application(cluster, *args: str) -> str:
+    """`yarn application ARGS` against the cluster's resourcemanager, as an operator runs it."""
+    done = subprocess.run([str(HDFS_EXT / "bin" / "hadoop"), "--config", cluster.info["conf_dir"],
+                           "org.apache.hadoop.yarn.client.cli.ApplicationCLI", "application",
+                           *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def finished_apps(cluster) -> list[str]:
+    listing = yarn_application(cluster, "-list", "-appStates", "FINISHED")
+    return re.findall(r"^(application_\d+_\d+)\s.*SUCCEEDED", listing, re.MULTILINE)
+
+
+def app_label(cluster, app: str) -> str:
+    status = yarn_application(cluster, "-status", app)
+    return re.search(r"Application Node Label Expression : (.*)", status).group(1).strip()
+
+
+def test_refused_writes_leave_the_current_version(cluster, published, sample):
+    store, _ = published
+    before = current_version(store)
+    for index in cluster.private_datanodes:
+        cluster.command(f"stop-datanode {index}")
+    try:
+        with pytest.raises(StoreError, match="no datanode allowed to store it|cannot write"):
+            publish(sample.head(500), store, PARAMS)
+    finally:
+        for index in cluster.private_datanodes:
+            cluster.command(f"restart-datanode {index}")
+        cluster.command("wait-active")
+    assert current_version(store) == before
+    assert audit(store).ok
+
+
+def test_permission_denied_is_named(cluster, published, sample):
+    store = open_store(cluster.store_url(user="mallory"))
+    with pytest.raises(StoreError, match="permission denied"):
+        publish(sample.head(500), store, PARAMS)
+
+
+def test_namenode_down_is_a_clear_error(cluster, published, sample):
+    store, _ = published
+    before = current_version(store)
+    cluster.command("shutdown-namenode")
+    try:
+        with pytest.raises(StoreError, match="cannot reach the namenode"):
+            publish(sample.head(500), store, PARAMS)
+    finally:
+        cluster.command("restart-namenode")
+        cluster.command("wait-active")
+    assert current_version(store) == before
+
+
+def test_datanode_killed_during_publish(cluster, published, sample):
+    store, _ = published
+    before = current_version(store)
+    outcome: dict = {}
+
+    def run():
+        try:
+            outcome["report"] = publish(sample.head(3000), store, PARAMS)
+        except StoreError as exc:
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    watcher = open_store(cluster.store_url())  # its own HTTP session, off the worker's
+    while worker.is_alive() and not any(name.startswith(fmt.STAGING_PREFIX)
+                                        for name in watcher.list("private")):
+        time.sleep(0.05)
+    victim = cluster.private_datanodes[-1]
+    cluster.command(f"stop-datanode {victim}")  # while the version's files are being written
+    worker.join(300)
+    cluster.command(f"restart-datanode {victim}")
+    cluster.command("wait-active")
+    assert not worker.is_alive()
+    if "report" in outcome:
+        assert current_version(store) == outcome["report"].version != before
+    else:
+        assert current_version(store) == before
+    assert audit(store).ok
+
+
+@pytest.fixture(scope="module", params=["cold", "none"])
+def bare_cluster(request, built, tmp_path_factory):
+    running = start(tmp_path_factory.mktemp(f"hdfs-{request.param}"), request.param, yarn=False)
+    yield running
+    running.stop()
+
+
+def test_placement_audit_fails_without_shim_and_policy(bare_cluster, sample):
+    """The config-only route (COLD + ARCHIVE on private datanodes) passes; with neither it and
+    the shim, private replicas land on public datanodes and the audit says so."""
+    route = bare_cluster.info["route"]
+    url = bare_cluster.store_url(storage_policy="COLD" if route == "cold" else "none")
+    publish(sample.head(3000), open_store(url), PARAMS)
+    result = CliRunner().invoke(main, ["audit", "--store", url, "--json"])
+    report = json.loads(result.stdout)
+    outside = report["placement"]["replicas_outside_private_racks"]
+    if route == "cold":
+        assert result.exit_code == 0 and outside == 0, report["violations"][:3]
+    else:
+        assert result.exit_code == 1 and outside > 0
+        assert {v["kind"] for v in report["violations"]} == {"placement"}
