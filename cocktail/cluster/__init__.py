@@ -1,0 +1,1 @@
+"""The Hadoop cluster Cocktail is deployed on: its description and the files rendered from it."""

@@ -1,0 +1,222 @@
+"""Render one host's Hadoop configuration directory from the cluster description.
+
+Every host gets a complete HADOOP_CONF_DIR: the five site files, the rack topology script,
+the hosts and workers files, the YARN node labels and its own role list. Only
+`dfs.datanode.data.dir` differs between hosts (ARCHIVE volumes exist on private datanodes
+only, which is what the COLD storage policy relies on).
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+from .spec import ClusterSpec, Host
+
+# Hadoop 3.4 on Java 17 needs these in every JVM it starts, containers included (HADOOP-19310).
+JAVA17_OPENS = tuple(f"--add-opens=java.base/{package}=ALL-UNNAMED" for package in (
+    "java.io", "java.lang", "java.lang.reflect", "java.math", "java.net", "java.text",
+    "java.util", "java.util.concurrent", "java.util.zip", "sun.security.util",
+    "sun.security.x509"))
+PRIVATE_LABEL = "private"
+SITE_FILES = ("core-site.xml", "hdfs-site.xml", "yarn-site.xml", "mapred-site.xml",
+              "capacity-scheduler.xml")
+SHIM = "org.cocktail.hdfs.PrivateRackPlacementPolicy"
+
+
+def render_host(spec: ClusterSpec, host: Host, *, home: str | None = None,
+                data: str | None = None, conf_dir: str | None = None,
+                overrides: dict[str, dict[str, str]] | None = None) -> dict[str, str]:
+    """File name -> content of `host`'s configuration directory.
+
+    ``home``, ``data`` and ``conf_dir`` replace the spec's paths (the rehearsal keeps each
+    emulated host under its own state directory); ``overrides`` sets extra properties per file.
+    """
+    paths = _Paths(home or spec.home, data or spec.data,
+                   conf_dir or f"{home or spec.home}/etc/hadoop")
+    sites = {
+        "core-site.xml": _core(spec, paths),
+        "hdfs-site.xml": _hdfs(spec, host, paths),
+        "yarn-site.xml": _yarn(spec, paths),
+        "mapred-site.xml": _mapred(spec, paths),
+        "capacity-scheduler.xml": _capacity(),
+    }
+    for name, extra in (overrides or {}).items():
+        if name not in sites:
+            raise ValueError(f"cannot override {name}: not one of {', '.join(SITE_FILES)}")
+        sites[name] = {**sites[name], **extra}
+    files = {name: _xml(properties) for name, properties in sites.items()}
+    files.update({
+        "topology.sh": topology_script(spec),
+        "hosts": hosts_file(spec),
+        "workers": "".join(f"{h.name}\n" for h in spec.hosts
+                           if {"datanode", "nodemanager"} & set(h.roles)),
+        "node-labels": "".join(f"{h.name}={PRIVATE_LABEL}\n"
+                               for h in spec.with_roles("nodemanager") if h.private),
+        "roles": "".join(f"{role} {spec.heap_mb.get(role, 0)}\n" for role in host.roles),
+        "jvm.options": "\n".join(JAVA17_OPENS) + "\n",
+        "log4j.properties": LOG4J,
+    })
+    return files
+
+
+def write_host(directory: Path, files: dict[str, str]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, content in files.items():
+        target = directory / name
+        target.write_text(content)
+        target.chmod(0o755 if name.endswith(".sh") else 0o644)
+
+
+class _Paths:
+    def __init__(self, home: str, data: str, conf: str) -> None:
+        self.home, self.data, self.conf = home, data, conf
+
+
+def _core(spec: ClusterSpec, paths: _Paths) -> dict[str, str]:
+    return {
+        "fs.defaultFS": f"hdfs://{spec.namenode.name}:{spec.ports['namenode_rpc']}",
+        "hadoop.tmp.dir": f"{paths.data}/tmp",
+        "net.topology.script.file.name": f"{paths.conf}/topology.sh",
+        "hadoop.http.staticuser.user": spec.user,
+    }
+
+
+def _hdfs(spec: ClusterSpec, host: Host, paths: _Paths) -> dict[str, str]:
+    volumes = [f"[DISK]file://{paths.data}/hdfs/disk"]
+    if host.private:
+        volumes.append(f"[ARCHIVE]file://{paths.data}/hdfs/archive")
+    nn, ports = spec.namenode.name, spec.ports
+    properties = {
+        "dfs.replication": str(spec.replication),
+        "dfs.namenode.rpc-address": f"{nn}:{ports['namenode_rpc']}",
+        "dfs.namenode.http-address": f"{nn}:{ports['namenode_http']}",
+        "dfs.namenode.name.dir": f"file://{paths.data}/hdfs/name",
+        "dfs.datanode.data.dir": ",".join(volumes),
+        "dfs.permissions.superusergroup": spec.user,
+        "dfs.storage.policy.enabled": "true",
+        "dfs.webhdfs.enabled": "true",
+        # The load check counts xceivers across both sides; with two private datanodes it
+        # can refuse every private target of a busy moment.
+        "dfs.namenode.redundancy.considerLoad": "false",
+        "cocktail.private.root": spec.private_root,
+        "cocktail.private.rack.prefix": "/private/",
+    }
+    if spec.placement == "shim":
+        properties["dfs.block.replicator.classname"] = SHIM
+    return properties
+
+
+def _yarn(spec: ClusterSpec, paths: _Paths) -> dict[str, str]:
+    rm = spec.resourcemanager.name
+    return {
+        "yarn.resourcemanager.hostname": rm,
+        "yarn.resourcemanager.address": f"{rm}:{spec.ports['resourcemanager']}",
+        "yarn.resourcemanager.webapp.address": f"{rm}:{spec.ports['resourcemanager_http']}",
+        "yarn.nodemanager.aux-services": "mapreduce_shuffle",
+        "yarn.nodemanager.aux-services.mapreduce_shuffle.class":
+            "org.apache.hadoop.mapred.ShuffleHandler",
+        "yarn.nodemanager.resource.memory-mb": str(spec.nodemanager_mb),
+        "yarn.scheduler.minimum-allocation-mb": "128",
+        "yarn.nodemanager.vmem-check-enabled": "false",
+        "yarn.nodemanager.local-dirs": f"{paths.data}/yarn/local",
+        "yarn.nodemanager.log-dirs": f"{paths.data}/yarn/logs",
+        # Task logs stay on the node that ran the task: a private task's log never leaves the
+        # private side (aggregation would copy it into HDFS).
+        "yarn.log-aggregation-enable": "false",
+        "yarn.nodemanager.env-whitelist": "JAVA_HOME,HADOOP_HOME,HADOOP_COMMON_HOME,"
+            "HADOOP_HDFS_HOME,HADOOP_YARN_HOME,HADOOP_MAPRED_HOME,HADOOP_CONF_DIR,PATH,LANG,TZ",
+        "yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage": "99",
+        "yarn.node-labels.enabled": "true",
+        "yarn.node-labels.configuration-type": "centralized",
+        "yarn.node-labels.fs-store.root-dir": f"file://{paths.data}/yarn/node-labels",
+    }
+
+
+def _mapred(spec: ClusterSpec, paths: _Paths) -> dict[str, str]:
+    opts = " ".join((f"-Xmx{spec.container_mb * 3 // 4}m",) + JAVA17_OPENS)
+    history = spec.with_roles("historyserver")
+    jars = f"{paths.home}/share/hadoop"
+    properties = {
+        "mapreduce.framework.name": "yarn",
+        "mapreduce.application.classpath": ",".join(
+            f"{jars}/{part}/*" for part in ("common", "common/lib", "hdfs", "hdfs/lib", "yarn",
+                                            "yarn/lib", "mapreduce", "mapreduce/lib")),
+        # Job files (split lists name the chunks) and job history stay under the private root.
+        "yarn.app.mapreduce.am.staging-dir": f"{spec.private_root}/yarn-staging",
+        "yarn.app.mapreduce.am.resource.mb": str(spec.container_mb),
+        "mapreduce.map.memory.mb": str(spec.container_mb),
+        "mapreduce.reduce.memory.mb": str(spec.container_mb),
+        "yarn.app.mapreduce.am.command-opts": opts,
+        "mapreduce.map.java.opts": opts,
+        "mapreduce.reduce.java.opts": opts,
+    }
+    for name in ("yarn.app.mapreduce.am.env", "mapreduce.map.env", "mapreduce.reduce.env"):
+        properties[name] = f"HADOOP_MAPRED_HOME={paths.home}"
+    if history:
+        properties["mapreduce.jobhistory.address"] = \
+            f"{history[0].name}:{spec.ports['historyserver']}"
+        properties["mapreduce.jobhistory.intermediate-done-dir"] = \
+            f"{spec.private_root}/yarn-staging/history/done_intermediate"
+        properties["mapreduce.jobhistory.done-dir"] = \
+            f"{spec.private_root}/yarn-staging/history/done"
+    return properties
+
+
+def _capacity() -> dict[str, str]:
+    """One queue; it may use every node labelled `private`, which no other queue can."""
+    prefix = "yarn.scheduler.capacity."
+    properties = {
+        prefix + "root.queues": "default",
+        prefix + "root.default.capacity": "100",
+        prefix + "maximum-am-resource-percent": "0.5",
+    }
+    for queue in ("root", "root.default"):
+        properties[f"{prefix}{queue}.accessible-node-labels"] = PRIVATE_LABEL
+        properties[f"{prefix}{queue}.accessible-node-labels.{PRIVATE_LABEL}.capacity"] = "100"
+    return properties
+
+
+def topology_script(spec: ClusterSpec) -> str:
+    """Hadoop's rack script: each argument (address or name) -> its rack, one per line."""
+    cases = "\n".join(f"    {h.address}|{h.name}) echo {shlex.quote(h.rack)} ;;"
+                      for h in spec.hosts)
+    return f"""#!/usr/bin/env bash
+# Rack of every host of cluster '{spec.name}' (generated from {Path(spec.source).name}).
+# HDFS calls it with datanode addresses or names and reads one rack per argument.
+# An unknown host gets /unknown/rack: not under /private/, so never trusted with private data.
+set -u
+for host in "$@"; do
+  case $host in
+{cases}
+    *) echo /unknown/rack ;;
+  esac
+done
+"""
+
+
+def hosts_file(spec: ClusterSpec) -> str:
+    return "".join(f"{h.address} {h.name}\n" for h in spec.hosts)
+
+
+def _xml(properties: dict[str, str]) -> str:
+    rows = "".join(f"  <property><name>{escape(name)}</name><value>{escape(value)}</value>"
+                   "</property>\n" for name, value in properties.items())
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
+            "<!-- Generated by `cocktail cluster render` from cluster.yaml: edit that, not this. -->\n"
+            f"<configuration>\n{rows}</configuration>\n")
+
+
+LOG4J = """\
+# Daemon logs go to ${hadoop.log.dir}/${hadoop.log.file}; the start script sets both.
+hadoop.log.dir=.
+hadoop.log.file=hadoop.log
+log4j.rootLogger=INFO,RFA
+log4j.appender.RFA=org.apache.log4j.RollingFileAppender
+log4j.appender.RFA.File=${hadoop.log.dir}/${hadoop.log.file}
+log4j.appender.RFA.MaxFileSize=64MB
+log4j.appender.RFA.MaxBackupIndex=4
+log4j.appender.RFA.layout=org.apache.log4j.PatternLayout
+log4j.appender.RFA.layout.ConversionPattern=%d{ISO8601} %p %c{2}: %m%n
+"""

@@ -1,0 +1,172 @@
+"""hadoop_conf/cluster.yaml and everything rendered from it: site files, topology, Vagrantfile."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from cocktail.cli import main
+from cocktail.cluster.render import SITE_FILES, render_host
+from cocktail.cluster.spec import SpecError, load_spec, parse_spec
+
+from .conftest import REPO
+
+SPEC = REPO / "hadoop_conf" / "cluster.yaml"
+DOCS_WITH_PROPERTIES = ("hadoop_conf/README.md",)
+PROPERTY = re.compile(r"`((?:dfs|yarn|mapreduce|fs|net|hadoop|cocktail)\.[a-z0-9.-]+)`")
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return load_spec(SPEC)
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory, spec):
+    out = tmp_path_factory.mktemp("conf")
+    result = CliRunner().invoke(main, ["cluster", "render", "--spec", str(SPEC), "--out",
+                                       str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    assert set(json.loads(result.stdout)["written"]) == {h.name for h in spec.hosts}
+    return out
+
+
+def properties(conf_dir, name):
+    root = ET.parse(conf_dir / name).getroot()
+    return {p.findtext("name"): p.findtext("value") for p in root.iter("property")}
+
+
+def all_properties(conf_dir):
+    merged = {}
+    for name in SITE_FILES:
+        merged.update(properties(conf_dir, name))
+    return merged
+
+
+def test_the_reference_cluster_has_the_five_hosts_of_the_design(spec):
+    sides = {h.name: h.side for h in spec.hosts}
+    assert list(sides.values()).count("private") == 2 and list(sides.values()).count("public") == 3
+    assert spec.namenode.private and spec.resourcemanager.private
+    assert all(h.address.startswith("198.51.100.") for h in spec.hosts)
+
+
+def test_site_files_parse_and_name_every_property_the_docs_rely_on(rendered, spec):
+    documented = set()
+    for doc in DOCS_WITH_PROPERTIES:
+        documented |= set(PROPERTY.findall((REPO / doc).read_text()))
+    assert len(documented) >= 10, documented
+    for host in spec.hosts:
+        present = all_properties(rendered / host.name)
+        missing = sorted(documented - set(present))
+        assert not missing, f"{host.name} lacks documented properties {missing}"
+        assert present["fs.defaultFS"] == "hdfs://ck-private-1:8020"
+        assert present["yarn.node-labels.enabled"] == "true"
+
+
+def test_archive_volumes_only_on_private_datanodes(rendered, spec):
+    for host in spec.hosts:
+        volumes = properties(rendered / host.name, "hdfs-site.xml")["dfs.datanode.data.dir"]
+        assert ("[ARCHIVE]" in volumes) == host.private, (host.name, volumes)
+
+
+def test_placement_route_and_private_label(rendered, spec):
+    hdfs = properties(rendered / spec.namenode.name, "hdfs-site.xml")
+    assert hdfs["dfs.block.replicator.classname"] == "org.cocktail.hdfs.PrivateRackPlacementPolicy"
+    assert hdfs["cocktail.private.root"] == spec.private_root
+    cold = parse_spec({**yaml.safe_load(SPEC.read_text()),
+                       "hadoop": {**yaml.safe_load(SPEC.read_text())["hadoop"],
+                                  "placement": "cold"}})
+    files = render_host(cold, cold.namenode)
+    assert "dfs.block.replicator.classname" not in files["hdfs-site.xml"]
+    labels = (rendered / spec.namenode.name / "node-labels").read_text().split()
+    private_nms = {h.name for h in spec.with_roles("nodemanager") if h.private}
+    assert labels == [f"{name}=private" for name in sorted(private_nms)]
+    capacity = properties(rendered / spec.namenode.name, "capacity-scheduler.xml")
+    assert capacity["yarn.scheduler.capacity.root.default.accessible-node-labels"] == "private"
+
+
+def test_topology_script_maps_every_host_to_its_rack(rendered, spec):
+    script = rendered / spec.namenode.name / "topology.sh"
+    names = [h.name for h in spec.hosts]
+    addresses = [h.address for h in spec.hosts]
+    done = subprocess.run([str(script), *addresses, *names, "203.0.113.9"], capture_output=True,
+                          text=True, check=True)
+    racks = done.stdout.split()
+    expected = [h.rack for h in spec.hosts]
+    assert racks == expected + expected + ["/unknown/rack"]
+    assert {r.count("/") for r in racks} == {2}, "racks must all have the same depth"
+
+
+def test_hosts_and_workers_files(rendered, spec):
+    conf = rendered / spec.namenode.name
+    hosts = dict(line.split()[::-1] for line in (conf / "hosts").read_text().splitlines())
+    assert hosts == {h.name: h.address for h in spec.hosts}
+    assert (conf / "workers").read_text().split() == [h.name for h in spec.hosts]
+
+
+def test_rendered_scripts_pass_shellcheck(rendered, spec):
+    from .test_scripts import shellcheck
+
+    shellcheck(rendered / spec.namenode.name / "topology.sh")
+
+
+def test_overrides_and_paths(tmp_path, spec):
+    result = CliRunner().invoke(main, [
+        "cluster", "render", "--spec", str(SPEC), "--out", str(tmp_path), "--host", "ck-public-1",
+        "--data", "/srv/{host}", "--set", "hdfs-site.xml:dfs.heartbeat.interval=1"])
+    assert result.exit_code == 0, result.output
+    hdfs = properties(tmp_path, "hdfs-site.xml")
+    assert hdfs["dfs.heartbeat.interval"] == "1"
+    assert hdfs["dfs.datanode.data.dir"] == "[DISK]file:///srv/ck-public-1/hdfs/disk"
+    bad = CliRunner().invoke(main, ["cluster", "render", "--spec", str(SPEC), "--out",
+                                    str(tmp_path), "--set", "nope.xml:a=b"])
+    assert bad.exit_code == 2 and "cannot override nope.xml" in bad.output
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda s: s["hosts"][1].update(address="10.0.0.1"), "not a host address of"),
+    (lambda s: s["hosts"][2].update(rack="/private/r9"), "must be /public/NAME"),
+    (lambda s: s["hosts"][2].update(roles=["namenode"]), "exactly one host must have the namenode"),
+    (lambda s: s["hosts"][1].update(rack="/private/r1"), "at least two /private/ racks"),
+    (lambda s: s["hosts"][3].update(name="ck-public-1"), "duplicate name"),
+    (lambda s: s["hadoop"].update(replication=3), "only 2 private datanodes"),
+    (lambda s: s["hadoop"].update(placement="magic"), "hadoop.placement"),
+    (lambda s: s["hosts"][0].update(side="public", rack="/public/r0"), "must be private"),
+])
+def test_bad_cluster_files_are_refused_naming_the_key(change, message):
+    raw = yaml.safe_load(SPEC.read_text())
+    change(raw)
+    with pytest.raises(SpecError, match=message):
+        parse_spec(raw, "cluster.yaml")
+
+
+def test_cli_reports_a_bad_file_cleanly(tmp_path):
+    bad = tmp_path / "cluster.yaml"
+    bad.write_text("hosts: [")
+    result = CliRunner().invoke(main, ["cluster", "hosts", "--spec", str(bad)])
+    assert result.exit_code == 2 and "not valid YAML" in result.output
+    result = CliRunner().invoke(main, ["cluster", "hosts", "--spec", str(tmp_path / "none")])
+    assert result.exit_code == 2 and "cannot read the cluster file" in result.output
+
+
+def test_cli_lists_hosts_by_role_for_scripts():
+    result = CliRunner().invoke(main, ["cluster", "hosts", "--spec", str(SPEC), "--role",
+                                       "nodemanager", "--side", "private", "--field", "address"])
+    assert result.output.split() == ["198.51.100.12"]
+
+
+def test_vagrantfile_is_valid_ruby_and_reads_the_spec():
+    ruby = shutil.which("ruby")
+    if ruby is None:
+        pytest.skip("ruby not installed: cannot run `ruby -c Vagrantfile` (.ci/run installs it)")
+    done = subprocess.run([ruby, "-c", str(REPO / "Vagrantfile")], capture_output=True, text=True)
+    assert done.returncode == 0 and "Syntax OK" in done.stdout, done.stderr
+    text = (REPO / "Vagrantfile").read_text()
+    assert "hadoop_conf" in text and "cluster.yaml" in text and "198.51.100" not in text
