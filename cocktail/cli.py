@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .anonymity import METHODS
-from .cluster.render import render_host, write_host
+from .cluster.render import CLUSTER_SETTINGS, render_host, write_host
 from .cluster.spec import ROLES, SIDES, SpecError, load_spec
 from .audit import DEFAULT_MAX_ITEMSETS, AuditReport, audit
 from .dataset import FORMATS, InputError, load, write_fimi
@@ -30,7 +30,7 @@ from .dp.ledger import Ledger, LedgerError
 from .dp.session import ask
 from .querylang import QuerySyntaxError, Workload, parse_batch, parse_count
 from .overlay.planner import plan_conjunction
-from .runners import RUNNERS, describe, exact_count
+from .runners import RUNNERS, describe, exact_count, exact_counts
 from .runners.mapreduce import tasks_json
 from .store import LocalStore, StoreError, open_store
 from .synthetic import SyntheticSpec, generate
@@ -223,7 +223,7 @@ ledger_option = click.option(
               help="A file of linear queries, one per line (or ';'-separated): one release.")
 @click.option("--token", envvar="COCKTAIL_TOKEN", help="The analyst's token ($COCKTAIL_TOKEN).")
 @click.option("--exact", is_flag=True,
-              help="Owner only: the exact answer of a counting query, without noise. It is "
+              help="Owner only: exact answers (one query, or a --batch in one job), without noise. They are "
               "computed and shown in the private cloud and must not be given to analysts.")
 @click.option("--runner", type=click.Choice(RUNNERS), default="fast", show_default=True,
               help="Where map tasks run: in-process (fast) or as an mrjob MapReduce job.")
@@ -240,14 +240,15 @@ def query_cmd(expression: str | None, store_spec: str, ledger_path: Path | None,
     """
     if (expression is None) == (batch_file is None):
         raise click.UsageError("give one EXPRESSION or --batch FILE")
-    if exact and batch_file is not None:
-        raise click.UsageError("--exact answers one counting query at a time")
     started = time.perf_counter()
     text = batch_file.read() if batch_file is not None else expression
-    query = parse_count(expression) if exact else None
-    workload = None if exact else parse_batch(text, getattr(batch_file, "name", "query"))
+    query = parse_count(expression) if exact and batch_file is None else None
+    workload = None if query else parse_batch(text, getattr(batch_file, "name", "query"))
     publication = Publication.open(open_store(store_spec))
     log = (lambda line: err.print(f"[dim]{line}[/]", highlight=False)) if verbose else None
+    if exact and workload is not None:
+        _exact_batch(publication, workload, runner, log, started, as_json)
+        return
     if exact:
         answer = exact_count(publication, query, runner, log)
         _emit(as_json, {"query": str(query), "answer": answer, "exact": True, "runner": runner,
@@ -258,6 +259,20 @@ def query_cmd(expression: str | None, store_spec: str, ledger_path: Path | None,
         return
     result = ask(_ledger(store_spec, ledger_path), publication, token, workload, runner)
     _emit(as_json, result, lambda: _print_noisy(workload, result))
+
+
+def _exact_batch(publication: Publication, workload: Workload, runner: str, log,
+                 started: float, as_json: bool) -> None:
+    """Owner-only exact answers to a batch: one job (per side) for all its counting queries."""
+    counts = dict(zip(workload.counts, exact_counts(publication, workload.counts, runner, log)))
+    answers = [sum(weight * counts[q] for weight, q in linear.parts)
+               for linear in workload.queries]
+    answers = [int(a) if float(a).is_integer() else a for a in answers]
+    payload = {"queries": [str(q) for q in workload.queries], "answers": answers, "exact": True,
+               "runner": runner, "version": publication.version,
+               "seconds": round(time.perf_counter() - started, 4)}
+    _emit(as_json, payload, lambda: [out.print(f"{q} = {a:g}", highlight=False)
+                                     for q, a in zip(payload["queries"], answers)])
 
 
 def _print_noisy(workload: Workload, result: dict) -> None:
@@ -519,6 +534,15 @@ def cluster_hosts(spec_path: Path, role: str | None, side: str | None, field: st
             click.echo(" ".join(value) if isinstance(value, list) else value)
 
     _emit(as_json, payload, human)
+
+
+@cluster_group.command("get")
+@spec_option
+@click.argument("key", type=click.Choice(sorted(CLUSTER_SETTINGS)))
+@_fail_cleanly
+def cluster_get(spec_path: Path, key: str) -> None:
+    """Print one setting of the cluster file (for scripts)."""
+    click.echo(CLUSTER_SETTINGS[key](load_spec(spec_path)))
 
 
 @cluster_group.command("render")

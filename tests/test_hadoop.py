@@ -107,8 +107,7 @@ def test_streaming_jobs_on_yarn_equal_brute_force(cluster, published, sample, mo
 def yarn_application(cluster, *args: str) -> str:
     """`yarn application ARGS` against the cluster's resourcemanager, as an operator runs it."""
     done = subprocess.run([str(HDFS_EXT / "bin" / "hadoop"), "--config", cluster.info["conf_dir"],
-                           "org.apache.hadoop.yarn.client.cli.ApplicationCLI", "application",
-                           *args], capture_output=True, text=True, timeout=120)
+                           "application", *args], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
 

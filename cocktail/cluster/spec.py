@@ -176,6 +176,9 @@ def _check_cluster(spec: ClusterSpec, fail) -> None:
     for side in SIDES:
         if not any(h.side == side for h in spec.with_roles("nodemanager")):
             raise fail("hosts", f"needs a {side} nodemanager (map tasks run on both sides)")
+    if not spec.private_root.endswith("/private") or spec.private_root.count("/") < 2:
+        raise fail("hadoop.private_root", f"{spec.private_root!r} must be ROOT/private: the "
+                                          "store keeps its zones in ROOT/private and ROOT/public")
     if spec.replication > len(private_dn):
         raise fail("hadoop.replication", f"{spec.replication} replicas, but only "
                                          f"{len(private_dn)} private datanodes can hold them")
