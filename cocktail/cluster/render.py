@@ -180,6 +180,9 @@ def _yarn(spec: ClusterSpec, paths: _Paths) -> dict[str, str]:
         "yarn.node-labels.enabled": "true",
         "yarn.node-labels.configuration-type": "centralized",
         "yarn.node-labels.fs-store.root-dir": f"file://{paths.data}/yarn/node-labels",
+        "yarn.node-attribute.fs-store.root-dir": f"file://{paths.data}/yarn/node-attributes",
+        # A fixed port keeps a restarted nodemanager the same node (and label) to YARN.
+        "yarn.nodemanager.address": "0.0.0.0:8041",
     }
 
 

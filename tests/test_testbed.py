@@ -1,0 +1,215 @@
+"""The 5-node deployment rehearsed on this machine: scripts/testbed, real Hadoop daemons.
+
+Five network namespaces on a bridge of their own, each host running the daemons of its roles
+with the configuration `cocktail cluster render` gives it. Selected with `-m testbed`; skipped
+only where `ip netns` is not permitted. With COCKTAIL_REHEARSAL_REPORT set, the phases' wall
+times are written there as JSON (benchmarks/rehearsal.py reads them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cocktail.dataset import load, write_fimi
+from cocktail.synthetic import random_conjunctions
+
+from .conftest import REPO, dataset_path
+from .hadoop_cluster import require_toolchain
+
+pytestmark = [pytest.mark.testbed, pytest.mark.xdist_group("testbed")]
+TESTBED = REPO / "scripts" / "testbed"
+NAMENODE, PRIVATE_2, PUBLIC_1 = "ck-private-1", "ck-private-2", "ck-public-1"
+HOSTS = ("ck-private-1", "ck-private-2", "ck-public-1", "ck-public-2", "ck-public-3")
+SWITCH = "cocktail-sw"
+
+
+def netns_permitted() -> str | None:
+    if os.geteuid() != 0:
+        return "not root: network namespaces need root"
+    probe = f"cocktail-probe-{os.getpid()}"
+    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    if made.returncode != 0:
+        return f"ip netns is not permitted here: {made.stderr.strip()}"
+    subprocess.run(["ip", "netns", "delete", probe], check=True)
+    return None
+
+
+def namespaces() -> set[str]:
+    listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return {line.split()[0] for line in listing.splitlines() if line.strip()}
+
+
+class Rehearsal:
+    def __init__(self, state: Path) -> None:
+        self.state = state
+        self.env = {**os.environ, "COCKTAIL_TESTBED": str(state),
+                    "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+        self.phases: dict[str, float] = {}
+
+    def run(self, *args: str, timeout: float = 900) -> str:
+        done = subprocess.run([str(TESTBED), *args], capture_output=True, text=True,
+                              env=self.env, timeout=timeout)
+        assert done.returncode == 0, f"testbed {' '.join(args)}: {done.stderr[-3000:]}"
+        return done.stdout
+
+    def on(self, host: str, script: str, timeout: float = 900) -> str:
+        """A shell snippet on `host`, with its host.env (COCKTAIL_STORE, ...) in scope."""
+        return self.run("exec", host, "bash", "-c", script, timeout=timeout)
+
+    def json_on(self, host: str, script: str) -> dict:
+        return json.loads(self.on(host, script).strip().splitlines()[-1])
+
+    def timed(self, phase: str, started: float) -> None:
+        self.phases[phase] = round(time.monotonic() - started, 1)
+
+    def log(self, host: str, role: str) -> str:
+        return (self.state / "hosts" / host / "data" / "logs" / f"{role}.log").read_text()
+
+
+@pytest.fixture(scope="module")
+def testbed(tmp_path_factory):
+    reason = netns_permitted()
+    if reason:
+        pytest.skip(reason)
+    require_toolchain()
+    assert SWITCH not in namespaces(), "a testbed is already up here: scripts/testbed down"
+    bed = Rehearsal(tmp_path_factory.mktemp("testbed"))
+    started = time.monotonic()
+    try:
+        bed.run("up")
+        bed.timed("up", started)
+        yield bed
+    finally:
+        started = time.monotonic()
+        subprocess.run([str(TESTBED), "down"], env=bed.env, capture_output=True, timeout=300)
+        bed.timed("down", started)
+        report = os.environ.get("COCKTAIL_REHEARSAL_REPORT")
+        if report:
+            Path(report).write_text(json.dumps(bed.phases))
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    data = load(dataset_path("bms-webview-1.dat")).head(3000)
+    path = tmp_path_factory.mktemp("data") / "wv1-3000.dat"
+    write_fimi(data.records, path)
+    return data, path
+
+
+def batch_file(tmp: Path, queries) -> Path:
+    path = tmp / "queries.txt"
+    path.write_text("".join(f"count({' & '.join(q)})\n" for q in queries))
+    return path
+
+
+def test_the_hosts_are_isolated_on_their_own_bridge(testbed):
+    assert set(HOSTS) | {SWITCH} <= namespaces()
+    for host in HOSTS:
+        routes = subprocess.run(["ip", "-n", host, "route", "show"], capture_output=True,
+                                text=True, check=True).stdout.splitlines()
+        assert routes and all(r.startswith("198.51.100.0/24 ") for r in routes), (host, routes)
+    switch = subprocess.run(["ip", "-n", SWITCH, "-o", "-4", "addr", "show"],
+                            capture_output=True, text=True, check=True).stdout
+    assert switch.split() == [] or "inet 127.0.0.1" in switch and switch.count("inet ") == 1
+    status = testbed.run("status")
+    assert status.count(" running ") == 13 and "stopped" not in status
+
+
+def test_the_rehearsal(testbed, sample, tmp_path):
+    """Publish, audit with placement, YARN queries, the analysts' wrapper, datanode kills."""
+    data, path = sample
+    queries = random_conjunctions(data.records, 20, seed=10)
+    truth = [data.count_containing(q) for q in queries]
+    batch = batch_file(tmp_path, queries)
+    exact = f'cocktail query --exact --batch {batch} --store "$COCKTAIL_STORE" --json'
+
+    started = time.monotonic()
+    report = testbed.json_on(NAMENODE, f'cocktail publish {path} --store "$COCKTAIL_STORE" --json')
+    testbed.timed("publish", started)
+    assert report["records"] == 3000 and report["private_chunks"] > 0
+
+    started = time.monotonic()
+    audit = testbed.json_on(NAMENODE, 'cocktail audit --store "$COCKTAIL_STORE" --json')
+    testbed.timed("audit", started)
+    assert audit["ok"], audit["violations"][:3]
+    assert audit["placement"]["replicas_outside_private_racks"] == 0
+    assert audit["placement"]["private_files"] >= report["private_chunks"]
+
+    started = time.monotonic()
+    answers = testbed.json_on(NAMENODE, exact + " --runner hadoop")["answers"]
+    testbed.timed("20 queries on YARN", started)
+    assert answers == truth
+    labels = [yarn_label(testbed, app) for app in finished_apps(testbed)]
+    assert "private" in labels and "<Not set>" in labels, labels
+
+    token = analyst_token(testbed)
+    started = time.monotonic()
+    wrapper = testbed.json_on(PUBLIC_1, f"{REPO}/scripts/cocktail-query --url "
+                                        f'"$COCKTAIL_OVERLAY_URL" --token {token} '
+                                        f'"count({queries[0][0]})"')
+    testbed.timed("cocktail-query", started)
+    assert len(wrapper["answers"]) == 1 and wrapper["expected_rms_error"][0] > 0
+
+    started = time.monotonic()
+    testbed.on(PRIVATE_2, f"{REPO}/scripts/daemons kill datanode")
+    wait_dead(testbed, 1)
+    time.sleep(5)  # a few redundancy-monitor rounds: it looks for a target for each block
+    audit = testbed.json_on(NAMENODE, 'cocktail audit --store "$COCKTAIL_STORE" --json')
+    assert audit["ok"] and audit["placement"]["replicas_outside_private_racks"] == 0
+    assert re.search(r"No private datanode .* could take the replica",
+                     testbed.log(NAMENODE, "namenode")), "the shim never refused a public target"
+    assert testbed.json_on(NAMENODE, exact)["answers"] == truth
+    testbed.on(PRIVATE_2, f"{REPO}/scripts/daemons start datanode")
+    testbed.timed("private datanode killed and back", started)
+
+    started = time.monotonic()
+    testbed.on(PUBLIC_1, f"{REPO}/scripts/daemons stop datanode")
+    wait_dead(testbed, 1)
+    assert testbed.json_on(NAMENODE, exact + " --runner hadoop")["answers"] == truth
+    testbed.timed("public datanode stopped, 20 queries on YARN", started)
+    assert testbed.json_on(NAMENODE, 'cocktail audit --store "$COCKTAIL_STORE" --json')["ok"]
+
+
+def test_down_leaves_nothing_behind(testbed):
+    testbed.run("down")
+    assert not (set(HOSTS) | {SWITCH}) & namespaces()
+    left = subprocess.run(["pgrep", "-f", str(testbed.state)], capture_output=True, text=True)
+    assert left.stdout.strip() == "", f"processes left: {left.stdout}"
+    assert not any(Path("/etc/netns", host).exists() for host in HOSTS)
+    status = subprocess.run([str(TESTBED), "status"], env=testbed.env, capture_output=True,
+                            text=True)
+    assert status.returncode == 1 and "testbed down" in status.stdout
+
+
+def wait_dead(testbed: Rehearsal, dead: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if f"Dead datanodes ({dead})" in testbed.on(NAMENODE, "hadoop dfsadmin -report -dead"):
+            return
+        time.sleep(2)
+    raise AssertionError(f"the namenode did not declare {dead} datanode(s) dead in {timeout} s")
+
+
+def finished_apps(testbed: Rehearsal) -> list[str]:
+    listing = testbed.on(NAMENODE, "hadoop application -list -appStates FINISHED")
+    return re.findall(r"^(application_\d+_\d+)\s", listing, re.MULTILINE)
+
+
+def yarn_label(testbed: Rehearsal, app: str) -> str:
+    status = testbed.on(NAMENODE, f"hadoop application -status {app}")
+    return re.search(r"Application Node Label Expression : (.*)", status).group(1).strip()
+
+
+def analyst_token(testbed: Rehearsal) -> str:
+    ledger = '--store "$COCKTAIL_STORE" --ledger "$COCKTAIL_DATA/ledger.sqlite"'
+    testbed.on(NAMENODE, f"cocktail roles add analyst --alpha 1 --budget 10 {ledger}")
+    return testbed.json_on(NAMENODE, f"cocktail users add ann --role analyst {ledger} --json")[
+        "token"]
