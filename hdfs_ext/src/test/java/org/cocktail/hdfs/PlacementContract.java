@@ -19,6 +19,8 @@ import org.apache.hadoop.hdfs.DFSTestUtil;
 import org.apache.hadoop.hdfs.DistributedFileSystem;
 import org.apache.hadoop.hdfs.web.WebHdfsConstants;
 import org.apache.hadoop.hdfs.web.WebHdfsTestUtil;
+import org.junit.AfterClass;
+import org.junit.Before;
 import org.junit.Rule;
 import org.junit.Test;
 import org.junit.rules.TestName;
@@ -38,7 +40,29 @@ public abstract class PlacementContract {
   @Rule
   public final TestName name = new TestName();
 
-  protected abstract CocktailMiniCluster cluster();
+  /** One cluster per test class (started by its first test, stopped after its last). */
+  private static CocktailMiniCluster shared;
+
+  protected abstract Route route();
+
+  @Before
+  public void startClusterOnce() throws IOException {
+    if (shared == null) {
+      shared = startCluster(route(), getClass().getSimpleName());
+    }
+  }
+
+  @AfterClass
+  public static void stopCluster() {
+    if (shared != null) {
+      shared.close();
+      shared = null;
+    }
+  }
+
+  protected CocktailMiniCluster cluster() {
+    return shared;
+  }
 
   static CocktailMiniCluster startCluster(Route route, String testClass) throws IOException {
     return CocktailMiniCluster.start(new CocktailMiniCluster.Options()
@@ -52,7 +76,16 @@ public abstract class PlacementContract {
     return new Path(cluster().privateRoot() + "/" + name.getMethodName() + "/" + child);
   }
 
-  void assertPrivatePlacement(BlockLocation[] blocks, int replicas) throws IOException {
+  /**
+   * Every replica of {@code path} is private, once it has {@code replicas} of them. A pipeline
+   * may close a block short of a replica (a refused favored node, or on the COLD route a busy
+   * moment of the storage-type search); the replication monitor then adds it, and that replica
+   * must be private too.
+   */
+  void assertPrivatePlacement(Path path, int replicas) throws Exception {
+    DistributedFileSystem fs = cluster().fs();
+    DFSTestUtil.waitReplication(fs, path, (short) replicas);
+    BlockLocation[] blocks = Blocks.locations(fs, path);
     Blocks.assertAllPrivate(blocks, replicas);
     if (cluster().route() == Route.COLD) {
       Blocks.assertStorage(blocks, StorageType.ARCHIVE);
@@ -60,15 +93,15 @@ public abstract class PlacementContract {
   }
 
   @Test
-  public void everyReplicaOfAPrivateFileIsOnAPrivateDatanode() throws IOException {
+  public void everyReplicaOfAPrivateFileIsOnAPrivateDatanode() throws Exception {
     DistributedFileSystem fs = cluster().fs();
     for (int replication : new int[] {2, 3}) {
       Path flat = privatePath("r" + replication);
       Path nested = privatePath("a/b/r" + replication);
       Blocks.write(fs, flat, replication, 3);
       Blocks.write(fs, nested, replication, 3);
-      assertPrivatePlacement(Blocks.locations(fs, flat), replication);
-      assertPrivatePlacement(Blocks.locations(fs, nested), replication);
+      assertPrivatePlacement(flat, replication);
+      assertPrivatePlacement(nested, replication);
     }
   }
 
@@ -99,10 +132,7 @@ public abstract class PlacementContract {
 
     Path privatePath = privatePath("favored");
     writeWithFavoredNodes(fs, privatePath, favored);
-    // A pipeline may close short of a replica when a favored node is refused; the
-    // replication monitor then adds it, and that replica must be private too.
-    DFSTestUtil.waitReplication(fs, privatePath, (short) 3);
-    assertPrivatePlacement(Blocks.locations(fs, privatePath), 3);
+    assertPrivatePlacement(privatePath, 3);
   }
 
   @Test
@@ -114,9 +144,8 @@ public abstract class PlacementContract {
         (short) 2, Blocks.BLOCK_SIZE, null)) {
       Blocks.fill(out, 3);
     }
-    BlockLocation[] blocks = Blocks.locations(cluster().fs(), path);
-    assertEquals(3, blocks.length);
-    assertPrivatePlacement(blocks, 2);
+    assertEquals(3, Blocks.locations(cluster().fs(), path).length);
+    assertPrivatePlacement(path, 2);
   }
 
   InetSocketAddress[] publicDatanodeAddresses() throws IOException {

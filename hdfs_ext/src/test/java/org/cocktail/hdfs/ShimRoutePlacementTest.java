@@ -16,34 +16,18 @@ import java.util.Map;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.hadoop.hdfs.protocol.DatanodeInfo;
 import org.apache.hadoop.hdfs.server.blockmanagement.BlockPlacementPolicy;
-import org.junit.AfterClass;
-import org.junit.BeforeClass;
 import org.junit.Test;
 
 public class ShimRoutePlacementTest extends PlacementContract {
 
-  private static CocktailMiniCluster cluster;
-
-  @BeforeClass
-  public static void startCluster() throws IOException {
-    cluster = startCluster(Route.SHIM, ShimRoutePlacementTest.class.getSimpleName());
-  }
-
-  @AfterClass
-  public static void stopCluster() {
-    if (cluster != null) {
-      cluster.close();
-    }
-  }
-
   @Override
-  protected CocktailMiniCluster cluster() {
-    return cluster;
+  protected Route route() {
+    return Route.SHIM;
   }
 
   private PrivateRackPlacementPolicy namenodePolicy() {
     BlockPlacementPolicy policy =
-        cluster.dfs().getNamesystem().getBlockManager().getBlockPlacementPolicy();
+        cluster().dfs().getNamesystem().getBlockManager().getBlockPlacementPolicy();
     assertTrue(policy.getClass().getName(), policy instanceof PrivateRackPlacementPolicy);
     return (PrivateRackPlacementPolicy) policy;
   }
@@ -51,12 +35,12 @@ public class ShimRoutePlacementTest extends PlacementContract {
   @Test
   public void theBalancerMayNotMoveAReplicaFromAPrivateToAPublicDatanode() throws IOException {
     PrivateRackPlacementPolicy policy = namenodePolicy();
-    DatanodeInfo private0 = cluster.report(0);
-    DatanodeInfo private1 = cluster.report(1);
-    DatanodeInfo private2 = cluster.report(2);
-    DatanodeInfo public0 = cluster.report(3);
-    DatanodeInfo public1 = cluster.report(4);
-    DatanodeInfo public2 = cluster.report(5);
+    DatanodeInfo private0 = cluster().report(0);
+    DatanodeInfo private1 = cluster().report(1);
+    DatanodeInfo private2 = cluster().report(2);
+    DatanodeInfo public0 = cluster().report(3);
+    DatanodeInfo public1 = cluster().report(4);
+    DatanodeInfo public2 = cluster().report(5);
 
     assertFalse(policy.isMovable(List.of(private0, private1), private0, public0));
     assertTrue(policy.isMovable(List.of(private0, private1), private0, private2));
@@ -67,9 +51,9 @@ public class ShimRoutePlacementTest extends PlacementContract {
   @Test
   public void aWebHdfsCreateOfAPrivateFileIsRedirectedToAPrivateDatanode() throws IOException {
     List<String> privateHosts = new ArrayList<>();
-    for (int i = 0; i < cluster.size(); i++) {
-      if (cluster.isPrivate(i)) {
-        privateHosts.add(cluster.report(i).getHostName());
+    for (int i = 0; i < cluster().size(); i++) {
+      if (cluster().isPrivate(i)) {
+        privateHosts.add(cluster().report(i).getHostName());
       }
     }
     for (int attempt = 0; attempt < 10; attempt++) {
@@ -80,7 +64,7 @@ public class ShimRoutePlacementTest extends PlacementContract {
   }
 
   private String createLocation(org.apache.hadoop.fs.Path path) throws IOException {
-    URL url = new URL(cluster.dfs().getHttpUri(0) + "/webhdfs/v1" + path
+    URL url = new URL(cluster().dfs().getHttpUri(0) + "/webhdfs/v1" + path
         + "?op=CREATE&noredirect=true&user.name=" + System.getProperty("user.name"));
     HttpURLConnection connection = (HttpURLConnection) url.openConnection();
     connection.setRequestMethod("PUT");
