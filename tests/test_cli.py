@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from cocktail.cli import main
 
 from cocktail.dataset import load
+from cocktail.synthetic import random_conjunctions
 
 from .conftest import dataset_path
 
@@ -49,6 +50,14 @@ def test_publish_audit_query_json(tmp_path):
     assert inline["answer"] == answer["answer"]
     plan = json.loads(run("plan", f"count({top})", "--store", store, "--json").stdout)
     assert plan["tasks"] and all(top in t["terms"] for t in plan["tasks"])
+    pairs = random_conjunctions(dataset.records, 12, seed=4)
+    batch = tmp_path / "batch.txt"
+    lines = [f"count({' & '.join(q)})" for q in pairs] + [f"2*count({top}) - count({top})"]
+    batch.write_text("\n".join(lines) + "\n")
+    exact = json.loads(run("query", "--exact", "--batch", batch, "--store", store, "--runner",
+                           "inline", "--json").stdout)
+    truth = [dataset.count_containing(q) for q in pairs] + [dataset.count_containing([top])]
+    assert exact["answers"] == truth and exact["exact"] is True
 
 
 def test_audit_exit_status_on_violation(tmp_path):

@@ -74,32 +74,29 @@ class Rehearsal:
         return (self.state / "hosts" / host / "data" / "logs" / f"{role}.log").read_text()
 
 
-@pytest.fixture(scope="module")
-def testbed(tmp_path_factory):
+@pytest.fixture
+def testbed(tmp_path):
+    """A rehearsal whose test brings it up and takes it down; down again here if it failed."""
     reason = netns_permitted()
     if reason:
         pytest.skip(reason)
     require_toolchain()
     assert SWITCH not in namespaces(), "a testbed is already up here: scripts/testbed down"
-    bed = Rehearsal(tmp_path_factory.mktemp("testbed"))
-    started = time.monotonic()
+    bed = Rehearsal(tmp_path / "testbed")
     try:
-        bed.run("up")
-        bed.timed("up", started)
         yield bed
     finally:
-        started = time.monotonic()
-        subprocess.run([str(TESTBED), "down"], env=bed.env, capture_output=True, timeout=300)
-        bed.timed("down", started)
+        if SWITCH in namespaces():
+            subprocess.run([str(TESTBED), "down"], env=bed.env, capture_output=True, timeout=300)
         report = os.environ.get("COCKTAIL_REHEARSAL_REPORT")
         if report:
             Path(report).write_text(json.dumps(bed.phases))
 
 
-@pytest.fixture(scope="module")
-def sample(tmp_path_factory):
+@pytest.fixture
+def sample(tmp_path):
     data = load(dataset_path("bms-webview-1.dat")).head(3000)
-    path = tmp_path_factory.mktemp("data") / "wv1-3000.dat"
+    path = tmp_path / "wv1-3000.dat"
     write_fimi(data.records, path)
     return data, path
 
@@ -110,7 +107,21 @@ def batch_file(tmp: Path, queries) -> Path:
     return path
 
 
-def test_the_hosts_are_isolated_on_their_own_bridge(testbed):
+def test_the_rehearsal(testbed, sample, tmp_path):
+    """Up, isolated; publish, audit with placement, YARN queries, the analysts' wrapper,
+    datanode failures; down, leaving nothing behind."""
+    started = time.monotonic()
+    testbed.run("up")
+    testbed.timed("up", started)
+    check_isolation(testbed)
+    deploy_and_fail(testbed, sample, tmp_path)
+    started = time.monotonic()
+    testbed.run("down")
+    testbed.timed("down", started)
+    check_nothing_left(testbed)
+
+
+def check_isolation(testbed: Rehearsal) -> None:
     assert set(HOSTS) | {SWITCH} <= namespaces()
     for host in HOSTS:
         routes = subprocess.run(["ip", "-n", host, "route", "show"], capture_output=True,
@@ -123,63 +134,76 @@ def test_the_hosts_are_isolated_on_their_own_bridge(testbed):
     assert status.count(" running ") == 13 and "stopped" not in status
 
 
-def test_the_rehearsal(testbed, sample, tmp_path):
-    """Publish, audit with placement, YARN queries, the analysts' wrapper, datanode kills."""
+AUDIT = 'cocktail audit --store "$COCKTAIL_STORE" --json'
+
+
+def deploy_and_fail(testbed: Rehearsal, sample, tmp_path: Path) -> None:
     data, path = sample
     queries = random_conjunctions(data.records, 20, seed=10)
     truth = [data.count_containing(q) for q in queries]
     batch = batch_file(tmp_path, queries)
     exact = f'cocktail query --exact --batch {batch} --store "$COCKTAIL_STORE" --json'
-
+    on_yarn = f"{REPO}/scripts/streaming-query --batch {batch} --json"
+    publish_and_audit(testbed, path)
     started = time.monotonic()
-    report = testbed.json_on(NAMENODE, f'cocktail publish {path} --store "$COCKTAIL_STORE" --json')
-    testbed.timed("publish", started)
+    assert testbed.json_on(NAMENODE, on_yarn)["answers"] == truth
+    testbed.timed("20 queries on YARN", started)
+    labels = [yarn_label(testbed, app) for app in finished_apps(testbed)]
+    assert "private" in labels and "<Not set>" in labels, labels
+    ask_through_the_wrapper(testbed, queries[0])
+    private_datanode_dies(testbed, exact, truth)
+    started = time.monotonic()
+    testbed.on(PUBLIC_1, f"{REPO}/scripts/daemons stop datanode")
+    wait_report(testbed, "-dead", "Dead datanodes (1)")
+    assert testbed.json_on(NAMENODE, on_yarn)["answers"] == truth
+    testbed.timed("public datanode stopped, 20 queries on YARN", started)
+    assert testbed.json_on(NAMENODE, AUDIT)["ok"]
+
+
+def publish_and_audit(testbed: Rehearsal, path: Path) -> None:
+    started = time.monotonic()
+    published = testbed.on(NAMENODE, f"{REPO}/scripts/publish {path} --json")
+    testbed.timed("publish (scripts/publish, with its audit)", started)
+    report = json.loads(published.splitlines()[0])
+    assert "audit PASS" in published
     assert report["records"] == 3000 and report["private_chunks"] > 0
-
     started = time.monotonic()
-    audit = testbed.json_on(NAMENODE, 'cocktail audit --store "$COCKTAIL_STORE" --json')
+    audit = testbed.json_on(NAMENODE, AUDIT)
     testbed.timed("audit", started)
     assert audit["ok"], audit["violations"][:3]
     assert audit["placement"]["replicas_outside_private_racks"] == 0
     assert audit["placement"]["private_files"] >= report["private_chunks"]
 
-    started = time.monotonic()
-    answers = testbed.json_on(NAMENODE, exact + " --runner hadoop")["answers"]
-    testbed.timed("20 queries on YARN", started)
-    assert answers == truth
-    labels = [yarn_label(testbed, app) for app in finished_apps(testbed)]
-    assert "private" in labels and "<Not set>" in labels, labels
 
+def ask_through_the_wrapper(testbed: Rehearsal, query) -> None:
+    """An analyst on a public host asks the overlay service, with scripts/cocktail-query."""
     token = analyst_token(testbed)
     started = time.monotonic()
-    wrapper = testbed.json_on(PUBLIC_1, f"{REPO}/scripts/cocktail-query --url "
-                                        f'"$COCKTAIL_OVERLAY_URL" --token {token} '
-                                        f'"count({queries[0][0]})"')
+    answer = testbed.json_on(PUBLIC_1, f"{REPO}/scripts/cocktail-query --url "
+                                       f'"$COCKTAIL_OVERLAY_URL" --token {token} '
+                                       f'"count({" & ".join(query)})"')
     testbed.timed("cocktail-query", started)
-    assert len(wrapper["answers"]) == 1 and wrapper["expected_rms_error"][0] > 0
+    assert len(answer["answers"]) == 1 and answer["expected_rms_error"][0] > 0
 
+
+def private_datanode_dies(testbed: Rehearsal, exact: str, truth: list[int]) -> None:
+    """Its blocks may only be re-replicated onto private datanodes: the one left holds them
+    already, so the namenode finds no target and the shim refuses every public one."""
     started = time.monotonic()
     testbed.on(PRIVATE_2, f"{REPO}/scripts/daemons kill datanode")
-    wait_dead(testbed, 1)
-    time.sleep(5)  # a few redundancy-monitor rounds: it looks for a target for each block
-    audit = testbed.json_on(NAMENODE, 'cocktail audit --store "$COCKTAIL_STORE" --json')
+    wait_report(testbed, "-dead", "Dead datanodes (1)")
+    time.sleep(5)  # a few redundancy-monitor rounds, each looking for targets
+    audit = testbed.json_on(NAMENODE, AUDIT)
     assert audit["ok"] and audit["placement"]["replicas_outside_private_racks"] == 0
     assert re.search(r"No private datanode .* could take the replica",
                      testbed.log(NAMENODE, "namenode")), "the shim never refused a public target"
     assert testbed.json_on(NAMENODE, exact)["answers"] == truth
     testbed.on(PRIVATE_2, f"{REPO}/scripts/daemons start datanode")
+    wait_report(testbed, "-live", f"Live datanodes ({len(HOSTS)})")
     testbed.timed("private datanode killed and back", started)
 
-    started = time.monotonic()
-    testbed.on(PUBLIC_1, f"{REPO}/scripts/daemons stop datanode")
-    wait_dead(testbed, 1)
-    assert testbed.json_on(NAMENODE, exact + " --runner hadoop")["answers"] == truth
-    testbed.timed("public datanode stopped, 20 queries on YARN", started)
-    assert testbed.json_on(NAMENODE, 'cocktail audit --store "$COCKTAIL_STORE" --json')["ok"]
 
-
-def test_down_leaves_nothing_behind(testbed):
-    testbed.run("down")
+def check_nothing_left(testbed: Rehearsal) -> None:
     assert not (set(HOSTS) | {SWITCH}) & namespaces()
     left = subprocess.run(["pgrep", "-f", str(testbed.state)], capture_output=True, text=True)
     assert left.stdout.strip() == "", f"processes left: {left.stdout}"
@@ -189,13 +213,14 @@ def test_down_leaves_nothing_behind(testbed):
     assert status.returncode == 1 and "testbed down" in status.stdout
 
 
-def wait_dead(testbed: Rehearsal, dead: int, timeout: float = 120) -> None:
+def wait_report(testbed: Rehearsal, which: str, expected: str, timeout: float = 120) -> None:
+    """Until `hadoop dfsadmin -report -live|-dead` says `expected`."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if f"Dead datanodes ({dead})" in testbed.on(NAMENODE, "hadoop dfsadmin -report -dead"):
+        if expected in testbed.on(NAMENODE, f"hadoop dfsadmin -report {which}"):
             return
         time.sleep(2)
-    raise AssertionError(f"the namenode did not declare {dead} datanode(s) dead in {timeout} s")
+    raise AssertionError(f"the namenode never reported {expected!r} in {timeout} s")
 
 
 def finished_apps(testbed: Rehearsal) -> list[str]:
