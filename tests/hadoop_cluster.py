@@ -9,25 +9,24 @@ from __future__ import annotations
 
 import fcntl
 import json
+import re
 import shutil
 import subprocess
 import time
-import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
 
+from cocktail.cluster.render import JAVA17_OPENS
+
 from .conftest import REPO
 
 HDFS_EXT = REPO / "hdfs_ext"
 TARGET = HDFS_EXT / "target"
-JVM_FLAGS = ["-Xmx3g", "-XX:+IgnoreUnrecognizedVMOptions"] + [
-    f"--add-opens=java.base/{package}=ALL-UNNAMED" for package in (
-        "java.lang", "java.util", "java.io", "java.net", "java.lang.reflect",
-        "java.util.concurrent", "java.util.zip", "java.math", "java.text",
-        "sun.security.util", "sun.security.x509")]
+JVM_FLAGS = ["-Xmx3g", "-XX:+IgnoreUnrecognizedVMOptions", *JAVA17_OPENS]
 START_TIMEOUT = 240
 
 
@@ -125,3 +124,14 @@ def start(base: Path, route: str, yarn: bool) -> Cluster:
             pytest.fail(f"the launcher did not come up in {START_TIMEOUT} s")
         time.sleep(0.5)
     return Cluster(process, json.loads(description.read_text()), base)
+
+
+def succeeded_label_expressions(application: Callable[..., str]) -> list[str]:
+    """The node label expression of every finished, SUCCEEDED YARN application, asked as an
+    operator does: `yarn application -list`, then `-status` of each.
+
+    ``application(*args)`` runs `yarn application ARGS` and returns its output."""
+    listing = application("-list", "-appStates", "FINISHED")
+    apps = re.findall(r"^(application_\d+_\d+)\s.*SUCCEEDED", listing, re.MULTILINE)
+    return [re.search(r"Application Node Label Expression : (.*)",
+                      application("-status", app)).group(1).strip() for app in apps]

@@ -80,9 +80,8 @@ def test_placement_route_and_private_label(rendered, spec):
     hdfs = properties(rendered / spec.namenode.name, "hdfs-site.xml")
     assert hdfs["dfs.block.replicator.classname"] == "org.cocktail.hdfs.PrivateRackPlacementPolicy"
     assert hdfs["cocktail.private.root"] == spec.private_root
-    cold = parse_spec({**yaml.safe_load(SPEC.read_text()),
-                       "hadoop": {**yaml.safe_load(SPEC.read_text())["hadoop"],
-                                  "placement": "cold"}})
+    raw = yaml.safe_load(SPEC.read_text())
+    cold = parse_spec({**raw, "hadoop": {**raw["hadoop"], "placement": "cold"}})
     files = render_host(cold, cold.namenode)
     assert "dfs.block.replicator.classname" not in files["hdfs-site.xml"]
     labels = (rendered / spec.namenode.name / "node-labels").read_text().split()

@@ -7,7 +7,6 @@ datanodes, MiniMRYarnCluster with an exclusive `private` node label), in one pyt
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import threading
 import time
@@ -27,7 +26,7 @@ from cocktail.store import PrivacyViolation, StoreError, open_store
 from cocktail.synthetic import random_conjunctions
 
 from .conftest import dataset_path
-from .hadoop_cluster import HDFS_EXT, TARGET, build, start
+from .hadoop_cluster import HDFS_EXT, TARGET, build, start, succeeded_label_expressions
 
 pytestmark = pytest.mark.xdist_group("hadoop")
 PARAMS = PublishParams(k=5, m=3, workers=1)
@@ -100,7 +99,7 @@ def test_streaming_jobs_on_yarn_equal_brute_force(cluster, published, sample, mo
     answers = exact_counts(publication, queries, runner="hadoop")
     assert answers == [sample.count_containing(q.terms) for q in queries]
     assert exact_counts(publication, queries) == answers  # the fast path, over WebHDFS
-    labels = sorted(app_label(cluster, app) for app in finished_apps(cluster))
+    labels = succeeded_label_expressions(lambda *args: yarn_application(cluster, *args))
     assert labels.count("private") >= 1 and labels.count("<Not set>") >= 1, labels
 
 
@@ -110,16 +109,6 @@ def yarn_application(cluster, *args: str) -> str:
                            "application", *args], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
-
-
-def finished_apps(cluster) -> list[str]:
-    listing = yarn_application(cluster, "-list", "-appStates", "FINISHED")
-    return re.findall(r"^(application_\d+_\d+)\s.*SUCCEEDED", listing, re.MULTILINE)
-
-
-def app_label(cluster, app: str) -> str:
-    status = yarn_application(cluster, "-status", app)
-    return re.search(r"Application Node Label Expression : (.*)", status).group(1).strip()
 
 
 def test_refused_writes_leave_the_current_version(cluster, published, sample):

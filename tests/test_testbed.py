@@ -22,7 +22,7 @@ from cocktail.dataset import load, write_fimi
 from cocktail.synthetic import random_conjunctions
 
 from .conftest import REPO, dataset_path
-from .hadoop_cluster import require_toolchain
+from .hadoop_cluster import require_toolchain, succeeded_label_expressions
 
 pytestmark = [pytest.mark.testbed, pytest.mark.xdist_group("testbed")]
 TESTBED = REPO / "scripts" / "testbed"
@@ -148,7 +148,8 @@ def deploy_and_fail(testbed: Rehearsal, sample, tmp_path: Path) -> None:
     started = time.monotonic()
     assert testbed.json_on(NAMENODE, on_yarn)["answers"] == truth
     testbed.timed("20 queries on YARN", started)
-    labels = [yarn_label(testbed, app) for app in finished_apps(testbed)]
+    labels = succeeded_label_expressions(
+        lambda *args: testbed.on(NAMENODE, " ".join(("hadoop", "application", *args))))
     assert "private" in labels and "<Not set>" in labels, labels
     ask_through_the_wrapper(testbed, queries[0])
     private_datanode_dies(testbed, exact, truth)
@@ -221,16 +222,6 @@ def wait_report(testbed: Rehearsal, which: str, expected: str, timeout: float = 
             return
         time.sleep(2)
     raise AssertionError(f"the namenode never reported {expected!r} in {timeout} s")
-
-
-def finished_apps(testbed: Rehearsal) -> list[str]:
-    listing = testbed.on(NAMENODE, "hadoop application -list -appStates FINISHED")
-    return re.findall(r"^(application_\d+_\d+)\s", listing, re.MULTILINE)
-
-
-def yarn_label(testbed: Rehearsal, app: str) -> str:
-    status = testbed.on(NAMENODE, f"hadoop application -status {app}")
-    return re.search(r"Application Node Label Expression : (.*)", status).group(1).strip()
 
 
 def analyst_token(testbed: Rehearsal) -> str:

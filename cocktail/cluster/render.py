@@ -12,6 +12,7 @@ import shlex
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from ..runners.mapreduce import PRIVATE_LABEL  # what private jobs ask for, what nodes get
 from .spec import ClusterSpec, Host
 
 # Hadoop 3.4 on Java 17 needs these in every JVM it starts, containers included (HADOOP-19310).
@@ -19,7 +20,6 @@ JAVA17_OPENS = tuple(f"--add-opens=java.base/{package}=ALL-UNNAMED" for package 
     "java.io", "java.lang", "java.lang.reflect", "java.math", "java.net", "java.text",
     "java.util", "java.util.concurrent", "java.util.zip", "sun.security.util",
     "sun.security.x509"))
-PRIVATE_LABEL = "private"
 SITE_FILES = ("core-site.xml", "hdfs-site.xml", "yarn-site.xml", "mapred-site.xml",
               "capacity-scheduler.xml")
 SHIM = "org.cocktail.hdfs.PrivateRackPlacementPolicy"
