@@ -35,6 +35,7 @@ from cocktail.dp.strategies import choose
 from cocktail.dp.workload import Matrices
 from cocktail.publication import Publication, PublishParams, publish
 from cocktail.querylang import CountQuery, LinearQuery, Workload
+from cocktail.runners import counter
 from cocktail.store import LocalStore
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
@@ -72,7 +73,7 @@ def measure(size: int, data, batches: int, draws: int) -> list[dict]:
     subset = data.head(size)
     with tempfile.TemporaryDirectory() as tmp:
         publish(subset, LocalStore(tmp), PublishParams(k=5, m=3))
-        publication = Publication.open(LocalStore(tmp))
+        counts = counter(Publication.open(LocalStore(tmp)))
         floor = SANITY * len(subset)
         rows = {alpha: {"chosen": [], "noq": [], "expected": [], "names": Counter()}
                 for alpha in ALPHAS}
@@ -81,8 +82,7 @@ def measure(size: int, data, batches: int, draws: int) -> list[dict]:
             m = Matrices(workload)
             choice = choose(m)
             truth = np.array([subset.count_containing(q.terms) for q in workload.counts])
-            inputs = {s.name: exact_vector(s, m, publication) for s in (choice.noq,
-                                                                          choice.optimized)}
+            inputs = {s.name: exact_vector(s, m, counts) for s in (choice.noq, choice.optimized)}
             assert np.array_equal(inputs["NOQ"], truth), "publication disagrees with raw data"
             counts.extend(truth)
             for alpha in ALPHAS:

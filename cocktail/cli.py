@@ -7,6 +7,7 @@ stdout; progress and errors go to stderr.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -26,13 +27,14 @@ from .audit import DEFAULT_MAX_ITEMSETS, AuditReport, audit
 from .dataset import FORMATS, InputError, load, write_fimi
 from .demo import DemoSettings, run_demo
 from .publication import DEFAULT_KEEP, Publication, PublishParams, publish
+from .dp.deadline import DEFAULT_DEADLINES, Deadlines
 from .dp.ledger import Ledger, LedgerError
-from .dp.session import ask
+from .private_config import ledger_location, set_ledger_location
 from .querylang import QuerySyntaxError, Workload, parse_batch, parse_count
 from .overlay.planner import plan_conjunction
 from .runners import RUNNERS, describe, exact_count, exact_counts
 from .runners.mapreduce import tasks_json
-from .store import LocalStore, StoreError, open_store
+from .store import StoreError, open_store
 from .synthetic import SyntheticSpec, generate
 
 err = Console(stderr=True, soft_wrap=True)  # never break a path or message in two
@@ -40,7 +42,7 @@ out = Console(soft_wrap=True)
 
 EXPECTED_ERRORS = (InputError, StoreError, QuerySyntaxError, LedgerError, SpecError, ValueError,
                    OSError)
-LEDGER_FILE = "ledger.sqlite"
+OWNER = "Owner command: it reads the store's private zone; analysts never run it."
 
 
 def _fail_cleanly(command: Callable) -> Callable:
@@ -110,7 +112,7 @@ def generate_cmd(output: Path, records: int, items: int, avg_len: float, pattern
 @main.command("publish")
 @click.argument("input_path", metavar="INPUT", type=click.Path(dir_okay=False, path_type=Path))
 @store_option
-@click.option("--k", default=PublishParams.k, show_default=True, type=click.IntRange(1),
+@click.option("--k", default=PublishParams.k, show_default=True, type=click.IntRange(2),
               help="Every published itemset of up to m terms occurs in at least k records.")
 @click.option("--m", default=PublishParams.m, show_default=True, type=click.IntRange(1),
               help="Adversary knowledge: number of terms of a record they may know.")
@@ -139,7 +141,7 @@ def publish_cmd(input_path: Path, store_spec: str, k: int, m: int, method: str,
                 cluster_size: int, input_format: str | None, skip_bad_lines: bool, keep: int,
                 workers: int, overlay: bool, aggregate: bool, aggregate_volume: int,
                 as_json: bool) -> None:
-    """Partition INPUT and publish it as a new version of the store.
+    """Partition INPUT and publish it as a new version of the store (owner command).
 
     INPUT is FIMI/SPMF (.dat, .txt), CSV of record_id,term pairs (.csv) or JSON Lines
     ({"id":..., "terms":[...]}, .jsonl).
@@ -200,65 +202,101 @@ def audit_cmd(store_spec: str, version: str | None, k: int | None, m: int | None
     sys.exit(0 if report.ok else 1)
 
 
-def _ledger(store_spec: str, ledger_path: Path | None) -> Ledger:
-    if ledger_path is None:
-        store = open_store(store_spec)
-        if not isinstance(store, LocalStore):
-            raise click.UsageError("give the ledger's path with --ledger for this store")
-        ledger_path = store.root / "private" / LEDGER_FILE
-    return Ledger(ledger_path)
-
-
-ledger_option = click.option(
-    "--ledger", "ledger_path", type=click.Path(dir_okay=False, path_type=Path),
-    envvar="COCKTAIL_LEDGER", help="The SQLite budget ledger (default: in the store's private "
-    "zone).")
+def _ledger(store_spec: str) -> Ledger:
+    """The owner's ledger, where the store's private zone says it is (never the caller)."""
+    return Ledger(ledger_location(open_store(store_spec)))
 
 
 @main.command("query")
 @click.argument("expression", required=False)
-@store_option
-@ledger_option
 @click.option("--batch", "batch_file", type=click.File("r"),
               help="A file of linear queries, one per line (or ';'-separated): one release.")
-@click.option("--token", envvar="COCKTAIL_TOKEN", help="The analyst's token ($COCKTAIL_TOKEN).")
+@click.option("--url", envvar="COCKTAIL_URL",
+              help="Analysts: the overlay service (`cocktail serve`) that answers ($COCKTAIL_URL).")
+@click.option("--token", envvar="COCKTAIL_TOKEN", help="Analysts: your token ($COCKTAIL_TOKEN).")
 @click.option("--exact", is_flag=True,
-              help="Owner only: exact answers (one query, or a --batch in one job), without noise. They are "
-              "computed and shown in the private cloud and must not be given to analysts.")
+              help="Owner command: exact answers read from the store's private zone, without "
+              "noise (one query, or a --batch in one job). They must not be given to analysts.")
+@store_option
 @click.option("--runner", type=click.Choice(RUNNERS), default="fast", show_default=True,
-              help="Where map tasks run: in-process (fast) or as an mrjob MapReduce job.")
-@click.option("-v", "--verbose", is_flag=True, help="Show the plan and the tasks as they run.")
+              help="With --exact: where map tasks run, in-process (fast) or as an mrjob job.")
+@click.option("-v", "--verbose", is_flag=True, help="With --exact: show the plan and the tasks.")
 @json_option
 @_fail_cleanly
-def query_cmd(expression: str | None, store_spec: str, ledger_path: Path | None,
-              batch_file, token: str | None, exact: bool, runner: str, verbose: bool,
-              as_json: bool) -> None:
+def query_cmd(expression: str | None, batch_file, url: str | None, token: str | None,
+              exact: bool, store_spec: str, runner: str, verbose: bool, as_json: bool) -> None:
     """Answer a query: 'count(a & b)', '2*count(a) - count(b)', or a --batch file.
 
-    Analysts get differentially private answers charged to their budget (--token); the data
-    owner can ask for exact counts with --exact.
+    \b
+    Analysts: noisy answers from the overlay service, charged to their budget:
+      cocktail query 'count(a & b)' --url http://overlay:8080 --token TOKEN
+    Owner: exact answers straight from the store (no token):
+      cocktail query --exact 'count(a & b)' --store STORE
+
+    \b
+    Exit status: 0 answered; 1 service unreachable or failing; 2 malformed query, a limit
+    exceeded or bad usage; 3 token refused (unknown, missing, disabled); 4 budget exhausted.
     """
     if (expression is None) == (batch_file is None):
         raise click.UsageError("give one EXPRESSION or --batch FILE")
-    started = time.perf_counter()
     text = batch_file.read() if batch_file is not None else expression
-    query = parse_count(expression) if exact and batch_file is None else None
-    workload = None if query else parse_batch(text, getattr(batch_file, "name", "query"))
+    source = getattr(batch_file, "name", "query")
+    if not exact:
+        if not url or not token:
+            raise click.UsageError(
+                "noisy answers come from the overlay service: give --url URL (or $COCKTAIL_URL) "
+                "and --token TOKEN (or $COCKTAIL_TOKEN); exact answers are the owner's (--exact)")
+        _ask_service(url, token, text, source, as_json)
+        return
+    if token:
+        raise click.UsageError("--exact is an owner command that reads the store's private "
+                               "zone; it takes no token (unset COCKTAIL_TOKEN)")
+    started = time.perf_counter()
+    query = parse_count(expression) if batch_file is None else None
+    workload = None if query else parse_batch(text, source)
     publication = Publication.open(open_store(store_spec))
     log = (lambda line: err.print(f"[dim]{line}[/]", highlight=False)) if verbose else None
-    if exact and workload is not None:
+    if workload is not None:
         _exact_batch(publication, workload, runner, log, started, as_json)
         return
-    if exact:
-        answer = exact_count(publication, query, runner, log)
-        _emit(as_json, {"query": str(query), "answer": answer, "exact": True, "runner": runner,
-                        "version": publication.version,
-                        "seconds": round(time.perf_counter() - started, 4)},
-              lambda: out.print(f"{query} = {answer}  (exact, {publication.version})",
-                                highlight=False))
-        return
-    result = ask(_ledger(store_spec, ledger_path), publication, token, workload, runner)
-    _emit(as_json, result, lambda: _print_noisy(workload, result))
+    answer = exact_count(publication, query, runner, log)
+    _emit(as_json, {"query": str(query), "answer": answer, "exact": True, "runner": runner,
+                    "version": publication.version,
+                    "seconds": round(time.perf_counter() - started, 4)},
+          lambda: out.print(f"{query} = {answer}  (exact, {publication.version})",
+                            highlight=False, markup=False))
+
+
+ANALYST_EXIT = {400: 2, 413: 2, 422: 2, 401: 3, 403: 3, 429: 4}
+
+
+def _ask_service(url: str, token: str, text: str, source: str, as_json: bool) -> None:
+    """POST the queries to `cocktail serve` and print its answer; the exit status says why
+    it was refused."""
+    import httpx
+
+    try:
+        response = httpx.post(url.rstrip("/") + "/v1/query", json={"query": text},
+                              headers={"Authorization": f"Bearer {token}"}, timeout=900)
+    except httpx.HTTPError as exc:
+        _analyst_failure(1, 0, f"cannot reach the overlay service at {url}: {exc}", as_json)
+    try:
+        body = response.json()
+    except ValueError:
+        body = {"detail": response.text[:200]}
+    if response.status_code != 200:
+        detail = body.get("detail", body)
+        _analyst_failure(ANALYST_EXIT.get(response.status_code, 1), response.status_code,
+                         detail if isinstance(detail, str) else json.dumps(detail), as_json)
+    _emit(as_json, body, lambda: _print_noisy(parse_batch(text, source), body))
+
+
+def _analyst_failure(status: int, code: int, message: str, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps({"error": message, "code": code}, ensure_ascii=False))
+    else:
+        err.print(f"[bold red]error:[/] {message}", highlight=False, markup=False)
+    sys.exit(status)
 
 
 def _exact_batch(publication: Publication, workload: Workload, runner: str, log,
@@ -271,23 +309,24 @@ def _exact_batch(publication: Publication, workload: Workload, runner: str, log,
     payload = {"queries": [str(q) for q in workload.queries], "answers": answers, "exact": True,
                "runner": runner, "version": publication.version,
                "seconds": round(time.perf_counter() - started, 4)}
-    _emit(as_json, payload, lambda: [out.print(f"{q} = {a:g}", highlight=False)
+    _emit(as_json, payload, lambda: [out.print(f"{q} = {a:g}", highlight=False, markup=False)
                                      for q, a in zip(payload["queries"], answers)])
 
 
 def _print_noisy(workload: Workload, result: dict) -> None:
     for query, answer, error in zip(workload.queries, result["answers"],
                                     result["expected_rms_error"]):
-        out.print(f"{query} ≈ {answer:.1f}  (± {error:.1f} RMS expected)", highlight=False)
+        out.print(f"{query} ≈ {answer:.1f}  (± {error:.1f} RMS expected)", highlight=False,
+                  markup=False)
     budget = result["budget"]
     note = "reused, no charge" if result["reused"] else f"charged α={result['charged']:g}"
     out.print(f"[dim]{result['strategy']}; {note}; {budget['remaining']:g} of "
               f"{budget['budget']:g} left[/]", highlight=False)
 
 
-@main.group("roles")
+@main.group("roles", help=f"Roles: the per-query α and total budget their users get. {OWNER}")
 def roles_group() -> None:
-    """Roles: the per-query α and total budget their users get."""
+    pass
 
 
 @roles_group.command("add")
@@ -297,90 +336,82 @@ def roles_group() -> None:
 @click.option("--budget", type=click.FloatRange(min=0), required=True,
               help="Total α each user of the role may spend.")
 @store_option
-@ledger_option
 @_fail_cleanly
-def roles_add(name: str, alpha: float, budget: float, store_spec: str,
-              ledger_path: Path | None) -> None:
-    """Create or update a role."""
-    _ledger(store_spec, ledger_path).add_role(name, alpha, budget)
-    err.print(f"role {name}: α={alpha:g} per query, budget {budget:g} per user")
+def roles_add(name: str, alpha: float, budget: float, store_spec: str) -> None:
+    """Create or update a role (owner command)."""
+    _ledger(store_spec).add_role(name, alpha, budget)
+    err.print(f"role {name}: α={alpha:g} per query, budget {budget:g} per user", markup=False)
 
 
 @roles_group.command("list")
 @store_option
-@ledger_option
 @json_option
 @_fail_cleanly
-def roles_list(store_spec: str, ledger_path: Path | None, as_json: bool) -> None:
-    """List roles."""
-    roles = _ledger(store_spec, ledger_path).roles()
+def roles_list(store_spec: str, as_json: bool) -> None:
+    """List roles (owner command)."""
+    roles = _ledger(store_spec).roles()
     _emit(as_json, {"roles": roles}, lambda: [out.print(
-        f"{r['name']}: α={r['alpha']:g} per query, budget {r['budget']:g}") for r in roles])
+        f"{r['name']}: α={r['alpha']:g} per query, budget {r['budget']:g}", markup=False)
+        for r in roles])
 
 
-@main.group("users")
+@main.group("users", help=f"Analysts: each has a role and a token. {OWNER}")
 def users_group() -> None:
-    """Analysts: each has a role and a token."""
+    pass
 
 
 @users_group.command("add")
 @click.argument("name")
 @click.option("--role", required=True)
 @store_option
-@ledger_option
 @json_option
 @_fail_cleanly
-def users_add(name: str, role: str, store_spec: str, ledger_path: Path | None,
-              as_json: bool) -> None:
-    """Create a user and print its token (shown once: it is stored only as a hash)."""
-    token = _ledger(store_spec, ledger_path).add_user(name, role)
+def users_add(name: str, role: str, store_spec: str, as_json: bool) -> None:
+    """Create a user and print its token, shown once: it is stored only as a hash (owner
+    command)."""
+    token = _ledger(store_spec).add_user(name, role)
     _emit(as_json, {"user": name, "role": role, "token": token}, lambda: out.print(token))
 
 
 @users_group.command("list")
 @store_option
-@ledger_option
 @json_option
 @_fail_cleanly
-def users_list(store_spec: str, ledger_path: Path | None, as_json: bool) -> None:
-    """List users with the α they have spent."""
-    users = _ledger(store_spec, ledger_path).users()
+def users_list(store_spec: str, as_json: bool) -> None:
+    """List users with the α they have spent (owner command)."""
+    users = _ledger(store_spec).users()
     _emit(as_json, {"users": users}, lambda: [out.print(
-        f"{u['name']} ({u['role']}{'' if u['active'] else ', disabled'}): spent {u['spent']:g}")
-        for u in users])
+        f"{u['name']} ({u['role']}{'' if u['active'] else ', disabled'}): spent {u['spent']:g}",
+        markup=False) for u in users])
 
 
 @users_group.command("disable")
 @click.argument("name")
 @store_option
-@ledger_option
 @_fail_cleanly
-def users_disable(name: str, store_spec: str, ledger_path: Path | None) -> None:
-    """Refuse the user's token from now on (403)."""
-    _ledger(store_spec, ledger_path).set_active(name, False)
+def users_disable(name: str, store_spec: str) -> None:
+    """Refuse the user's token from now on, 403 (owner command)."""
+    _ledger(store_spec).set_active(name, False)
 
 
 @users_group.command("enable")
 @click.argument("name")
 @store_option
-@ledger_option
 @_fail_cleanly
-def users_enable(name: str, store_spec: str, ledger_path: Path | None) -> None:
-    """Accept the user's token again."""
-    _ledger(store_spec, ledger_path).set_active(name, True)
+def users_enable(name: str, store_spec: str) -> None:
+    """Accept the user's token again (owner command)."""
+    _ledger(store_spec).set_active(name, True)
 
 
-@main.command("budget")
+@main.command("budget", help="Show (or --set) the dataset-wide privacy budget and what has been "
+                             f"spent. {OWNER}")
 @click.option("--set", "total", type=click.FloatRange(min=0),
               help="Set the dataset-wide budget that caps all users together.")
 @store_option
-@ledger_option
 @json_option
 @_fail_cleanly
-def budget_cmd(total: float | None, store_spec: str, ledger_path: Path | None,
-               as_json: bool) -> None:
-    """Show (or --set) the dataset-wide privacy budget and what has been spent."""
-    ledger = _ledger(store_spec, ledger_path)
+def budget_cmd(total: float | None, store_spec: str, as_json: bool) -> None:
+    ledger = _ledger(store_spec)
     if total is not None:
         ledger.set_dataset_budget(total)
     status = ledger.budget_status()
@@ -388,25 +419,58 @@ def budget_cmd(total: float | None, store_spec: str, ledger_path: Path | None,
         f"dataset budget {status['dataset_budget']}, spent {status['dataset_spent']:g}"))
 
 
-@main.command("serve")
+@main.group("ledger", help=f"Where the budget ledger lives. {OWNER}")
+def ledger_group() -> None:
+    pass
+
+
+@ledger_group.command("path")
+@click.argument("path", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @store_option
-@ledger_option
+@json_option
+@_fail_cleanly
+def ledger_path_cmd(path: Path | None, store_spec: str, as_json: bool) -> None:
+    """Print the ledger's path, or record PATH as the ledger of this store (in its private
+    zone; needed once for HDFS stores, whose ledger is a file on the overlay host). Owner
+    command."""
+    store = open_store(store_spec)
+    location = set_ledger_location(store, path) if path else ledger_location(store)
+    _emit(as_json, {"ledger": str(location)}, lambda: click.echo(str(location)))
+
+
+@main.command("serve", help="Serve the analysts' HTTP API: token auth, JSON, noisy answers "
+                            f"only; OpenAPI docs at /docs. {OWNER}")
+@store_option
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--runner", type=click.Choice(RUNNERS), default="fast", show_default=True)
+@click.option("--deadline-base-ms", type=click.FloatRange(min=0, min_open=True),
+              help="Reply time of refusals and reused answers, and the base of fresh ones "
+                   "(default per runner; fast: 30).")
+@click.option("--deadline-count-ms", type=click.FloatRange(min=0),
+              help="Added to a fresh answer's reply time per conjunctive count it needs, "
+                   "counts rounded up to a power of two (default per runner; fast: 1).")
+@click.option("--access-log", is_flag=True, help="Log every request.")
 @_fail_cleanly
-def serve_cmd(store_spec: str, ledger_path: Path | None, host: str, port: int,
-              runner: str) -> None:
-    """Serve the analysts' HTTP API (token auth, JSON; OpenAPI docs at /docs)."""
+def serve_cmd(store_spec: str, host: str, port: int, runner: str,
+              deadline_base_ms: float | None, deadline_count_ms: float | None,
+              access_log: bool) -> None:
     import uvicorn
 
-    from .service import create_app
+    from .service import CurrentPublication, create_app
 
-    app = create_app(open_store(store_spec), _ledger(store_spec, ledger_path), runner)
-    uvicorn.run(app, host=host, port=port, log_level="info")
+    default = DEFAULT_DEADLINES[runner]
+    deadlines = Deadlines(deadline_base_ms or default.base_ms,
+                          default.count_ms if deadline_count_ms is None else deadline_count_ms)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    store = open_store(store_spec)
+    app = create_app(CurrentPublication(store, runner), Ledger(ledger_location(store)), deadlines)
+    sys.setswitchinterval(0.001)  # many short requests: hand the GIL over often (tail latency)
+    uvicorn.run(app, host=host, port=port, log_level="info", access_log=access_log)
 
 
-@main.command("plan")
+@main.command("plan", help="Show the map tasks a counting query becomes. " + OWNER +
+              " (A plan reveals the tree.)")
 @click.argument("expression")
 @store_option
 @click.option("--tasks-file", type=click.Path(dir_okay=False, path_type=Path),
@@ -415,7 +479,6 @@ def serve_cmd(store_spec: str, ledger_path: Path | None, host: str, port: int,
 @json_option
 @_fail_cleanly
 def plan_cmd(expression: str, store_spec: str, tasks_file: Path | None, as_json: bool) -> None:
-    """Show the map tasks a counting query becomes (owner only: it reveals the tree)."""
     query = parse_count(expression)
     publication = Publication.open(open_store(store_spec))
     plan = plan_conjunction(query.terms, publication)
@@ -450,7 +513,7 @@ def plan_cmd(expression: str, store_spec: str, tasks_file: Path | None, as_json:
 @click.option("--records", default=DemoSettings.records, show_default=True,
               type=click.IntRange(100))
 @click.option("--seed", default=DemoSettings.seed, show_default=True, type=int)
-@click.option("--k", default=PublishParams.k, show_default=True, type=click.IntRange(1))
+@click.option("--k", default=PublishParams.k, show_default=True, type=click.IntRange(2))
 @click.option("--m", default=PublishParams.m, show_default=True, type=click.IntRange(1))
 @click.option("--method", default=PublishParams.method, show_default=True,
               type=click.Choice(list(METHODS)))

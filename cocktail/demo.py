@@ -16,10 +16,10 @@ from pathlib import Path
 from .audit import audit
 from .dataset import load, write_fimi
 from .dp.ledger import Ledger
-from .dp.session import ask
+from .dp.session import Source, ask
 from .publication import Publication, PublishParams, publish
 from .querylang import CountQuery, LinearQuery, Workload
-from .runners import exact_count
+from .runners import counter, exact_count
 from .store import LocalStore
 from .synthetic import SyntheticSpec, generate
 
@@ -73,5 +73,5 @@ def analyst_view(ledger_path: Path, publication: Publication, queries: list[Coun
     ledger = Ledger(ledger_path)
     ledger.add_role("demo-analyst", alpha=0.5, budget=1.0)
     token = ledger.add_user("demo", "demo-analyst")
-    return ask(ledger, publication, token,
-               Workload(tuple(LinearQuery(((1.0, q),)) for q in queries)))
+    workload = Workload(tuple(LinearQuery(((1.0, q),)) for q in queries))
+    return ask(ledger, Source(publication.version, counter(publication)), token, workload).body

@@ -18,6 +18,7 @@ import json
 import multiprocessing
 import os
 import secrets
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -50,8 +51,9 @@ class PublishParams:
     aggregate_volume: int = 50_000  # pooled subrecords that make an aggregated cluster early
 
     def check(self) -> None:
-        if self.k < 1 or self.m < 1:
-            raise ValueError(f"k and m must be at least 1 (got k={self.k}, m={self.m})")
+        if self.k < 2 or self.m < 1:
+            raise ValueError(f"k must be at least 2 and m at least 1 (got k={self.k}, "
+                             f"m={self.m}); k=1 would publish every record as it is")
         if self.cluster_size < 1:
             raise ValueError(f"cluster size must be at least 1 (got {self.cluster_size})")
         if self.keep < 1:
@@ -140,7 +142,12 @@ def _prune(store: Store, current: str, keep: int) -> None:
 # -- writing -------------------------------------------------------------------------------
 
 class _VersionWriter:
-    """Writes one version's files under its staging names and keeps the running totals."""
+    """Writes one version's files under its staging names and keeps the running totals.
+
+    Files are produced cluster by cluster, but written in a random order (from a local spool)
+    and the public ones stamped with one common time: otherwise creation order, inode numbers,
+    HDFS file and block ids and modification times would group the public chunks by cluster,
+    in tree order, for anyone who lists them."""
 
     def __init__(self, store: Store, version: str, key: bytes) -> None:
         self.store, self.version, self.key = store, version, key
@@ -148,6 +155,13 @@ class _VersionWriter:
         self.seen_pseudonyms: set[str] = set()
         self.chunks: dict[str, dict] = {}
         self.unit_map: list[tuple[str, str, int]] = []  # the open unit's pseudonym map
+        self._spool = tempfile.TemporaryFile(prefix="cocktail-spool-")
+        self._spooled: list[tuple[str, str, int, int, bool]] = []  # zone, path, offset, size
+
+    def _put(self, zone: str, name: str, data: bytes, private: bool) -> None:
+        self._spooled.append((zone, f"{self.staging}/{name}", self._spool.tell(), len(data),
+                              private))
+        self._spool.write(data)
 
     def _new_chunk_id(self, record_ids: Sequence[str]) -> tuple[str, list[str]]:
         """A fresh random id whose pseudonyms collide with none issued so far in this version."""
@@ -168,10 +182,8 @@ class _VersionWriter:
         zone = "private" if private else "public"
         chunk_bytes = fmt.encode_chunk(subrecords)
         index_bytes = fmt.encode_index(chunk_id, fmt.build_index(subrecords))
-        self.store.write(zone, f"{self.staging}/{fmt.CHUNK_DIR}/{chunk_id}.tsv", chunk_bytes,
-                         pri_label=private)
-        self.store.write(zone, f"{self.staging}/{fmt.INDEX_DIR}/{chunk_id}.tsv", index_bytes,
-                         pri_label=private)
+        self._put(zone, f"{fmt.CHUNK_DIR}/{chunk_id}.tsv", chunk_bytes, private)
+        self._put(zone, f"{fmt.INDEX_DIR}/{chunk_id}.tsv", index_bytes, private)
         self.unit_map.extend((chunk_id, name, position) for name, (_, position, _) in rows)
         self.chunks[chunk_id] = {
             "unit": unit, "priLabel": private, "terms": sorted(terms),
@@ -181,16 +193,27 @@ class _VersionWriter:
         }
 
     def close_unit(self, unit: int) -> None:
-        self.store.write("private", f"{self.staging}/{fmt.PSEUDONYM_DIR}/{unit}.tsv",
-                         fmt.encode_pseudonym_map(self.unit_map), pri_label=True)
+        self._put("private", f"{fmt.PSEUDONYM_DIR}/{unit}.tsv",
+                  fmt.encode_pseudonym_map(self.unit_map), True)
         self.unit_map = []
 
-    def finish(self, public_manifest: dict, private_manifest: dict, records: bytes) -> None:
-        self.store.write("public", f"{self.staging}/{fmt.MANIFEST}",
-                         fmt.encode_json(public_manifest), pri_label=False)
-        self.store.write("private", f"{self.staging}/{fmt.RECORDS}", records, pri_label=True)
-        self.store.write("private", f"{self.staging}/{fmt.MANIFEST}",
-                         fmt.encode_json(private_manifest), pri_label=True)
+    def _write_spooled(self) -> None:
+        order = list(range(len(self._spooled)))
+        secrets.SystemRandom().shuffle(order)
+        for i in order:
+            zone, path, offset, size, private = self._spooled[i]
+            self._spool.seek(offset)
+            self.store.write(zone, path, self._spool.read(size), pri_label=private)
+        self._spool.close()
+
+    def finish(self, public_manifest: dict, private_manifest: dict, records: bytes,
+               mtime: float) -> None:
+        self._put("public", fmt.MANIFEST, fmt.encode_json(public_manifest), False)
+        self._put("private", fmt.RECORDS, records, True)
+        self._put("private", fmt.MANIFEST, fmt.encode_json(private_manifest), True)
+        self._write_spooled()
+        for path in sorted(p for zone, p, *_ in self._spooled if zone == "public"):
+            self.store.stamp("public", path, mtime)  # sorted by random chunk id: no order
         for zone in ("public", "private"):
             self.store.rename(zone, self.staging, self.version)
         self.store.sync()
@@ -278,20 +301,25 @@ def publish(dataset: Dataset, store: Store, params: PublishParams,
     ``progress(done, total)`` is called after each leaf cluster.
     """
     params.check()
+    if params.k > len(dataset):
+        raise ValueError(f"k={params.k} exceeds the {len(dataset):,} records: nothing could be "
+                         "published")
     started = time.perf_counter()
-    layout = build_layout(
-        dataset.records,
-        LayoutParams(params.k, params.m, params.method, params.cluster_size, params.overlay,
-                     params.aggregate, params.aggregate_volume),
-        lambda clusters: _partitions(clusters, params), progress)
+    # The lock first: a read-only store or a running publish is reported before the work.
     with store.publish_lock():
+        layout = build_layout(
+            dataset.records,
+            LayoutParams(params.k, params.m, params.method, params.cluster_size, params.overlay,
+                         params.aggregate, params.aggregate_volume),
+            lambda clusters: _partitions(clusters, params), progress)
         current = current_version(store)
         _sweep(store, current)
         existing = committed_versions(store)
         version = fmt.version_name(int(existing[-1][1:]) + 1 if existing else 1)
         writer = _VersionWriter(store, version, owner_key(store))
         totals = _write_layout(writer, dataset, layout)
-        created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        now = datetime.now(timezone.utc).replace(microsecond=0)
+        created = now.isoformat(timespec="seconds")
         public_manifest = {
             "format": fmt.FORMAT, "version": version, "created": created,
             "k": params.k, "m": params.m,
@@ -315,7 +343,7 @@ def publish(dataset: Dataset, store: Store, params: PublishParams,
         records_bytes = "".join(
             json.dumps([rid, leaf_of[p]], ensure_ascii=False) + "\n"
             for p, rid in enumerate(dataset.ids)).encode("utf-8")
-        writer.finish(public_manifest, private_manifest, records_bytes)
+        writer.finish(public_manifest, private_manifest, records_bytes, now.timestamp())
         _prune(store, version, params.keep)
     pairs = sum(len(r) for r in dataset.records)
     return PublishReport(
@@ -381,7 +409,7 @@ class Publication:
         data = self.store.read("private", f"{self.version}/{fmt.RECORDS}").decode("utf-8")
         return [json.loads(line) for line in data.splitlines()]
 
-    @property
+    @cached_property
     def record_ids(self) -> list[str]:
         return [rid for rid, _ in self._records]
 
@@ -400,6 +428,17 @@ class Publication:
     def cluster_members(self, unit: int) -> frozenset[int]:
         """Record positions of a leaf cluster."""
         return self._members.get(unit, frozenset())
+
+    def warm(self, positions: bool = True) -> Publication:
+        """Read now what queries would read lazily (the maps, and with ``positions`` every
+        index resolved to record positions), so no query pays for a cold read or is timed by
+        one, and concurrent readers find nothing left to fill in."""
+        for attribute in ("record_ids", "cluster_of", "_members", "locations", "term_units",
+                          "split_terms"):
+            getattr(self, attribute)
+        for chunk in self.chunks:
+            self.term_positions(chunk) if positions else self.record_positions(chunk)
+        return self
 
     def chunk_unit(self, chunk_id: str) -> int:
         return self.chunks[chunk_id].unit

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 
@@ -123,8 +124,11 @@ class _Scanner:
         found = _NUMBER.match(self.text, self.pos)
         if not found:
             return None
+        value = float(found.group())
+        if not math.isfinite(value):
+            raise self.error(f"the number {found.group()} is too large")
         self.pos = found.end()
-        return float(found.group())
+        return value
 
     def count(self) -> CountQuery:
         self.expect("count")
@@ -160,15 +164,6 @@ def parse_count(text: str) -> CountQuery:
     """Parse ``count(t1 & t2 & ...)``."""
     scanner = _Scanner(text)
     query = scanner.count()
-    if not scanner.at_end():
-        raise scanner.error("unexpected text after the query")
-    return query
-
-
-def parse_linear(text: str) -> LinearQuery:
-    """Parse ``w1*count(...) + w2*count(...) - ...`` (a lone count is a linear query too)."""
-    scanner = _Scanner(text)
-    query = scanner.linear()
     if not scanner.at_end():
         raise scanner.error("unexpected text after the query")
     return query

@@ -2,23 +2,44 @@
 
 POST /v1/query  {"query": "2*count(a) - count(b & c)"} or {"batch": ["...", "..."]}
 GET  /v1/budget
+GET  /v1/limits (no token needed: the limits and the response-time schedule are public)
 Authorization: Bearer <token>.  401 unknown or missing token, 403 disabled user, 429 budget
-spent, 400 malformed query; a refused request spends nothing.
+spent, 400 malformed query or a limit exceeded (the body names it), 413 request too large,
+503 no publication yet or the counts failed; a refused request spends nothing.
+
+Analysts hold tokens, never the owner's powers: no route answers exactly, manages roles or
+users, or reads the ledger beyond the caller's own budget.  Every reply to /v1/query leaves at
+a time fixed by the request alone (:mod:`cocktail.dp.deadline`).
 """
 
 from __future__ import annotations
 
-from fastapi import Depends, FastAPI, HTTPException
+import asyncio
+import gc
+import heapq
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+
+from fastapi import Depends, FastAPI
+from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, model_validator
+from starlette.concurrency import run_in_threadpool
 
+from .dp.deadline import Deadlines
 from .dp.ledger import Ledger, LedgerError
-from .dp.session import ask
-from .publication import Publication
-from .querylang import QuerySyntaxError, parse_batch
-from .store import Store
+from .dp.limits import LIMITS, LimitExceeded, Limits
+from .dp.session import ComputeFailed, Source, ask
+from .publication import Publication, current_version
+from .querylang import QuerySyntaxError
+from .runners import counter
+from .store import Store, StoreError
 
 bearer = HTTPBearer(auto_error=False)
+log = logging.getLogger("cocktail.serve")
 
 
 class QueryRequest(BaseModel):
@@ -26,41 +47,196 @@ class QueryRequest(BaseModel):
     batch: list[str] | None = None
 
     @model_validator(mode="after")
-    def one_of(self) -> "QueryRequest":
+    def one_of(self) -> QueryRequest:
         if (self.query is None) == (self.batch is None):
             raise ValueError("send exactly one of 'query' and 'batch'")
         return self
 
+    @property
+    def text(self) -> str:
+        return self.query if self.query is not None else "\n".join(self.batch)
 
-def create_app(store: Store, ledger: Ledger, runner: str = "fast") -> FastAPI:
-    app = FastAPI(title="Cocktail", version="1",
+
+class NoPublication(Exception):
+    pass
+
+
+class CurrentPublication:
+    """The store's current version, opened and warmed once and shared by every request;
+    a watcher opens a new version when CURRENT changes and swaps it in whole."""
+
+    def __init__(self, store: Store, runner: str, interval: float = 1.0) -> None:
+        self._store, self._runner, self._interval = store, runner, interval
+        self._source: Source | None = None
+        self._stop = threading.Event()
+        self.refresh()
+        threading.Thread(target=self._watch, name="publication-watcher", daemon=True).start()
+
+    def refresh(self) -> None:
+        version = current_version(self._store)
+        if version is None or (self._source and self._source.version == version):
+            return
+        started = time.perf_counter()
+        publication = Publication.open(self._store, version).warm(self._runner == "fast")
+        # Millions of warm objects live as long as the version: keep the cyclic collector off
+        # them, or its full passes stall every request for tens of milliseconds (and miss
+        # deadlines).  They are still freed by reference counting when the version goes.
+        gc.collect()
+        gc.freeze()
+        self._source = Source(version, counter(publication, self._runner))  # one atomic swap
+        log.info("serving %s (opened in %.2f s)", version, time.perf_counter() - started)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self.refresh()
+            except (StoreError, OSError, ValueError) as exc:
+                log.warning("cannot open the new version yet: %s", exc)
+
+    def get(self) -> Source:
+        source = self._source
+        if source is None:
+            raise NoPublication("the store holds no publication yet")
+        return source
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+class BodyLimit:
+    """Refuse request bodies over ``limit`` bytes (413) before they are read into memory."""
+
+    def __init__(self, app, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            return await _too_large(send, self.limit)
+        seen = 0
+
+        async def counted():
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise _BodyTooLarge
+            return message
+        try:
+            await self.app(scope, counted, send)
+        except _BodyTooLarge:
+            await _too_large(send, self.limit)
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+async def _too_large(send, limit: int) -> None:
+    response = JSONResponse({"detail": f"the request body is over {limit:,} bytes",
+                             "limit": "body_bytes"}, status_code=413)
+    await response({"type": "http"}, None, send)
+
+
+class Releaser:
+    """Wakes each held reply at its time.  The event loop's timers wake on whole milliseconds
+    counted from when the loop went idle, so the work done before the wait would shift the
+    wake-up by up to 1 ms (a test caught it); one thread sleeps on the OS's precise timer
+    instead and hands each due reply back to the loop."""
+
+    def __init__(self) -> None:
+        self._due: list[tuple[float, int, asyncio.AbstractEventLoop, asyncio.Future]] = []
+        self._changed = threading.Condition()
+        self._count = 0
+        threading.Thread(target=self._run, name="releaser", daemon=True).start()
+
+    def at(self, when: float) -> asyncio.Future:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        with self._changed:
+            self._count += 1
+            heapq.heappush(self._due, (when, self._count, loop, future))
+            self._changed.notify()
+        return future
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._due:
+                    self._changed.wait()
+                delay = self._due[0][0] - time.monotonic()
+                if delay > 0:
+                    self._changed.wait(delay)  # woken early by a sooner reply, or on time
+                    continue
+                _, _, loop, future = heapq.heappop(self._due)
+            loop.call_soon_threadsafe(_release, future)
+
+
+def _release(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
+               limits: Limits = LIMITS) -> FastAPI:
+    pool = ThreadPoolExecutor(4, thread_name_prefix="counts")
+    releaser = Releaser()
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI):
+        yield
+        source.close()
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    app = FastAPI(title="Cocktail", version="1", lifespan=lifespan,
                   description="Differentially private counting, linear and batch linear queries "
                               "over a k^m-anonymous hybrid-cloud publication.")
+    app.add_middleware(BodyLimit, limit=4 * limits.text_bytes)
 
     def token(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> str | None:
         return credentials.credentials if credentials else None
 
-    def fail(exc: Exception) -> HTTPException:
-        status = exc.status if isinstance(exc, LedgerError) else 400
-        return HTTPException(status_code=status, detail=str(exc))
+    def answer(bearer_token: str | None, text: str, arrival: float) -> tuple[int, dict, float]:
+        refusal_at = arrival + deadlines.refusal
+        try:
+            answered = ask(ledger, source.get(), bearer_token, text, limits=limits,
+                           deadlines=deadlines, pool=pool, arrival=arrival)
+            return 200, answered.body, answered.release_at
+        except LimitExceeded as exc:
+            return 400, {"detail": str(exc), "limit": exc.limit}, refusal_at
+        except (LedgerError, QuerySyntaxError) as exc:
+            return getattr(exc, "status", 400), {"detail": str(exc)}, refusal_at
+        except NoPublication as exc:
+            return 503, {"detail": str(exc)}, refusal_at
+        except ComputeFailed as exc:
+            return 503, {"detail": str(exc)}, arrival + deadlines.fresh(1)
+        except Exception:  # a bug: still no early reply, and the owner sees the trace
+            log.exception("internal error answering a query")
+            return 500, {"detail": "internal error (logged for the owner)"}, refusal_at
 
     @app.post("/v1/query")
-    def query(request: QueryRequest, bearer_token: str | None = Depends(token)) -> dict:
-        """Noisy answers with their expected squared errors; charges the caller's budget."""
-        try:
-            text = request.query if request.query is not None else "\n".join(request.batch)
-            ledger.authenticate(bearer_token)  # 401/403 before any parsing or data access
-            workload = parse_batch(text, "query")
-            return ask(ledger, Publication.open(store), bearer_token, workload, runner)
-        except (LedgerError, QuerySyntaxError) as exc:
-            raise fail(exc) from None
+    async def query(request: QueryRequest, bearer_token: str | None = Depends(token)):
+        """Noisy answers with their expected squared errors; charges the caller's budget.
+        The reply leaves at a time fixed by the request alone."""
+        arrival = time.monotonic()
+        status, body, release_at = await run_in_threadpool(answer, bearer_token, request.text,
+                                                           arrival)
+        await releaser.at(release_at)
+        return JSONResponse(body, status_code=status)
 
     @app.get("/v1/budget")
-    def budget(bearer_token: str | None = Depends(token)) -> dict:
+    def budget(bearer_token: str | None = Depends(token)):
         """What the caller has spent and has left, and the dataset-wide budget."""
         try:
             return ledger.budget_status(ledger.authenticate(bearer_token))
         except LedgerError as exc:
-            raise fail(exc) from None
+            return JSONResponse({"detail": str(exc)}, status_code=exc.status)
+
+    @app.get("/v1/limits")
+    def published_limits() -> dict:
+        """The limits every request is checked against, and when replies leave."""
+        return {"limits": limits.as_dict(), "deadlines": deadlines.schedule(limits)}
 
     return app

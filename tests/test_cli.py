@@ -13,9 +13,10 @@ from cocktail.dataset import load
 from cocktail.synthetic import random_conjunctions
 
 from .conftest import dataset_path
+from .served import free_port, serve
 
 COMMANDS = ["generate", "publish", "audit", "query", "plan", "demo", "roles", "users",
-            "budget", "serve"]
+            "budget", "serve", "ledger"]
 
 
 def run(*args):
@@ -83,36 +84,83 @@ def test_clear_errors(tmp_path, monkeypatch, args, message):
     assert message in result.output
 
 
-def test_noisy_queries_charge_reuse_and_run_out(tmp_path):
+def test_analysts_ask_the_service_and_owners_the_store(tmp_path, monkeypatch):
     data, store = tmp_path / "baskets.dat", tmp_path / "store"
     run("generate", data, "--records", 3000, "--seed", 5)
     run("publish", data, "--store", store, "--k", 4, "--m", 2)
     dataset = load(data)
     a, b = sorted(dataset.terms(), key=lambda t: -dataset.count_containing([t]))[:2]
     missing = CliRunner().invoke(main, ["query", f"count({a})", "--store", str(store)])
-    assert missing.exit_code == 2 and "token" in missing.output
+    assert missing.exit_code == 2 and "--url" in missing.output and "--token" in missing.output
     assert run("roles", "add", "analyst", "--alpha", 1, "--budget", 2.5, "--store",
                store).exit_code == 0
     token = json.loads(run("users", "add", "ann", "--role", "analyst", "--store", store,
                            "--json").stdout)["token"]
+    # A token marks an analyst: the owner's exact path refuses it.
+    exact = CliRunner().invoke(main, ["query", "--exact", f"count({a})", "--store", str(store),
+                                      "--token", token])
+    assert exact.exit_code == 2 and "owner command" in exact.output
+    with serve(store) as (url, _):
+        def ask(*args):
+            return CliRunner().invoke(main, ["query", *map(str, args), "--url", url, "--token",
+                                             token, "--json"])
 
-    def ask(*args):
-        return run("query", *args, "--token", token, "--store", store, "--json")
-
-    first = json.loads(ask(f"count({a})").stdout)
-    error = first["expected_rms_error"][0]
-    assert first["charged"] == 1 and not first["reused"]
-    assert abs(first["answers"][0] - dataset.count_containing([a])) < 25 * error
-    again = json.loads(ask(f"count({a})").stdout)
-    assert again["reused"] and again["answers"] == first["answers"]
-    batch = tmp_path / "batch.txt"
-    batch.write_text(f"count({a})\ncount({a} & {b})\n")
-    assert json.loads(ask("--batch", batch).stdout)["budget"]["remaining"] == 0.5
-    refused = CliRunner().invoke(main, ["query", f"count({b})", "--token", token,
-                                        "--store", str(store)])
-    assert refused.exit_code == 2 and "budget" in refused.output
+        first = json.loads(ask(f"count({a})").stdout)
+        error = first["expected_rms_error"][0]
+        assert first["charged"] == 1 and not first["reused"]
+        assert abs(first["answers"][0] - dataset.count_containing([a])) < 25 * error
+        again = json.loads(ask(f"count({a})").stdout)
+        assert again["reused"] and again["answers"] == first["answers"]
+        batch = tmp_path / "batch.txt"
+        batch.write_text(f"count({a})\ncount({a} & {b})\n")
+        assert json.loads(ask("--batch", batch).stdout)["budget"]["remaining"] == 0.5
+        refused = ask(f"count({b})")
+        assert refused.exit_code == 4 and json.loads(refused.stdout)["code"] == 429
+        assert "budget" in json.loads(refused.stdout)["error"]
+        malformed = ask("count(a &")
+        assert malformed.exit_code == 2 and "expected a term" in malformed.stdout
+        wrong = CliRunner().invoke(main, ["query", "count(a)", "--url", url, "--token", "nope"])
+        assert wrong.exit_code == 3 and "unknown token" in wrong.output
+        monkeypatch.setenv("COCKTAIL_URL", url)
+        monkeypatch.setenv("COCKTAIL_TOKEN", token)
+        human = CliRunner().invoke(main, ["query", f"count({a})"])
+        assert human.exit_code == 0 and "reused, no charge" in human.output
+    unreachable = CliRunner().invoke(main, ["query", "count(a)", "--url",
+                                            f"http://127.0.0.1:{free_port()}"])
+    assert unreachable.exit_code == 1 and "cannot reach" in unreachable.output
     users = json.loads(run("users", "list", "--store", store, "--json").stdout)["users"]
     assert [u["spent"] for u in users] == [2]
+
+
+OWNER_COMMANDS = [["publish"], ["plan"], ["serve"], ["roles"], ["roles", "add"], ["users"],
+                  ["users", "add"], ["users", "disable"], ["budget"], ["ledger", "path"]]
+
+
+@pytest.mark.parametrize("command", OWNER_COMMANDS)
+def test_owner_commands_say_so(command):
+    assert "owner command" in " ".join(run(*command, "--help").output.split()).lower()
+
+
+def test_the_caller_cannot_choose_the_ledger(tmp_path, monkeypatch):
+    """The ledger is where the store's private zone says: neither an option nor an environment
+    variable can point a command at a ledger where the caller makes their own role."""
+    data, store = tmp_path / "baskets.dat", tmp_path / "store"
+    run("generate", data, "--records", 500, "--seed", 2)
+    run("publish", data, "--store", store, "--k", 3, "--m", 2)
+    forged = tmp_path / "forged.sqlite"
+    monkeypatch.setenv("COCKTAIL_LEDGER", str(forged))
+    assert CliRunner().invoke(main, ["roles", "add", "boss", "--alpha", 1000, "--budget", 1e12,
+                                     "--store", str(store), "--ledger", str(forged)]).exit_code == 2
+    assert run("roles", "add", "boss", "--alpha", 1, "--budget", 1, "--store", store).exit_code == 0
+    assert not forged.exists()
+    assert json.loads(run("ledger", "path", "--store", store, "--json").stdout)["ledger"] == \
+        str(store / "private" / "ledger.sqlite")
+    moved = tmp_path / "elsewhere" / "ledger.sqlite"
+    run("ledger", "path", moved, "--store", store)
+    run("roles", "add", "analyst", "--alpha", 1, "--budget", 1, "--store", store)
+    assert [r["name"] for r in json.loads(run("roles", "list", "--store", store,
+                                               "--json").stdout)["roles"]] == ["analyst"]
+    assert moved.exists()
 
 
 def test_bad_input_line_is_named_and_can_be_skipped(tmp_path):
@@ -121,7 +169,7 @@ def test_bad_input_line_is_named_and_can_be_skipped(tmp_path):
                     '{"id": 3, "terms": ["a"]}\n')
     result = CliRunner().invoke(main, ["publish", str(data), "--store", str(tmp_path / "s")])
     assert result.exit_code == 2 and "bad.jsonl:2" in result.output
-    result = run("publish", data, "--store", tmp_path / "s", "--skip-bad-lines", "--k", 1,
+    result = run("publish", data, "--store", tmp_path / "s", "--skip-bad-lines", "--k", 2,
                  "--json")
     assert result.exit_code == 0
     assert json.loads(result.stdout)["skipped_lines"] == 1

@@ -15,6 +15,7 @@ from cocktail.dp.strategies import Choice, cell_candidates, choose, noq, noT
 from cocktail.dp.workload import Matrices
 from cocktail.publication import Publication, PublishParams, publish
 from cocktail.querylang import parse_batch
+from cocktail.runners import counter
 from cocktail.store import LocalStore
 
 PAPER = "2*count(T1) + count(T2) + count(T3); count(T1) + 2*count(T3); " \
@@ -49,7 +50,7 @@ def random_workload(seed: int, terms: int = 5, queries: int = 4):
 def test_sensitivity_equals_brute_force(seed):
     workload = random_workload(seed)
     m = Matrices(workload)
-    value = satisfiable_sensitivity(m.W, m.masks, len(m.terms))
+    value = satisfiable_sensitivity(m.W, m)
     assert value.exact and value.value == pytest.approx(brute_sensitivity(workload))
     assert noq(m).sensitivity == pytest.approx(brute_sensitivity(workload))
 
@@ -118,13 +119,14 @@ def test_prepared_exact_values_come_from_the_publication(tmp_path):
     publish(dataset, store, PublishParams(k=3, m=2, cluster_size=200))
     publication = Publication.open(store)
     workload = parse_batch("count(a) + count(b & c); 2*count(d) - count(zz)")
-    prepared = prepare(workload, publication)
+    prepared = prepare(workload)
+    exact = prepared.exact(counter(publication))
     m = Matrices(workload)
     truth = [dataset.count_containing("a") + dataset.count_containing("bc"),
              2 * dataset.count_containing("d")]
     strategy = prepared.choice.optimized
-    reconstructed = (m.W_cells if strategy.space == "cells" else m.W) @ prepared.exact
+    reconstructed = (m.W_cells if strategy.space == "cells" else m.W) @ exact
     assert list(reconstructed) == pytest.approx(truth)
-    noisy = prepared.noisy(1.0)
+    noisy = prepared.noisy(exact, 1.0)
     assert len(noisy.answers) == 2 and noisy.strategy == strategy.name
     assert isinstance(prepared, Prepared) and isinstance(prepared.choice, Choice)

@@ -27,6 +27,7 @@ from cocktail.synthetic import random_conjunctions
 
 from .conftest import dataset_path
 from .hadoop_cluster import HDFS_EXT, TARGET, build, start, succeeded_label_expressions
+from .metadata import assert_no_grouping
 
 pytestmark = pytest.mark.xdist_group("hadoop")
 PARAMS = PublishParams(k=5, m=3, workers=1)
@@ -197,3 +198,17 @@ def test_placement_audit_fails_without_shim_and_policy(bare_cluster, sample):
     else:
         assert result.exit_code == 1 and outside > 0
         assert {v["kind"] for v in report["violations"]} == {"placement"}
+
+
+def test_file_ids_and_times_on_hdfs_reveal_no_clusters(published):
+    """HDFS numbers files (and blocks) in creation order: sorted by file id, the public chunks
+    must not come out grouped by cluster, and they share one modification time."""
+    store, _ = published
+    publication = Publication.open(store)
+    client, folder = store._full("public", f"{publication.version}/{fmt.CHUNK_DIR}")
+    listed = client.list(folder, status=True)
+    assert len({status["modificationTime"] for _, status in listed}) == 1
+    by_id = sorted(listed, key=lambda entry: entry[1]["fileId"])
+    clusters = [publication.chunk_unit(name.removesuffix(".tsv")) for name, _ in by_id]
+    assert len(set(clusters)) >= 3
+    assert_no_grouping({"fileId": clusters})

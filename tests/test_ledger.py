@@ -1,40 +1,55 @@
-"""Budgets: charged before release, reused answers free, durable, and safe under concurrency."""
+"""Budgets: charged before any work, reused answers free, durable, and safe under concurrency."""
 
 from __future__ import annotations
 
 import json
 import multiprocessing
+import sqlite3
+import stat
 
 import pytest
 
 from cocktail.dp.ledger import BudgetExhausted, Forbidden, Ledger, LedgerError, Unauthorized
 
 
-def release_counter(calls: list):
-    def release(alpha: float) -> dict:
-        calls.append(alpha)
-        return {"answers": [len(calls) + 0.5]}
-    return release
+def ask(ledger: Ledger, user, version: str, workload: str, value: float = 1.5) -> dict:
+    """Reserve, then fulfil with ``value`` unless the role has an answer already."""
+    ticket = ledger.reserve(user, version, workload)
+    if ticket.state == "answered":
+        return ledger.result(ticket)
+    assert ticket.state == "reserved"
+    return ledger.fulfil(ticket, {"answers": [value]})
 
 
 def test_charges_reuse_and_limits(tmp_path):
     ledger = Ledger(tmp_path / "ledger.sqlite")
     ledger.add_role("analyst", alpha=0.5, budget=1.0)
     alice = ledger.authenticate(ledger.add_user("alice", "analyst"))
-    calls: list = []
-    first = ledger.answer(alice, "v1", "count(a)", release_counter(calls))
+    first = ask(ledger, alice, "v1", "count(a)", 7.25)
     assert first["charged"] == 0.5 and not first["reused"] and first["budget"]["remaining"] == 0.5
-    again = ledger.answer(alice, "v1", "count(a)", release_counter(calls))
-    assert again["reused"] and again["charged"] == 0 and again["answers"] == first["answers"]
+    again = ask(ledger, alice, "v1", "count(a)", 99.0)
+    assert again["reused"] and again["charged"] == 0 and again["answers"] == [7.25]
     # Another user of the same role gets the same noisy answer, free: no averaging it away.
     bob = ledger.authenticate(ledger.add_user("bob", "analyst"))
-    assert ledger.answer(bob, "v1", "count(a)", release_counter(calls))["reused"]
-    ledger.answer(alice, "v1", "count(b)", release_counter(calls))
+    assert ask(ledger, bob, "v1", "count(a)")["answers"] == [7.25]
+    ask(ledger, alice, "v1", "count(b)")
     with pytest.raises(BudgetExhausted, match="0 of 1 left"):
-        ledger.answer(alice, "v1", "count(c)", release_counter(calls))
-    assert calls == [0.5, 0.5]  # nothing released for the refused query
+        ledger.reserve(alice, "v1", "count(c)")
+    assert ledger.budget_status(alice)["spent"] == 1.0  # the refusal charged nothing
     # A new publication version is new data: the same text costs again.
-    assert ledger.answer(bob, "v2", "count(a)", release_counter(calls))["charged"] == 0.5
+    assert ask(ledger, bob, "v2", "count(a)")["charged"] == 0.5
+
+
+def test_budget_arithmetic_has_no_float_dust(tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.add_role("analyst", alpha=0.1, budget=1.0)
+    user = ledger.authenticate(ledger.add_user("ann", "analyst"))
+    for n in range(10):  # 0.1 added ten times is 0.9999999999999999 in floats
+        ask(ledger, user, "v1", f"count(t{n})")
+    status = ledger.budget_status(user)
+    assert status["spent"] == 1.0 and status["remaining"] == 0.0
+    with pytest.raises(BudgetExhausted, match="has 0 of 1 left"):
+        ledger.reserve(user, "v1", "count(t10)")
 
 
 def test_dataset_budget_caps_everyone(tmp_path):
@@ -42,13 +57,46 @@ def test_dataset_budget_caps_everyone(tmp_path):
     ledger.add_role("analyst", alpha=1.0, budget=10.0)
     ledger.set_dataset_budget(2.0)
     users = [ledger.authenticate(ledger.add_user(f"u{i}", "analyst")) for i in range(3)]
-    ledger.answer(users[0], "v1", "count(a)", release_counter([]))
-    ledger.answer(users[1], "v1", "count(b)", release_counter([]))
+    ask(ledger, users[0], "v1", "count(a)")
+    ask(ledger, users[1], "v1", "count(b)")
     with pytest.raises(BudgetExhausted, match="dataset-wide"):
-        ledger.answer(users[2], "v1", "count(c)", release_counter([]))
+        ledger.reserve(users[2], "v1", "count(c)")
+    assert ledger.budget_status()["dataset_spent"] == 2.0
 
 
-def test_tokens_and_disabled_users(tmp_path):
+def test_a_pending_answer_is_shared_and_an_abandoned_one_taken_over_without_a_new_charge(
+        tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.add_role("analyst", alpha=0.25, budget=1.0)
+    alice = ledger.authenticate(ledger.add_user("alice", "analyst"))
+    bob = ledger.authenticate(ledger.add_user("bob", "analyst"))
+    first = ledger.reserve(alice, "v1", "count(a)")
+    assert first.state == "reserved" and first.charged == 0.25
+    waiting = ledger.reserve(bob, "v1", "count(a)")
+    assert waiting.state == "pending" and waiting.charged == 0
+    assert ledger.wait(waiting, until=0.0) is None  # not stored yet
+    ledger.abandon(first)  # the counts failed: nothing was released
+    retry = ledger.reserve(bob, "v1", "count(a)")
+    assert retry.state == "reserved" and retry.charged == 0
+    stored = ledger.fulfil(retry, {"answers": [3.0]})
+    late = ledger.fulfil(first, {"answers": [4.0]})  # first writer wins
+    assert stored["answers"] == late["answers"] == [3.0]
+    assert ledger.wait(waiting, until=None)["answers"] == [3.0]
+    assert ledger.budget_status(alice)["spent"] == 0.25 and ledger.budget_status(bob)["spent"] == 0
+
+
+def test_a_stale_reservation_is_taken_over(tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.add_role("analyst", alpha=0.5, budget=1.0)
+    user = ledger.authenticate(ledger.add_user("alice", "analyst"))
+    ledger.reserve(user, "v1", "count(a)")  # the process then dies
+    assert ledger.reserve(user, "v1", "count(a)").state == "pending"
+    taken = ledger.reserve(user, "v1", "count(a)", stale_after=0.0)
+    assert taken.state == "reserved" and taken.charged == 0
+    assert ledger.budget_status(user)["spent"] == 0.5
+
+
+def test_tokens_names_and_disabled_users(tmp_path):
     ledger = Ledger(tmp_path / "ledger.sqlite")
     ledger.add_role("analyst", alpha=0.1, budget=1.0)
     token = ledger.add_user("alice", "analyst")
@@ -61,7 +109,30 @@ def test_tokens_and_disabled_users(tmp_path):
         ledger.authenticate(token)
     with pytest.raises(LedgerError, match="no role"):
         ledger.add_user("bob", "nobody")
+    for bad in ("eve\nroot", "\x1b[31mred", "", "a" * 65, "[bold]x", " lead"):
+        with pytest.raises(LedgerError, match="name is 1-64"):
+            ledger.add_user(bad, "analyst")
+        with pytest.raises(LedgerError, match="name is 1-64"):
+            ledger.add_role(bad, alpha=1, budget=1)
+    with pytest.raises(LedgerError, match="finite"):
+        ledger.add_role("huge", alpha=float("inf"), budget=1)
     assert token not in (tmp_path / "ledger.sqlite").read_bytes().decode("latin-1")
+
+
+def test_the_ledger_is_owner_only_and_stores_a_workload_once(tmp_path):
+    path = tmp_path / "ledger.sqlite"
+    ledger = Ledger(path)
+    ledger.add_role("analyst", alpha=0.1, budget=1.0)
+    user = ledger.authenticate(ledger.add_user("alice", "analyst"))
+    big = "count(" + "x" * 5000 + ")"
+    ask(ledger, user, "v1", big)
+    for name in ("ledger.sqlite", "ledger.sqlite-wal", "ledger.sqlite-shm"):
+        if (tmp_path / name).exists():
+            assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600, name
+    with sqlite3.connect(path) as db:
+        charges = db.execute("SELECT * FROM charges").fetchall()
+        assert all("x" * 100 not in str(row) for row in charges)  # a hash, not the text
+        assert db.execute("SELECT COUNT(*) FROM answers").fetchone()[0] == 1
 
 
 def test_restart_forgets_nothing(tmp_path):
@@ -69,18 +140,55 @@ def test_restart_forgets_nothing(tmp_path):
     ledger = Ledger(path)
     ledger.add_role("analyst", alpha=0.25, budget=1.0)
     user = ledger.authenticate(ledger.add_user("alice", "analyst"))
-    ledger.answer(user, "v1", "count(a)", release_counter([]))
+    ask(ledger, user, "v1", "count(a)")
     reopened = Ledger(path)
     assert reopened.budget_status(user)["spent"] == 0.25
-    assert reopened.answer(user, "v1", "count(a)", release_counter([]))["reused"]
+    assert reopened.reserve(user, "v1", "count(a)").state == "answered"
+
+
+V1 = """
+CREATE TABLE roles (name TEXT PRIMARY KEY, alpha REAL NOT NULL CHECK (alpha > 0),
+                    budget REAL NOT NULL CHECK (budget >= 0));
+CREATE TABLE users (name TEXT PRIMARY KEY, role TEXT NOT NULL REFERENCES roles(name),
+                    token_hash TEXT NOT NULL UNIQUE, active INTEGER NOT NULL DEFAULT 1);
+CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE charges (id INTEGER PRIMARY KEY, user TEXT NOT NULL, role TEXT NOT NULL,
+                      version TEXT NOT NULL, workload TEXT NOT NULL, alpha REAL NOT NULL,
+                      at REAL NOT NULL);
+CREATE TABLE answers (role TEXT NOT NULL, version TEXT NOT NULL, workload TEXT NOT NULL,
+                      answer TEXT NOT NULL, PRIMARY KEY (role, version, workload));
+INSERT INTO roles VALUES ('analyst', 0.25, 1.0);
+INSERT INTO users VALUES ('alice', 'analyst',
+    '2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae', 1);
+INSERT INTO charges VALUES (1, 'alice', 'analyst', 'v000001', 'count(a)', 0.25, 0);
+INSERT INTO charges VALUES (2, 'alice', 'analyst', 'v000001', 'count(b)', 0.25, 0);
+INSERT INTO answers VALUES ('analyst', 'v000001', 'count(a)', '{"answers": [12.5]}');
+INSERT INTO answers VALUES ('analyst', 'v000001', 'count(b)', '{"answers": [3.5]}');
+"""
+
+
+def test_a_version_1_ledger_is_migrated_with_nothing_lost(tmp_path):
+    path = tmp_path / "ledger.sqlite"
+    with sqlite3.connect(path) as db:
+        db.executescript(V1)  # the token of that hash is "foo"
+    ledger = Ledger(path)
+    alice = ledger.authenticate("foo")
+    assert ledger.budget_status(alice)["spent"] == 0.5
+    assert ledger.budget_status()["dataset_spent"] == 0.5
+    reused = ledger.reserve(alice, "v000001", "count(a)")
+    assert reused.state == "answered" and reused.answer == {"answers": [12.5]}
+    ask(ledger, alice, "v000001", "count(c)")
+    ask(ledger, alice, "v000001", "count(d)")
+    with pytest.raises(BudgetExhausted):
+        ledger.reserve(alice, "v000001", "count(e)")
+    assert Ledger(path).budget_status(alice)["spent"] == 1.0  # reopening migrates nothing again
 
 
 def _ask(args):
     path, token, number = args
     ledger = Ledger(path)
     try:
-        ledger.answer(ledger.authenticate(token), "v1", f"count(t{number})",
-                      lambda alpha: {"answers": [float(number)]})
+        ask(ledger, ledger.authenticate(token), "v1", f"count(t{number})", float(number))
         return "answered"
     except BudgetExhausted:
         return "refused"
@@ -96,4 +204,4 @@ def test_parallel_queries_never_overspend(tmp_path):
         outcomes = pool.map(_ask, [(str(path), token, n) for n in range(24)])
     assert outcomes.count("answered") == 7 and outcomes.count("refused") == 17
     assert Ledger(path).budget_status(ledger.authenticate(token))["spent"] == pytest.approx(0.7)
-    assert len(json.dumps(Ledger(path).users())) > 0
+    assert json.loads(json.dumps(Ledger(path).users()))[0]["spent"] == pytest.approx(0.7)

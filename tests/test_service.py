@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
-import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -16,16 +13,12 @@ import pytest
 
 from cocktail.dataset import load
 from cocktail.dp.ledger import Ledger
+from cocktail.private_config import ledger_location
 from cocktail.publication import PublishParams, publish
 from cocktail.store import LocalStore
 
 from .conftest import dataset_path
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from .served import auth, free_port, serve
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +27,8 @@ def server(tmp_path_factory):
     dataset = load(dataset_path("bms-webview-1.dat")).head(6000)
     store = LocalStore(root / "store")
     publish(dataset, store, PublishParams(k=5, m=3))
-    ledger = Ledger(root / "ledger.sqlite")
+    ledger_path = ledger_location(store)
+    ledger = Ledger(ledger_path)
     ledger.add_role("analyst", alpha=0.1, budget=0.5)
     ledger.add_role("crowd", alpha=0.1, budget=100)
     ledger.set_dataset_budget(50)
@@ -42,34 +36,14 @@ def server(tmp_path_factory):
               "mallory": ledger.add_user("mallory", "analyst"),
               "crowd": ledger.add_user("crowd", "crowd")}
     ledger.set_active("mallory", False)
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "cocktail.cli", "serve", "--store", str(root / "store"),
-         "--ledger", str(root / "ledger.sqlite"), "--port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            httpx.get(url + "/openapi.json", timeout=1)
-            break
-        except httpx.TransportError:
-            assert process.poll() is None, process.stdout.read().decode()
-            assert time.monotonic() < deadline, "server did not start"
-            time.sleep(0.2)
-    yield url, tokens, dataset, root / "ledger.sqlite"
-    process.terminate()
-    process.wait(10)
-
-
-def auth(token):
-    return {"Authorization": f"Bearer {token}"}
+    with serve(root / "store") as (url, _):
+        yield url, tokens, dataset, ledger_path
 
 
 def test_openapi_describes_the_api(server):
     url, *_ = server
     spec = httpx.get(url + "/openapi.json").json()
-    assert {"/v1/query", "/v1/budget"} <= set(spec["paths"])
+    assert {"/v1/query", "/v1/budget", "/v1/limits"} <= set(spec["paths"])
     assert httpx.get(url + "/docs").status_code == 200
 
 
@@ -91,6 +65,20 @@ def test_answers_and_errors(server):
                       headers=auth(tokens["mallory"])).status_code == 403
     bad = httpx.post(url + "/v1/query", json={"query": "count(a &"}, headers=auth(tokens["alice"]))
     assert bad.status_code == 400 and "expected a term" in bad.json()["detail"]
+    for text, limit in (("count(" + " & ".join(f"t{i}" for i in range(33)) + ")", "terms"),
+                        ("2000000*count(a)", "weight"), ("count(" + "x" * 300 + ")", "term_bytes"),
+                        ("count(a)\n" * 65, "queries")):
+        over = httpx.post(url + "/v1/query", json={"query": text}, headers=auth(tokens["alice"]))
+        assert over.status_code == 400 and over.json()["limit"] == limit, over.text
+    inf = httpx.post(url + "/v1/query", json={"query": "1e400*count(a) - 1e400*count(a)"},
+                     headers=auth(tokens["alice"]))
+    assert inf.status_code == 400 and "too large" in inf.json()["detail"]
+    huge = httpx.post(url + "/v1/query", content=b'{"query": "' + b"x" * 300_000 + b'"}',
+                      headers=auth(tokens["alice"]) | {"Content-Type": "application/json"})
+    assert huge.status_code == 413 and huge.json()["limit"] == "body_bytes"
+    surrogate = httpx.post(url + "/v1/query", content=b'{"query": "count(\\ud800)"}',
+                           headers=auth(tokens["alice"]) | {"Content-Type": "application/json"})
+    assert surrogate.status_code == 400 and "surrogate" in surrogate.json()["detail"]
     batch = httpx.post(url + "/v1/query", headers=auth(tokens["alice"]),
                        json={"batch": ["count(no-such-term)", f"2*count({top}) - count(x)"]})
     assert batch.status_code == 200 and len(batch.json()["answers"]) == 2
@@ -110,6 +98,14 @@ def test_parallel_requests_exactly_fill_the_budget(server):
     with ThreadPoolExecutor(12) as pool:
         codes = list(pool.map(ask, range(20)))
     assert codes.count(200) == 6 and codes.count(429) == 14
+
+
+def test_limits_and_response_times_are_published(server):
+    url, *_ = server
+    published = httpx.get(url + "/v1/limits").json()
+    assert published["limits"]["terms"] == 32 and published["limits"]["weight"] == 1e6
+    assert published["deadlines"]["refusal_or_reuse_ms"] == 30
+    assert published["deadlines"]["fresh_ms"]["1"] == 31 and published["deadlines"]["fresh_ms"]["256"] == 286
 
 
 WRAPPER = Path(__file__).resolve().parents[1] / "scripts" / "cocktail-query"

@@ -225,7 +225,7 @@ def wait_report(testbed: Rehearsal, which: str, expected: str, timeout: float = 
 
 
 def analyst_token(testbed: Rehearsal) -> str:
-    ledger = '--store "$COCKTAIL_STORE" --ledger "$COCKTAIL_DATA/ledger.sqlite"'
+    ledger = '--store "$COCKTAIL_STORE"'
     testbed.on(NAMENODE, f"cocktail roles add analyst --alpha 1 --budget 10 {ledger}")
     return testbed.json_on(NAMENODE, f"cocktail users add ann --role analyst {ledger} --json")[
         "token"]

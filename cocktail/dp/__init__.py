@@ -3,5 +3,8 @@
 ``workload`` turns a batch into matrices over the presence-pattern cells of its terms,
 ``sensitivity`` computes the L1 sensitivity honestly for set-valued data, ``strategies`` holds
 NOQ, NOT and the cell-histogram matrix mechanism with their expected errors, ``noise`` draws
-Laplace noise with OpenDP, and ``ledger`` keeps roles, users and budgets in SQLite.
+Laplace noise with OpenDP, ``ledger`` keeps roles, users and budgets in SQLite, ``limits`` are
+the published bounds of one request, ``deadline`` fixes when a reply leaves, and ``session``
+runs one request in the order that keeps refusals free.  Nothing here knows how counts are
+computed: the caller passes a count function.
 """

@@ -1,24 +1,26 @@
-"""Exact inputs for a workload, computed in the private cloud, and the noisy release.
+"""A workload's strategy (data independent) and its noisy release (from exact private inputs).
 
 The strategies need either the counting-query answers c or the cell histogram h of the workload
 terms.  h comes from the conjunctive counts of every subset of the terms by Möbius inversion
-(records holding exactly pattern P = sum over T ⊇ P of (-1)^|T-P| count(T)).  All counts run as
-one batch of map tasks.
+(records holding exactly pattern P = sum over T ⊇ P of (-1)^|T-P| count(T)).  All counts come
+from one call of a :data:`Counts` function, which the caller wires to the query engine: this
+package never sees a publication or a runner.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..publication import Publication
 from ..querylang import CountQuery, Workload
-from ..runners import exact_counts
 from .noise import laplace
 from .strategies import Choice, Strategy, choose
 from .workload import Matrices
+
+# Exact answers to conjunctive counts, one per query; ``CountQuery(())`` counts every record.
+Counts = Callable[[Sequence[CountQuery]], list[int]]
 
 
 @dataclass(frozen=True)
@@ -53,40 +55,55 @@ def cell_histogram(counts_of_subsets: np.ndarray) -> np.ndarray:
     return h
 
 
-def exact_vector(strategy: Strategy, m: Matrices, publication: Publication,
-                 runner: str = "fast") -> np.ndarray:
+def exact_queries(strategy: Strategy, m: Matrices) -> list[CountQuery]:
+    """The conjunctive counts a strategy's exact vector is made of."""
     if strategy.space == "counts":
-        return np.array(exact_counts(publication, list(m.workload.counts), runner), dtype=float)
+        return list(m.workload.counts)
     terms = m.terms
-    subsets = [CountQuery(tuple(t for i, t in enumerate(terms) if mask >> i & 1))
-               for mask in range(1, 1 << len(terms))]
-    counts = [len(publication.record_ids), *exact_counts(publication, subsets, runner)]
-    return cell_histogram(np.array(counts))
+    return [CountQuery(tuple(t for i, t in enumerate(terms) if mask >> i & 1))
+            for mask in range(1 << len(terms))]
+
+
+def exact_vector(strategy: Strategy, m: Matrices, counts: Counts) -> np.ndarray:
+    values = np.array(counts(exact_queries(strategy, m)), dtype=float)
+    return values if strategy.space == "counts" else cell_histogram(values)
 
 
 @dataclass(frozen=True)
 class Prepared:
-    """Everything but the noise: computed first, released only once the budget is charged."""
+    """A workload with its strategy: everything but the data, so it is free to compute before
+    the budget is charged; the exact vector is computed only after."""
 
     workload: Workload
+    matrices: Matrices
     choice: Choice
-    exact: np.ndarray
 
-    def noisy(self, alpha: float,
+    @property
+    def evaluations(self) -> int:
+        """How many conjunctive counts the exact vector takes (it sets the response time)."""
+        return len(exact_queries(self.choice.optimized, self.matrices))
+
+    def exact(self, counts: Counts) -> np.ndarray:
+        return exact_vector(self.choice.optimized, self.matrices, counts)
+
+    def noisy(self, exact: np.ndarray, alpha: float,
               noise: Callable[[list[float], float], list[float]] = laplace) -> NoisyAnswer:
         if alpha <= 0:
             raise ValueError(f"alpha must be positive, got {alpha}")
         strategy = self.choice.optimized
-        answers = strategy.answer(self.exact, alpha, noise)
+        answers = strategy.answer(exact, alpha, noise)
         return NoisyAnswer(str(self.workload), [float(a) for a in answers],
                            [float(v) for v in strategy.variances(alpha)], alpha, strategy.name,
                            self.choice.report(alpha), strategy.sensitivity,
                            strategy.sensitivity_exact)
 
+    def default(self, alpha: float) -> NoisyAnswer:
+        """The release when the exact vector is not ready by the deadline: the same mechanism
+        over an all-zero vector (Fuzz's default value), indistinguishable in form."""
+        return self.noisy(np.zeros(self.choice.optimized.A.shape[1]), alpha)
 
-def prepare(workload: Workload, publication: Publication, runner: str = "fast") -> Prepared:
-    """Choose the strategy (data independent) and compute its exact input (private)."""
+
+def prepare(workload: Workload) -> Prepared:
+    """Choose the strategy: data independent, so it costs no privacy."""
     matrices = Matrices(workload)
-    choice = choose(matrices)
-    return Prepared(workload, choice,
-                    exact_vector(choice.optimized, matrices, publication, runner))
+    return Prepared(workload, matrices, choose(matrices))

@@ -4,37 +4,68 @@
   users together, so colluding users cannot average noise away beyond it.
 * The same workload asked again by anyone of the same role, on the same publication version,
   gets the earlier noisy answer back at no cost (fresh noise would let them average it away).
-* Charging and answering happen in one write transaction (``BEGIN IMMEDIATE``): the budget is
-  checked and charged, and the answer stored, before anything is released; two concurrent
-  queries cannot both pass a check that only one of them fits, and a restart forgets nothing.
-* Tokens are random (``secrets``), shown once, and stored only as SHA-256 hashes.
+* A fresh answer is *reserved* before anything is computed: one write transaction
+  (``BEGIN IMMEDIATE``) checks and charges the budget and records the pending answer, so a
+  refused request costs the server no work, two concurrent queries cannot both pass a check
+  that only one of them fits, and a restart forgets nothing.  The answer is stored before it is
+  released (:meth:`Ledger.fulfil`, first writer wins), so everyone who asks gets the same one.
+  A reservation whose process died is taken over, without a second charge, once it is stale.
+* Tokens are random (``secrets``), shown once, and stored only as SHA-256 hashes; a workload is
+  stored once (in its answer), charges name it by hash.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 import secrets
 import sqlite3
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+SCHEMA_VERSION = 2
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS roles (name TEXT PRIMARY KEY, alpha REAL NOT NULL CHECK (alpha > 0),
                                   budget REAL NOT NULL CHECK (budget >= 0));
 CREATE TABLE IF NOT EXISTS users (name TEXT PRIMARY KEY, role TEXT NOT NULL REFERENCES roles(name),
-                                  token_hash TEXT NOT NULL UNIQUE, active INTEGER NOT NULL DEFAULT 1);
+                                  token_hash TEXT NOT NULL UNIQUE, active INTEGER NOT NULL DEFAULT 1,
+                                  spent REAL NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS charges (id INTEGER PRIMARY KEY, user TEXT NOT NULL, role TEXT NOT NULL,
-                                    version TEXT NOT NULL, workload TEXT NOT NULL,
+                                    version TEXT NOT NULL, workload_sha256 TEXT NOT NULL,
                                     alpha REAL NOT NULL, at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS answers (role TEXT NOT NULL, version TEXT NOT NULL,
-                                    workload TEXT NOT NULL, answer TEXT NOT NULL,
-                                    PRIMARY KEY (role, version, workload));
+                                    workload_sha256 TEXT NOT NULL, answer TEXT,
+                                    reserved_at REAL NOT NULL,
+                                    PRIMARY KEY (role, version, workload_sha256));
 """
+# Version 1 kept the workload text in every charge and answer and summed charges for budgets.
+MIGRATE_FROM_1 = """
+ALTER TABLE users ADD COLUMN spent REAL NOT NULL DEFAULT 0;
+UPDATE users SET spent = (SELECT COALESCE(SUM(alpha), 0) FROM charges WHERE user = users.name);
+INSERT OR REPLACE INTO settings SELECT 'dataset_spent', COALESCE(SUM(alpha), 0) FROM charges;
+CREATE TABLE charges_2 (id INTEGER PRIMARY KEY, user TEXT NOT NULL, role TEXT NOT NULL,
+                        version TEXT NOT NULL, workload_sha256 TEXT NOT NULL,
+                        alpha REAL NOT NULL, at REAL NOT NULL);
+INSERT INTO charges_2 SELECT id, user, role, version, sha256(workload), alpha, at FROM charges;
+DROP TABLE charges;
+ALTER TABLE charges_2 RENAME TO charges;
+CREATE TABLE answers_2 (role TEXT NOT NULL, version TEXT NOT NULL, workload_sha256 TEXT NOT NULL,
+                        answer TEXT, reserved_at REAL NOT NULL,
+                        PRIMARY KEY (role, version, workload_sha256));
+INSERT INTO answers_2 SELECT role, version, sha256(workload), answer, 0 FROM answers;
+DROP TABLE answers;
+ALTER TABLE answers_2 RENAME TO answers;
+"""
+STALE_SECONDS = 600.0  # a reservation this old belongs to a process that died
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
+_POLL = 0.005
 
 
 class LedgerError(Exception):
@@ -63,31 +94,69 @@ class User:
     budget: float
 
 
-def _hash(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
+@dataclass(frozen=True)
+class Ticket:
+    """What :meth:`Ledger.reserve` found or made for one workload."""
+
+    user: User
+    version: str
+    key: str                    # SHA-256 of the workload's canonical text
+    state: str                  # "answered", "pending" (someone else computes it), "reserved"
+    charged: float = 0.0
+    answer: dict | None = None  # when answered
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _exact(value: float) -> float:
+    """Budget arithmetic without float dust: 10 × 0.1 spends exactly 1."""
+    return round(value, 12)
+
+
+def check_name(kind: str, name: str) -> str:
+    if not NAME.fullmatch(name):
+        raise LedgerError(f"a {kind} name is 1-64 letters, digits or '_.@-', starting with a "
+                          f"letter or digit; got {name!r}")
+    return name
+
+
+def _private_file(path: Path) -> None:
+    """Create the ledger owner-readable only; SQLite gives its -wal and -shm files the same."""
+    os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
+    os.chmod(path, 0o600)
 
 
 class Ledger:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as db:
-            db.executescript(SCHEMA)
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _private_file(self.path)
+        self._local = threading.local()
+        self._writer = threading.Lock()
+        with self._transaction() as db:
+            self._migrate(db)
 
-    @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-        try:
+    def _connection(self) -> sqlite3.Connection:
+        """One connection per thread, opened once: a request pays no connection set-up."""
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=FULL")
             db.execute("PRAGMA foreign_keys=ON")
-            yield db
-        finally:
-            db.close()
+            db.execute("PRAGMA cache_size=-512")  # KiB per connection: one per server thread
+            db.create_function("sha256", 1, _sha256, deterministic=True)
+            self._local.db = db
+        return db
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._connect() as db:
+        db = self._connection()
+        # Threads of one process queue here, handed over at once; SQLite's own busy handler
+        # (for other processes) sleeps up to 100 ms between tries.
+        with self._writer:
             db.execute("BEGIN IMMEDIATE")  # the write lock first: checks and charges serialise
             try:
                 yield db
@@ -96,22 +165,37 @@ class Ledger:
                 raise
             db.execute("COMMIT")
 
-    # -- administration ------------------------------------------------------------------
+    @staticmethod
+    def _migrate(db: sqlite3.Connection) -> None:
+        """Bring the file to this schema inside the caller's transaction (no executescript:
+        it would commit first)."""
+        if db.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
+            return
+        columns = {row[1] for row in db.execute("PRAGMA table_info(charges)")}
+        script = MIGRATE_FROM_1 if "workload" in columns else SCHEMA
+        for statement in script.split(";"):
+            if statement.strip():
+                db.execute(statement)
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    # -- administration (owner) ----------------------------------------------------------
 
     def add_role(self, name: str, alpha: float, budget: float) -> None:
-        if alpha <= 0 or budget < 0:
-            raise LedgerError("a role needs alpha > 0 and budget >= 0")
+        check_name("role", name)
+        if not (0 < alpha < float("inf")) or not (0 <= budget < float("inf")):
+            raise LedgerError("a role needs a finite alpha > 0 and a finite budget >= 0")
         with self._transaction() as db:
             db.execute("INSERT INTO roles VALUES (?, ?, ?) ON CONFLICT(name) DO UPDATE SET "
                        "alpha = excluded.alpha, budget = excluded.budget", (name, alpha, budget))
 
     def roles(self) -> list[dict]:
-        with self._connect() as db:
-            return [{"name": n, "alpha": a, "budget": b}
-                    for n, a, b in db.execute("SELECT name, alpha, budget FROM roles ORDER BY name")]
+        db = self._connection()
+        return [{"name": n, "alpha": a, "budget": b}
+                for n, a, b in db.execute("SELECT name, alpha, budget FROM roles ORDER BY name")]
 
     def add_user(self, name: str, role: str) -> str:
         """Create a user; returns the token, which is not stored and cannot be shown again."""
+        check_name("user", name)
         token = secrets.token_urlsafe(32)
         with self._transaction() as db:
             if not db.execute("SELECT 1 FROM roles WHERE name = ?", (role,)).fetchone():
@@ -119,7 +203,7 @@ class Ledger:
             if db.execute("SELECT 1 FROM users WHERE name = ?", (name,)).fetchone():
                 raise LedgerError(f"user {name!r} exists already")
             db.execute("INSERT INTO users (name, role, token_hash) VALUES (?, ?, ?)",
-                       (name, role, _hash(token)))
+                       (name, role, _sha256(token)))
         return token
 
     def set_active(self, name: str, active: bool) -> None:
@@ -129,45 +213,43 @@ class Ledger:
                 raise LedgerError(f"no user {name!r}")
 
     def users(self) -> list[dict]:
-        with self._connect() as db:
-            rows = db.execute("SELECT u.name, u.role, u.active, COALESCE(SUM(c.alpha), 0) "
-                              "FROM users u LEFT JOIN charges c ON c.user = u.name "
-                              "GROUP BY u.name ORDER BY u.name").fetchall()
+        rows = self._connection().execute(
+            "SELECT name, role, active, spent FROM users ORDER BY name").fetchall()
         return [{"name": n, "role": r, "active": bool(a), "spent": s} for n, r, a, s in rows]
 
     def set_dataset_budget(self, budget: float) -> None:
-        if budget < 0:
-            raise LedgerError("the dataset budget must be >= 0")
+        if not 0 <= budget < float("inf"):
+            raise LedgerError("the dataset budget must be finite and >= 0")
         with self._transaction() as db:
             db.execute("INSERT INTO settings VALUES ('dataset_budget', ?) ON CONFLICT(key) "
                        "DO UPDATE SET value = excluded.value", (repr(float(budget)),))
 
     def budget_status(self, user: User | None = None) -> dict:
-        with self._connect() as db:
-            return self._status(db, user)
+        return self._status(self._connection(), user)
+
+    @staticmethod
+    def _setting(db: sqlite3.Connection, key: str) -> float | None:
+        row = db.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
+        return float(row[0]) if row else None
 
     def _status(self, db: sqlite3.Connection, user: User | None) -> dict:
-        row = db.execute("SELECT value FROM settings WHERE key = 'dataset_budget'").fetchone()
-        dataset_budget = float(row[0]) if row else None
-        dataset_spent = db.execute("SELECT COALESCE(SUM(alpha), 0) FROM charges").fetchone()[0]
-        status = {"dataset_budget": dataset_budget, "dataset_spent": dataset_spent}
+        status = {"dataset_budget": self._setting(db, "dataset_budget"),
+                  "dataset_spent": self._setting(db, "dataset_spent") or 0.0}
         if user:
-            spent = db.execute("SELECT COALESCE(SUM(alpha), 0) FROM charges WHERE user = ?",
-                               (user.name,)).fetchone()[0]
+            spent = db.execute("SELECT spent FROM users WHERE name = ?", (user.name,)).fetchone()[0]
             status |= {"user": user.name, "role": user.role, "alpha_per_query": user.alpha,
                        "budget": user.budget, "spent": spent,
-                       "remaining": max(0.0, user.budget - spent)}
+                       "remaining": max(0.0, _exact(user.budget - spent))}
         return status
 
     # -- answering -----------------------------------------------------------------------
 
     def authenticate(self, token: str | None) -> User:
         if not token:
-            raise Unauthorized("missing token (send 'Authorization: Bearer <token>')")
-        with self._connect() as db:
-            row = db.execute("SELECT u.name, u.role, u.active, r.alpha, r.budget FROM users u "
-                             "JOIN roles r ON r.name = u.role WHERE u.token_hash = ?",
-                             (_hash(token),)).fetchone()
+            raise Unauthorized("missing token")
+        row = self._connection().execute(
+            "SELECT u.name, u.role, u.active, r.alpha, r.budget FROM users u "
+            "JOIN roles r ON r.name = u.role WHERE u.token_hash = ?", (_sha256(token),)).fetchone()
         if row is None:
             raise Unauthorized("unknown token")
         name, role, active, alpha, budget = row
@@ -175,34 +257,89 @@ class Ledger:
             raise Forbidden(f"user {name!r} is disabled")
         return User(name, role, alpha, budget)
 
-    def cached(self, role: str, version: str, workload: str) -> bool:
-        with self._connect() as db:
-            return db.execute("SELECT 1 FROM answers WHERE role = ? AND version = ? AND "
-                              "workload = ?", (role, version, workload)).fetchone() is not None
+    def reserve(self, user: User, version: str, workload: str,
+                stale_after: float = STALE_SECONDS) -> Ticket:
+        """The role's answer if there is one; else charge the user and reserve the answer.
 
-    def answer(self, user: User, version: str, workload: str,
-               release: Callable[[float], dict]) -> dict:
-        """The noisy answer of ``workload`` for ``user``: the role's earlier one if there is
-        one (free), else ``release(alpha)`` after charging α to the user and the dataset."""
+        Raises :class:`BudgetExhausted` (nothing charged) when the user's or the dataset's
+        budget cannot pay α."""
+        key = _sha256(workload)
+        where = (user.role, version, key)
+        stored = self._connection().execute(  # a reused answer needs no write lock
+            "SELECT answer FROM answers WHERE role = ? AND version = ? AND workload_sha256 = ?",
+            where).fetchone()
+        if stored and stored[0] is not None:
+            return Ticket(user, version, key, "answered", answer=json.loads(stored[0]))
+        now = time.time()
         with self._transaction() as db:
-            cached = db.execute("SELECT answer FROM answers WHERE role = ? AND version = ? AND "
-                                "workload = ?", (user.role, version, workload)).fetchone()
-            if cached:
-                return json.loads(cached[0]) | {"reused": True, "charged": 0.0,
-                                                "budget": self._status(db, user)}
-            status = self._status(db, user)
-            if status["spent"] + user.alpha > user.budget + 1e-12:
-                raise BudgetExhausted(f"privacy budget exhausted: user {user.name!r} has "
-                                      f"{status['remaining']:g} of "
-                                      f"{user.budget:g} left; a query costs {user.alpha:g}")
-            budget = status["dataset_budget"]
-            if budget is not None and status["dataset_spent"] + user.alpha > budget + 1e-12:
-                raise BudgetExhausted("the dataset-wide privacy budget is spent")
-            db.execute("INSERT INTO charges (user, role, version, workload, alpha, at) "
-                       "VALUES (?, ?, ?, ?, ?, ?)",
-                       (user.name, user.role, version, workload, user.alpha, time.time()))
-            answer = release(user.alpha)
-            db.execute("INSERT INTO answers VALUES (?, ?, ?, ?)",
-                       (user.role, version, workload, json.dumps(answer)))
-            return answer | {"reused": False, "charged": user.alpha,
-                             "budget": self._status(db, user)}
+            row = db.execute("SELECT answer, reserved_at FROM answers WHERE role = ? AND "
+                             "version = ? AND workload_sha256 = ?", where).fetchone()
+            if row and row[0] is not None:
+                return Ticket(user, version, key, "answered", answer=json.loads(row[0]))
+            if row and now - row[1] < stale_after:
+                return Ticket(user, version, key, "pending")
+            if row:  # its process died before storing an answer; its charge was paid
+                db.execute("UPDATE answers SET reserved_at = ? WHERE role = ? AND version = ? "
+                           "AND workload_sha256 = ?", (now, *where))
+                return Ticket(user, version, key, "reserved")
+            self._charge(db, user, version, key, now)
+            db.execute("INSERT INTO answers VALUES (?, ?, ?, NULL, ?)", (*where, now))
+        return Ticket(user, version, key, "reserved", charged=user.alpha)
+
+    def _charge(self, db: sqlite3.Connection, user: User, version: str, key: str,
+                now: float) -> None:
+        status = self._status(db, user)
+        if _exact(status["spent"] + user.alpha) > user.budget:
+            raise BudgetExhausted(f"privacy budget exhausted: user {user.name!r} has "
+                                  f"{status['remaining']:g} of {user.budget:g} left; a query "
+                                  f"costs {user.alpha:g}")
+        dataset_spent = _exact(status["dataset_spent"] + user.alpha)
+        if status["dataset_budget"] is not None and dataset_spent > status["dataset_budget"]:
+            raise BudgetExhausted("the dataset-wide privacy budget is spent")
+        db.execute("INSERT INTO charges (user, role, version, workload_sha256, alpha, at) "
+                   "VALUES (?, ?, ?, ?, ?, ?)", (user.name, user.role, version, key, user.alpha, now))
+        db.execute("UPDATE users SET spent = ? WHERE name = ?",
+                   (_exact(status["spent"] + user.alpha), user.name))
+        db.execute("INSERT INTO settings VALUES ('dataset_spent', ?) ON CONFLICT(key) "
+                   "DO UPDATE SET value = excluded.value", (repr(dataset_spent),))
+
+    def fulfil(self, ticket: Ticket, answer: dict) -> dict:
+        """Store ``answer`` unless one is stored already (first writer wins); the stored one
+        is what every asker gets."""
+        where = (ticket.user.role, ticket.version, ticket.key)
+        with self._transaction() as db:
+            db.execute("UPDATE answers SET answer = ? WHERE role = ? AND version = ? AND "
+                       "workload_sha256 = ? AND answer IS NULL", (json.dumps(answer), *where))
+            stored = db.execute("SELECT answer FROM answers WHERE role = ? AND version = ? AND "
+                                "workload_sha256 = ?", where).fetchone()[0]
+        return self.result(ticket, json.loads(stored))
+
+    def result(self, ticket: Ticket, answer: dict | None = None) -> dict:
+        """The answer as the asker sees it: whether it was reused, what it cost, what is left."""
+        return (answer or ticket.answer) | {
+            "reused": ticket.state != "reserved", "charged": ticket.charged,
+            "budget": self.budget_status(ticket.user)}
+
+    def wait(self, ticket: Ticket, until: float | None) -> dict | None:
+        """The answer another request is computing, once stored; None if it is not stored by
+        ``until`` (monotonic time) or, without ``until``, before the reservation goes stale."""
+        where = (ticket.user.role, ticket.version, ticket.key)
+        db = self._connection()
+        while True:
+            row = db.execute("SELECT answer, reserved_at FROM answers WHERE role = ? AND "
+                             "version = ? AND workload_sha256 = ?", where).fetchone()
+            if row[0] is not None:
+                return self.result(ticket, json.loads(row[0]))
+            if until is None and time.time() - row[1] >= STALE_SECONDS:
+                return None
+            if until is not None and time.monotonic() >= until:
+                return None
+            time.sleep(_POLL)
+
+    def abandon(self, ticket: Ticket) -> None:
+        """The reserved answer could not be computed: let the next request take it over at
+        once (its charge stays paid; nothing was released)."""
+        with self._transaction() as db:
+            db.execute("UPDATE answers SET reserved_at = 0 WHERE role = ? AND version = ? AND "
+                       "workload_sha256 = ? AND answer IS NULL",
+                       (ticket.user.role, ticket.version, ticket.key))

@@ -4,8 +4,9 @@ Neighbouring datasets differ by one record, and one record holding terms T satis
 counting query whose terms lie in T, all at once.  So the sensitivity of W is
 max over term sets T of ||W 1_{S(T)}||_1 with S(T) = {j : terms(q_j) ⊆ T}, not the paper's
 "largest column sum", which assumes each record satisfies at most one counting query.  Only the
-workload's own terms matter, so T ranges over the 2^u subsets of them; past ``MAX_EXACT_TERMS``
-the safe upper bound sum_ij |W_ij| is used and reported as such.
+workload's own terms matter, so T ranges over the 2^u subsets of them.  The enumeration costs
+2^u x (counting queries); past ``MAX_EXACT_WORK`` the safe upper bound sum_ij |W_ij| is used
+and reported as such, so no request can make it run for long.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-MAX_EXACT_TERMS = 22
+from .workload import Matrices
+
+MAX_EXACT_WORK = 1 << 23  # subsets x counting queries: about 0.1 s here
 _BLOCK = 1 << 14
 
 
@@ -24,11 +27,16 @@ class Sensitivity:
     exact: bool  # False: an upper bound (too many terms to enumerate)
 
 
-def satisfiable_sensitivity(W: np.ndarray, masks: np.ndarray, n_terms: int) -> Sensitivity:  # noqa: N803
-    """max_T ||W 1_{S(T)}||_1 for the counting queries' term ``masks`` over ``n_terms`` terms."""
-    if n_terms > MAX_EXACT_TERMS:
+def exact_feasible(n_terms: int, n_counts: int) -> bool:
+    return (1 << n_terms) * n_counts <= MAX_EXACT_WORK
+
+
+def satisfiable_sensitivity(W: np.ndarray, m: Matrices) -> Sensitivity:  # noqa: N803
+    """max_T ||W 1_{S(T)}||_1 over the counting queries of ``m`` (W has one column each)."""
+    n_terms = len(m.terms)
+    if not exact_feasible(n_terms, W.shape[1]):
         return Sensitivity(float(np.abs(W).sum()), exact=False)
-    best = 0.0
+    masks, best = m.masks, 0.0
     for start in range(0, 1 << n_terms, _BLOCK):
         subsets = np.arange(start, min(start + _BLOCK, 1 << n_terms), dtype=np.int64)
         satisfied = ((masks[None, :] & ~subsets[:, None]) == 0).astype(float)  # T x m

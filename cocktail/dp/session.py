@@ -1,28 +1,106 @@
-"""One analyst request, end to end: authenticate, parse, prepare, charge, add noise."""
+"""One analyst request, end to end, in the order that keeps refusals free and time flat.
+
+1. authenticate; 2. parse and check the published limits; 3. reuse the role's earlier answer,
+or charge the budget and reserve the answer (:meth:`Ledger.reserve`) — a refusal stops here,
+having done no work on the data; 4. choose the strategy (data independent); 5. compute the
+exact counts, against the deadline when one is given; 6. add noise, store, release.
+
+:class:`Answered` says when the answer may leave (``release_at``, monotonic seconds): the
+service holds the reply until then, so its timing depends on the request alone.
+"""
 
 from __future__ import annotations
 
-from ..publication import Publication
-from ..querylang import Workload, parse_batch
-from .answer import prepare
-from .ledger import Ledger
+import logging
+import time
+from concurrent.futures import Executor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+
+from ..querylang import Workload
+from .answer import Counts, Prepared, prepare
+from .deadline import Deadlines
+from .ledger import Ledger, User
+from .limits import LIMITS, Limits
+
+log = logging.getLogger("cocktail.dp")
 
 
-def ask(ledger: Ledger, publication: Publication, token: str | None, workload: Workload | str,
-        runner: str = "fast") -> dict:
+@dataclass(frozen=True)
+class Source:
+    """The data as the DP layer sees it: a version name and an exact-count function."""
+
+    version: str
+    counts: Counts
+
+
+@dataclass(frozen=True)
+class Answered:
+    body: dict
+    release_at: float | None  # monotonic; None when no deadline was asked for
+
+
+class ComputeFailed(Exception):
+    """The private cloud could not compute the counts; the charge is kept for the retry."""
+
+
+def admit(ledger: Ledger, token: str | None, request: Workload | str,
+          limits: Limits = LIMITS) -> tuple[User, Workload]:
+    """Steps 1-2: who asks and what, within the limits; touches no data."""
+    user = ledger.authenticate(token)
+    workload = limits.check(request) if isinstance(request, Workload) else limits.parse(request)
+    return user, workload
+
+
+def ask(ledger: Ledger, source: Source, token: str | None, request: Workload | str, *,
+        limits: Limits = LIMITS, deadlines: Deadlines | None = None,
+        pool: Executor | None = None, arrival: float | None = None) -> Answered:
     """The noisy answer for the token's user, charged to its budget (or reused for free).
 
-    The exact values are computed before the ledger's transaction (they never leave this
-    function) and the noise is drawn inside it, after the charge."""
-    user = ledger.authenticate(token)
-    if isinstance(workload, str):
-        workload = parse_batch(workload, "query")
-    key = str(workload)
-    prepared = None if ledger.cached(user.role, publication.version, key) \
-        else prepare(workload, publication, runner)
+    With ``deadlines`` (and a ``pool`` to compute in), the counts must be ready by the
+    deadline; otherwise the default answer is released."""
+    arrival = time.monotonic() if arrival is None else arrival
+    user, workload = admit(ledger, token, request, limits)
+    while True:
+        ticket = ledger.reserve(user, source.version, str(workload))
+        if ticket.state == "answered":
+            return _answered(ledger.result(ticket), source,
+                             arrival + deadlines.refusal if deadlines else None)
+        prepared = prepare(workload)
+        until = time.monotonic() + deadlines.fresh(prepared.evaluations) if deadlines else None
+        if ticket.state == "pending":
+            stored = ledger.wait(ticket, until)
+            if stored is not None:
+                return _answered(stored, source, until)
+            if until is None:
+                continue  # the reservation went stale: take it over
+            body = ledger.fulfil(ticket, prepared.default(user.alpha).as_dict())
+            return _answered(body, source, until)
+        try:
+            answer = _compute(prepared, source, user.alpha, until, pool)
+        except Exception as exc:
+            ledger.abandon(ticket)
+            log.exception("counts for %s failed", ticket.key[:12])
+            raise ComputeFailed("the private cloud could not compute the answer; ask again "
+                                "(the retry reuses this charge)") from exc
+        return _answered(ledger.fulfil(ticket, answer), source, until)
 
-    def release(alpha: float) -> dict:
-        ready = prepared or prepare(workload, publication, runner)
-        return ready.noisy(alpha).as_dict()
 
-    return ledger.answer(user, publication.version, key, release) | {"version": publication.version}
+def _answered(body: dict, source: Source, release_at: float | None) -> Answered:
+    return Answered(body | {"version": source.version}, release_at)
+
+
+def _compute(prepared: Prepared, source: Source, alpha: float, until: float | None,
+             pool: Executor | None) -> dict:
+    if until is None or pool is None:
+        return prepared.noisy(prepared.exact(source.counts), alpha).as_dict()
+    future = pool.submit(prepared.exact, source.counts)
+    try:
+        exact = future.result(timeout=max(0.0, until - time.monotonic()))
+    except FutureTimeout:
+        future.cancel()
+        log.warning("deadline missed: %d counts not ready in time; released the default answer "
+                    "(raise --deadline-base-ms / --deadline-count-ms)", prepared.evaluations)
+        return prepared.default(alpha).as_dict()
+    return prepared.noisy(exact, alpha).as_dict()
+

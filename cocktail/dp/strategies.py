@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -55,13 +56,13 @@ class Strategy:
 
 
 def noq(m: Matrices) -> Strategy:
-    value = satisfiable_sensitivity(m.W, m.masks, len(m.terms))
+    value = satisfiable_sensitivity(m.W, m)
     return Strategy("NOQ", "counts", m.W, np.eye(len(m.W)), value.value, value.exact)
 
 
 def noT(m: Matrices) -> Strategy:  # noqa: N802 - the paper's name
     identity = np.eye(m.W.shape[1])
-    value = satisfiable_sensitivity(identity, m.masks, len(m.terms))
+    value = satisfiable_sensitivity(identity, m)
     return Strategy("NOT", "counts", identity, m.W, value.value, value.exact)
 
 
@@ -92,7 +93,25 @@ class Choice:
 
 def choose(m: Matrices) -> Choice:
     """NOQ, NOT and the optimized strategy for a workload (errors scale as 1/α², so α plays
-    no part in the choice)."""
+    no part in the choice).  The choice depends only on the workload's shape, never on term
+    names, so ``count(x)`` for every x shares one search."""
+    return _choose(_ByShape(m))
+
+
+@dataclass(frozen=True, eq=False)
+class _ByShape:
+    m: Matrices
+
+    def __hash__(self) -> int:
+        return hash(self.m.shape)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _ByShape) and self.m.shape == other.m.shape
+
+
+@lru_cache(maxsize=64)  # at most ~1 MB each (256 cells), so memory stays bounded
+def _choose(keyed: _ByShape) -> Choice:
+    m = keyed.m
     plain = [noq(m), noT(m)]
     candidates = plain + (cell_candidates(m) if m.cells_feasible else [])
     best = min(candidates, key=lambda s: s.expected_error(1.0))

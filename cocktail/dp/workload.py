@@ -16,7 +16,9 @@ import numpy as np
 
 from ..querylang import Workload
 
-MAX_CELL_TERMS = 12  # 4096 cells; beyond, only NOQ and NOT (over counting queries) are offered
+# 256 cells: choosing among the cell strategies (least squares over 2^u columns) costs O(8^u),
+# about 0.1 s at 8 terms and 200 s at 12; beyond, only NOQ and NOT are offered.
+MAX_CELL_TERMS = 8
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,13 @@ class Matrices:
     @cached_property
     def W(self) -> np.ndarray:  # noqa: N802 - the paper's name
         return np.array(self.workload.matrix(), dtype=float)
+
+    @cached_property
+    def shape(self) -> tuple:
+        """What the strategies depend on: W and which terms each counting query holds."""
+        index = {t: i for i, t in enumerate(self.terms)}
+        return (len(self.terms), self.W.shape, self.W.tobytes(),
+                tuple(tuple(index[t] for t in q.terms) for q in self.workload.counts))
 
     @cached_property
     def masks(self) -> np.ndarray:

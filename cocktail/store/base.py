@@ -63,6 +63,10 @@ class Store(ABC):
         """Remove a file or a whole directory; no error if absent."""
 
     @abstractmethod
+    def stamp(self, zone: str, path: str, mtime: float) -> None:
+        """Set a file's modification time (seconds since the epoch)."""
+
+    @abstractmethod
     def location(self, zone: str, path: str) -> str:
         """Where a job runner can read the file: a local path or a filesystem URI."""
 

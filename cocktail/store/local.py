@@ -37,10 +37,14 @@ class LocalStore(Store):
         try:
             if target.parent not in self._made:
                 self._ensure_zones()
-                target.parent.mkdir(parents=True, exist_ok=True)
+                target.parent.mkdir(mode=0o755 if zone == "public" else 0o700, parents=True,
+                                    exist_ok=True)
                 self._made.add(target.parent)
-            with open(target, "wb") as handle:
-                handle.write(data)
+            mode = 0o644 if zone == "public" else 0o600  # the private zone is the owner's alone
+            handle = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+            with open(handle, "wb") as stream:
+                os.fchmod(handle, mode)
+                stream.write(data)
         except OSError as exc:
             raise StoreError(f"cannot write {target}: {exc.strerror}") from exc
 
@@ -78,13 +82,20 @@ class LocalStore(Store):
         else:
             target.unlink(missing_ok=True)
 
+    def stamp(self, zone: str, path: str, mtime: float) -> None:
+        os.utime(self._path(zone, path), (mtime, mtime))
+
     def location(self, zone: str, path: str) -> str:
         return str(self._path(zone, path).resolve())
 
     @contextmanager
     def publish_lock(self) -> Iterator[None]:
         self._ensure_zones()
-        with open(self.root / "private" / ".lock", "w") as handle:
+        try:
+            descriptor = os.open(self.root / "private" / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise StoreError(f"cannot write to {self.root}: {exc.strerror}") from exc
+        with open(descriptor, "w") as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

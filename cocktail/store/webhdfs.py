@@ -268,6 +268,12 @@ class WebHdfsStore(Store):
         with self._errors("cannot remove", full):
             client.delete(full, recursive=True)
 
+    def stamp(self, zone: str, path: str, mtime: float) -> None:
+        client, full = self._full(zone, path)
+        with self._errors("cannot set the times of", full):
+            millis = int(mtime * 1000)
+            client.set_times(full, access_time=millis, modification_time=millis)
+
     def location(self, zone: str, path: str) -> str:
         _, full = self._full(zone, path)
         return self._zones[zone].fs.rstrip("/") + full

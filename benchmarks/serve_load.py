@@ -1,0 +1,178 @@
+"""Load on `cocktail serve`: 20 concurrent analysts asking new and repeated single-term queries.
+
+    python benchmarks/serve_load.py [--clients 20] [--seconds 20] [--rate 200] [--json]
+
+Publishes BMS-WebView-1 (k=5, m=3) to a temporary local store, gives each client its own role
+(so every client's first ask of a term is fresh: charged, computed and held to its deadline;
+its later asks of the same term are reused), starts `cocktail serve` on 127.0.0.1 and drives it
+with asyncio clients for a fixed time, each alternating a new term and a term it asked before.
+Two runs: flat out (each client asks again as soon as answered), then at an offered --rate.
+Prints requests per second, response-time percentiles by kind, deadline misses (from the
+server's log) and the server's resident memory over the run.  Bounded in time; nothing leaves
+loopback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from cocktail.dataset import load
+from cocktail.dp.ledger import Ledger
+from cocktail.private_config import ledger_location
+from cocktail.publication import PublishParams, publish
+from cocktail.store import LocalStore
+
+DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def client(url: str, token: str, terms: list[str], stop_at: float, interval: float,
+                 times: dict[str, list[float]], codes: dict[int, int]) -> None:
+    asked: list[str] = []
+    fresh = iter(terms)
+    async with httpx.AsyncClient(timeout=60, headers={"Authorization": f"Bearer {token}"}) as http:
+        turn, next_at = 0, time.monotonic()
+        while time.monotonic() < stop_at:
+            if interval:  # open loop: this client's share of the offered rate
+                next_at += interval
+                await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+            kind = "new" if turn % 2 == 0 or not asked else "repeated"
+            term = next(fresh, None) if kind == "new" else asked[turn % len(asked)]
+            if term is None:
+                kind, term = "repeated", asked[turn % len(asked)]
+            started = time.perf_counter()
+            response = await http.post(url + "/v1/query", json={"query": f"count({term})"})
+            times[kind].append(time.perf_counter() - started)
+            codes[response.status_code] = codes.get(response.status_code, 0) + 1
+            if kind == "new":
+                asked.append(term)
+            turn += 1
+
+
+async def drive(url: str, tokens: list[str], terms: list[str], seconds: float, rate: float,
+                pid: int) -> dict:
+    times: dict[str, list[float]] = {"new": [], "repeated": []}
+    codes: dict[int, int] = {}
+    memory: list[float] = []
+
+    async def sample_memory() -> None:
+        while time.monotonic() < stop_at:
+            memory.append(rss_mb(pid))
+            await asyncio.sleep(1)
+
+    started = time.monotonic()
+    stop_at = started + seconds
+    interval = len(tokens) / rate if rate else 0.0
+    await asyncio.gather(sample_memory(), *(
+        client(url, token, terms, stop_at, interval, times, codes) for token in tokens))
+    elapsed = time.monotonic() - started
+    total = sum(len(v) for v in times.values())
+    return {"offered_per_second": rate or "as fast as answered", "seconds": round(elapsed, 2),
+            "requests": total, "requests_per_second": round(total / elapsed, 1),
+            "status_codes": codes,
+            "server_rss_mb": {"first": memory[0], "after_first_quarter": memory[len(memory) // 4],
+                              "last": memory[-1], "max": max(memory)},
+            "ms": {kind: {"n": len(v), **{p: round(float(np.percentile(v, q)) * 1000, 1)
+                                          for p, q in (("p50", 50), ("p90", 90), ("p99", 99))}}
+                   for kind, v in times.items() if v}}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=20)
+    parser.add_argument("--seconds", type=float, default=20.0, help="per run")
+    parser.add_argument("--rate", type=float, default=200.0,
+                        help="the second run's offered load, requests/s (the first: flat out)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args()
+    source = DATASETS / "bms-webview-1.dat"
+    if not source.exists():
+        print(f"{source} is missing (the shared datasets live beside the repo)", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as tmp:
+        dataset = load(source)
+        store = LocalStore(Path(tmp) / "store")
+        publish(dataset, store, PublishParams(k=5, m=3))
+        ledger = Ledger(ledger_location(store))
+        tokens = []
+        for i in range(args.clients):
+            ledger.add_role(f"team{i}", alpha=0.001, budget=1e6)
+            tokens.append(ledger.add_user(f"analyst{i}", f"team{i}"))
+        terms = sorted(dataset.terms(), key=lambda t: (-dataset.count_containing([t]), t))
+        port, log = free_port(), Path(tmp) / "serve.log"
+        with open(log, "wb") as out:
+            server = subprocess.Popen([sys.executable, "-m", "cocktail.cli", "serve", "--store",
+                                       str(store.root), "--port", str(port)], stdout=out,
+                                      stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    httpx.get(url + "/v1/limits", timeout=1)
+                    break
+                except httpx.TransportError:
+                    if server.poll() is not None or time.monotonic() > deadline:
+                        print(log.read_text(), file=sys.stderr)
+                        return 1
+                    time.sleep(0.2)
+            runs = [asyncio.run(drive(url, tokens, terms, args.seconds, rate, server.pid))
+                    for rate in (0.0, args.rate)]
+        finally:
+            server.terminate()
+            server.wait(10)
+        misses = log.read_text().count("deadline missed")
+    result = {"clients": args.clients, "dataset": "BMS-WebView-1", "runs": runs,
+              "deadline_misses": misses}
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    table = Table(title=f"cocktail serve under load: {args.clients} clients, BMS-WebView-1, "
+                        f"{os.cpu_count()} cpus")
+    for column in ("offered/s", "answered/s", "kind", "requests", "p50 ms", "p90 ms",
+                   "p99 ms", "server RSS MB first → ¼ → last"):
+        table.add_column(column, justify="right")
+    for run in runs:
+        rss = run["server_rss_mb"]
+        for kind, row in run["ms"].items():
+            offered = run["offered_per_second"]
+            table.add_row("flat out" if isinstance(offered, str) else f"{offered:g}",
+                          str(run["requests_per_second"]), kind,
+                          str(row["n"]), *(str(row[p]) for p in ("p50", "p90", "p99")),
+                          f"{rss['first']:.0f} → {rss['after_first_quarter']:.0f} → "
+                          f"{rss['last']:.0f}")
+    console = Console(width=120)
+    console.print(table)
+    console.print(f"status codes {[run['status_codes'] for run in runs]}; {misses} deadline "
+                  "misses (server log)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

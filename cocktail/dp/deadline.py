@@ -1,0 +1,64 @@
+"""When an answer leaves: a time fixed by the request alone, never by the data.
+
+Computing an answer takes longer when the terms are frequent than when they are absent, so an
+analyst who times replies learns what the noise hides (Haeberlen, Pierce and Narayan,
+"Differential Privacy Under Fire", 2011).  Like their Fuzz, Cocktail answers at a deadline:
+
+* a fresh answer leaves exactly ``base + per_count × 2^⌈log2 E⌉`` after its strategy is chosen,
+  where E is the number of conjunctive counts the strategy needs (a function of the workload's
+  shape; powers of two keep the classes few);
+* a refusal or a reused answer, which does no work on the data, leaves ``base`` after arrival;
+* if the counts are not ready by the deadline, the mechanism runs over an all-zero vector (the
+  default value) and the miss is logged for the owner, never shown to the analyst.
+
+The owner sets ``base`` and ``per_count`` for the runner in use (``cocktail serve
+--deadline-base-ms --deadline-count-ms``); ``GET /v1/limits`` publishes the schedule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .limits import Limits
+from .workload import MAX_CELL_TERMS
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    base_ms: float
+    count_ms: float
+
+    def __post_init__(self) -> None:
+        if not (0 < self.base_ms < 3.6e6 and 0 <= self.count_ms < 3.6e6):
+            raise ValueError("deadlines need a base in (0, 1 h) and a per-count time in [0, 1 h)")
+
+    @staticmethod
+    def size_class(evaluations: int) -> int:
+        """E rounded up to a power of two."""
+        return 1 << max(0, (evaluations - 1).bit_length())
+
+    def fresh(self, evaluations: int) -> float:
+        """Seconds from the strategy's choice to a fresh answer."""
+        return (self.base_ms + self.count_ms * self.size_class(evaluations)) / 1000
+
+    @property
+    def refusal(self) -> float:
+        """Seconds from arrival to a refusal or a reused answer."""
+        return self.base_ms / 1000
+
+    def schedule(self, limits: Limits) -> dict:
+        largest = max(limits.counts, (1 << MAX_CELL_TERMS))
+        classes = sorted({self.size_class(e) for e in range(1, largest + 1)})
+        return {"refusal_or_reuse_ms": self.base_ms,
+                "fresh_ms": {str(c): self.base_ms + self.count_ms * c for c in classes}}
+
+
+# Per runner: an in-process count takes well under a millisecond on a warm publication; an
+# mrjob job takes seconds to start (inline, local, spark) or tens of seconds on YARN.
+DEFAULT_DEADLINES = {
+    "fast": Deadlines(base_ms=30, count_ms=1),
+    "inline": Deadlines(base_ms=5_000, count_ms=20),
+    "local": Deadlines(base_ms=60_000, count_ms=50),
+    "spark": Deadlines(base_ms=120_000, count_ms=50),
+    "hadoop": Deadlines(base_ms=300_000, count_ms=100),
+}

@@ -1,0 +1,47 @@
+"""A real `cocktail serve` process on loopback, for the HTTP tests and the attacks on it."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def serve(store: Path, *options: str) -> Iterator[tuple[str, subprocess.Popen]]:
+    """Start `cocktail serve` on ``store`` and yield its URL once it answers; stop it after."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "cocktail.cli", "serve", "--store", str(store), "--port",
+         str(port), *options], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            httpx.get(url + "/v1/limits", timeout=1)
+            break
+        except httpx.TransportError:
+            assert process.poll() is None, process.stdout.read().decode()
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.2)
+    try:
+        yield url, process
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def auth(token: str) -> dict:
+    return {"Authorization": f"Bearer {token}"}

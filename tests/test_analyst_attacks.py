@@ -1,0 +1,232 @@
+"""A hostile analyst against `cocktail serve`: timing, free work, crashes and the boundary.
+
+Each test is the attack itself; it would catch the leak it names.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+
+import httpx
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from scipy.stats import ks_2samp
+
+from cocktail.dataset import load
+from cocktail.dp import session
+from cocktail.dp.ledger import BudgetExhausted, Ledger
+from cocktail.dp.limits import LIMITS, LimitExceeded
+from cocktail.dp.session import Source, ask
+from cocktail.private_config import ledger_location
+from cocktail.publication import Publication, PublishParams, publish
+from cocktail.querylang import CountQuery, QuerySyntaxError
+from cocktail.runners import exact_counts
+from cocktail.store import LocalStore
+
+from .conftest import dataset_path
+from .served import auth, serve
+
+SAMPLES = 200  # requests per side of each timing comparison
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory):
+    """BMS-WebView-1 (6,000 records) served as in production, with a term held by one record
+    and an absent term of the same length."""
+    root = tmp_path_factory.mktemp("attacked")
+    dataset = load(dataset_path("bms-webview-1.dat")).head(6000)
+    store = LocalStore(root / "store")
+    publish(dataset, store, PublishParams(k=5, m=3))
+    support = Counter(t for r in dataset.records for t in r)
+    rare = min((t for t, s in support.items() if s == 1), key=lambda t: (len(t), t))
+    absent = next(f"{n:0{len(rare)}d}" for n in range(10 ** len(rare)) if f"{n:0{len(rare)}d}"
+                  not in support)
+    ledger = Ledger(ledger_location(store))
+    ledger.add_role("spent", alpha=0.1, budget=0.0)
+    ledger.add_role("rich", alpha=0.001, budget=10.0)
+    ledger.add_role("admin-ish", alpha=1.0, budget=1.0)
+    tokens = {name: ledger.add_user(name, role)
+              for name, role in (("broke", "spent"), ("funded", "rich"), ("fuzzer", "rich"),
+                                 ("prober", "admin-ish"))}
+    with serve(root / "store") as (url, _):
+        yield {"url": url, "store": store, "dataset": dataset, "rare": rare, "absent": absent,
+               "tokens": tokens, "ledger": ledger}
+
+
+def threshold_accuracy(a: list[float], b: list[float]) -> float:
+    """The best single-threshold classifier of a vs b, trained on the first half of each and
+    scored on the second: the attacker's success rate on fresh requests."""
+    half = len(a) // 2
+    train = sorted(a[:half] + b[:half])
+    best, rule = 0.0, (train[0], True)
+    for cut in train:
+        for a_below in (True, False):
+            right = sum((x <= cut) == a_below for x in a[:half]) + \
+                sum((x <= cut) != a_below for x in b[:half])
+            if right > best:
+                best, rule = right, (cut, a_below)
+    cut, a_below = rule
+    right = sum((x <= cut) == a_below for x in a[half:]) + \
+        sum((x <= cut) != a_below for x in b[half:])
+    return right / (len(a) - half + len(b) - half)
+
+
+def timed(client: httpx.Client, url: str, token: str, texts: list[str]) -> tuple[list[float],
+                                                                                  list[int]]:
+    times, codes = [], []
+    for text in texts:
+        started = time.perf_counter()
+        response = client.post(url + "/v1/query", json={"query": text}, headers=auth(token))
+        times.append(time.perf_counter() - started)
+        codes.append(response.status_code)
+    return times, codes
+
+
+def test_the_timing_attack_works_without_deadlines(target):
+    """The leak as it was: the answer computed per request, before any budget check, takes
+    visibly longer for a term one record holds than for an absent one."""
+    store, rare, absent = target["store"], target["rare"], target["absent"]
+
+    def old_server_time(term: str) -> float:
+        started = time.perf_counter()
+        exact_counts(Publication.open(store), [CountQuery((term,))])
+        return time.perf_counter() - started
+
+    present = [old_server_time(rare) for _ in range(60)]
+    missing = [old_server_time(absent) for _ in range(60)]
+    assert threshold_accuracy(present, missing) >= 0.95
+
+
+@pytest.mark.parametrize("analyst", ["broke", "funded"])
+def test_response_times_do_not_tell_a_present_term_from_an_absent_one(target, analyst):
+    """200 interleaved requests each for a term held by one record and for an absent term,
+    from an analyst whose budget is spent (every reply 429) and from one whose budget pays
+    for fresh answers (each text new, so each computed): the two distributions of response
+    times are the same."""
+    url, token = target["url"], target["tokens"][analyst]
+    rare, absent = target["rare"], target["absent"]
+    present_times, missing_times = [], []
+    with httpx.Client(timeout=30) as client:
+        timed(client, url, token, [f"count({rare})"] * 5)  # connection and caches warm
+        for n in range(1, SAMPLES + 1):
+            # Distinct weights: each workload a new shape, so the (data-independent) strategy
+            # search costs the same on both sides.
+            for weight, term, times in ((2 * n + 11, rare, present_times),
+                                        (2 * n + 12, absent, missing_times)):
+                elapsed, codes = timed(client, url, token, [f"{weight}*count({term})"])
+                assert codes == [429 if analyst == "broke" else 200]
+                times.extend(elapsed)
+    accuracy = threshold_accuracy(present_times, missing_times)
+    p_value = ks_2samp(present_times, missing_times).pvalue
+    difference = abs(np.median(present_times) - np.median(missing_times))
+    assert accuracy <= 0.65 and p_value > 0.001 and difference < 0.002, \
+        (accuracy, p_value, difference)
+
+
+def test_a_spent_analyst_costs_no_data_dependent_work(tmp_path, monkeypatch):
+    """After the budget is spent, the most expensive requests the limits allow are refused
+    before any strategy search or count."""
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.add_role("analyst", alpha=1.0, budget=1.0)
+    token = ledger.add_user("ann", "analyst")
+    counted, prepared = [], []
+    source = Source("v1", lambda queries: counted.append(len(queries)) or [0] * len(queries))
+    real_prepare = session.prepare
+    monkeypatch.setattr(session, "prepare", lambda w: prepared.append(w) or real_prepare(w))
+    ask(ledger, source, token, "count(a)")
+    assert len(counted) == 1 and len(prepared) == 1
+    eight = [f"t{i}" for i in range(8)]
+    cells = "\n".join(f"count({a} & {b})" for a in eight for b in eight if a < b)  # 2^8 cells
+    widest = "\n".join(f"count(w{i} & w{(i + step) % LIMITS.terms})"  # 32 terms, 64 queries
+                       for step in (1, 2) for i in range(LIMITS.terms))
+    for text in (cells, widest):
+        with pytest.raises(BudgetExhausted):
+            ask(ledger, source, token, text)
+    assert len(counted) == 1 and len(prepared) == 1
+
+
+# -- the boundary --------------------------------------------------------------------------
+
+def test_no_route_gives_an_analyst_an_exact_answer_or_the_owners_powers(target):
+    url, ledger = target["url"], target["ledger"]
+    token = target["tokens"]["prober"]
+    spec = httpx.get(url + "/openapi.json").json()
+    routes = {(path, method) for path, methods in spec["paths"].items() for method in methods}
+    # A new route must be reviewed here before it ships.
+    assert routes == {("/v1/query", "post"), ("/v1/budget", "get"), ("/v1/limits", "get")}
+    dataset, rare = target["dataset"], target["rare"]
+    top = max(dataset.terms(), key=lambda t: dataset.count_containing([t]))
+    def powers():
+        return ledger.roles(), [(u["name"], u["role"], u["active"]) for u in ledger.users()]
+
+    before = powers()
+    answer = httpx.post(url + "/v1/query", json={"query": f"count({top})"},
+                        headers=auth(token)).json()
+    assert answer["answers"][0] != dataset.count_containing([top])  # noise, never the count
+    assert "exact" not in json.dumps(answer).lower().replace("sensitivity_exact", "")
+    for path in ("/v1/query", "/v1/budget", "/v1/limits", "/v1/roles", "/v1/users",
+                 "/v1/exact", "/v1/ledger"):
+        for method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
+            response = httpx.request(method, url + path, headers=auth(token),
+                                     json={"query": f"count({rare})", "name": "prober",
+                                           "role": "boss", "alpha": 1000, "budget": 1e12,
+                                           "exact": True})
+            assert response.status_code in (200, 404, 405, 422, 429), (method, path)
+    assert powers() == before
+    assert [u["spent"] for u in ledger.users() if u["name"] == "prober"] == [1.0]
+
+
+# -- fuzzing: no input makes a 500 --------------------------------------------------------
+
+_TERM = st.one_of(st.from_regex(r"[\w.:/#@+\-]{1,12}", fullmatch=True),
+                  st.text(max_size=24).map(lambda t: json.dumps(t, ensure_ascii=False)),
+                  st.text(alphabet="ab\"\\&()*;#\n", max_size=8))
+_NUMBER = st.one_of(st.integers(-10 ** 9, 10 ** 9).map(str),
+                    st.floats().map(repr),
+                    st.sampled_from(["1e400", "1e308", "1e-400", ".5", "00", "1e6", "1000001"]))
+_COUNT = st.lists(_TERM, min_size=1, max_size=40).map(lambda ts: f"count({' & '.join(ts)})")
+_PART = st.tuples(st.sampled_from(["", " + ", " - ", "-"]),
+                  st.one_of(st.just(""), _NUMBER.map(lambda n: n + "*")), _COUNT)
+_LINEAR = st.lists(_PART, min_size=1, max_size=6).map(
+    lambda parts: "".join(sign + weight + count for sign, weight, count in parts))
+_BATCH = st.lists(st.one_of(_LINEAR, st.just("# comment"), st.just("")), min_size=1,
+                  max_size=80).flatmap(lambda lines: st.sampled_from(["\n", ";", "; "]).map(
+                      lambda sep: sep.join(lines)))
+QUERIES = st.one_of(_BATCH, st.text(max_size=300),
+                    st.tuples(_BATCH, st.text(max_size=40)).map("".join))
+FUZZ = settings(max_examples=400, deadline=None, derandomize=True,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@FUZZ
+@given(QUERIES)
+def test_fuzz_the_query_language_and_the_strategies(text):
+    """Any text is a workload within the limits whose noisy default release is finite, or a
+    QuerySyntaxError / LimitExceeded — never another exception."""
+    try:
+        workload = LIMITS.parse(text)
+    except (QuerySyntaxError, LimitExceeded):
+        return
+    prepared = session.prepare(workload)
+    assert all(np.isfinite(prepared.default(0.5).answers))
+
+
+@settings(max_examples=150, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.function_scoped_fixture])
+@given(body=st.one_of(
+    QUERIES.map(lambda q: {"query": q}),
+    st.lists(QUERIES, max_size=5).map(lambda b: {"batch": b}),
+    st.recursive(st.none() | st.booleans() | st.floats() | st.text(max_size=20),
+                 lambda inner: st.lists(inner, max_size=4) |
+                 st.dictionaries(st.sampled_from(["query", "batch", "x"]), inner, max_size=3),
+                 max_leaves=10)))
+def test_fuzz_the_http_api(target, body):
+    response = httpx.post(target["url"] + "/v1/query", json=body, timeout=60,
+                          headers=auth(target["tokens"]["fuzzer"]))
+    assert response.status_code in (200, 400, 413, 422, 429), (body, response.text)
+    assert isinstance(response.json(), dict)
