@@ -18,8 +18,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,13 +34,10 @@ from cocktail.private_config import ledger_location
 from cocktail.publication import PublishParams, publish
 from cocktail.store import LocalStore
 
-DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+REPO = Path(__file__).resolve().parents[1]
+DATASETS = REPO.parent / "shared" / "datasets"
+sys.path.insert(0, str(REPO))  # the tests' server fixture, shared rather than copied
+from tests.served import serve  # noqa: E402
 
 
 def rss_mb(pid: int) -> float:
@@ -125,28 +120,10 @@ def main() -> int:
             ledger.add_role(f"team{i}", alpha=0.001, budget=1e6)
             tokens.append(ledger.add_user(f"analyst{i}", f"team{i}"))
         terms = sorted(dataset.terms(), key=lambda t: (-dataset.count_containing([t]), t))
-        port, log = free_port(), Path(tmp) / "serve.log"
-        with open(log, "wb") as out:
-            server = subprocess.Popen([sys.executable, "-m", "cocktail.cli", "serve", "--store",
-                                       str(store.root), "--port", str(port)], stdout=out,
-                                      stderr=subprocess.STDOUT)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    httpx.get(url + "/v1/limits", timeout=1)
-                    break
-                except httpx.TransportError:
-                    if server.poll() is not None or time.monotonic() > deadline:
-                        print(log.read_text(), file=sys.stderr)
-                        return 1
-                    time.sleep(0.2)
+        log = Path(tmp) / "serve.log"
+        with serve(store.root, log=log) as (url, server):
             runs = [asyncio.run(drive(url, tokens, terms, args.seconds, rate, server.pid))
                     for rate in (0.0, args.rate)]
-        finally:
-            server.terminate()
-            server.wait(10)
         misses = log.read_text().count("deadline missed")
     result = {"clients": args.clients, "dataset": "BMS-WebView-1", "runs": runs,
               "deadline_misses": misses}

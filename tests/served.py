@@ -20,12 +20,15 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve(store: Path, *options: str) -> Iterator[tuple[str, subprocess.Popen]]:
-    """Start `cocktail serve` on ``store`` and yield its URL once it answers; stop it after."""
+def serve(store: Path, *options: str, log: Path | None = None
+          ) -> Iterator[tuple[str, subprocess.Popen]]:
+    """Start `cocktail serve` on ``store`` and yield its URL once it answers; stop it after.
+    Its output goes to ``log`` if given (else a pipe, shown if it fails to start)."""
     port = free_port()
+    output = open(log, "wb") if log else subprocess.PIPE
     process = subprocess.Popen(
         [sys.executable, "-m", "cocktail.cli", "serve", "--store", str(store), "--port",
-         str(port), *options], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+         str(port), *options], stdout=output, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -33,7 +36,7 @@ def serve(store: Path, *options: str) -> Iterator[tuple[str, subprocess.Popen]]:
             httpx.get(url + "/v1/limits", timeout=1)
             break
         except httpx.TransportError:
-            assert process.poll() is None, process.stdout.read().decode()
+            assert process.poll() is None, log.read_text() if log else process.stdout.read().decode()
             assert time.monotonic() < deadline, "the server did not start"
             time.sleep(0.2)
     try:
@@ -41,6 +44,8 @@ def serve(store: Path, *options: str) -> Iterator[tuple[str, subprocess.Popen]]:
     finally:
         process.terminate()
         process.wait(10)
+        if log:
+            output.close()
 
 
 def auth(token: str) -> dict:

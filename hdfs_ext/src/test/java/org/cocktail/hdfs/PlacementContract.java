@@ -125,6 +125,9 @@ public abstract class PlacementContract {
 
     Path publicPath = new Path("/cocktail/public/favored");
     writeWithFavoredNodes(fs, publicPath, favored);
+    // A pipeline may close a block one replica short (seen on the COLD route): wait for the
+    // namenode to re-replicate it before counting.
+    DFSTestUtil.waitReplication(fs, publicPath, (short) 3);
     BlockLocation[] publicBlocks = Blocks.locations(fs, publicPath);
     assertEquals("favored nodes were not honoured for a public file: "
         + Blocks.describe(publicBlocks), 3 * publicBlocks.length,
