@@ -23,7 +23,7 @@ from rich.table import Table
 from .anonymity import METHODS
 from .cluster.render import CLUSTER_SETTINGS, render_host, write_host
 from .cluster.spec import ROLES, SIDES, SpecError, load_spec
-from .audit import DEFAULT_MAX_ITEMSETS, AuditReport, audit
+from .audit import DEFAULT_MAX_ITEMSETS, AuditReport, ReleaseAuditReport, audit, audit_releases
 from .dataset import FORMATS, InputError, load, write_fimi
 from .demo import DemoSettings, run_demo
 from .publication import DEFAULT_KEEP, Publication, PublishParams, publish
@@ -125,7 +125,12 @@ def generate_cmd(output: Path, records: int, items: int, avg_len: float, pattern
 @click.option("--skip-bad-lines", is_flag=True,
               help="Skip malformed input lines (reported) instead of stopping at the first.")
 @click.option("--keep", default=DEFAULT_KEEP, show_default=True, type=click.IntRange(1),
-              help="Committed versions to keep, the new one included.")
+              help="Committed versions to keep, the new one included. Pruning frees space; it "
+              "does not make a version unseen (the release log keeps every release).")
+@click.option("--rebase", is_flag=True,
+              help="Re-partition a store that has released before, accepting that the new "
+              "chunking composes with what the public cloud saw (docs/releases.md); recorded "
+              "in the release log.")
 @click.option("--workers", default=PublishParams.workers, show_default=True,
               type=click.IntRange(1), help="Processes partitioning clusters in parallel.")
 @click.option("--overlay/--no-overlay", default=True, show_default=True,
@@ -139,8 +144,8 @@ def generate_cmd(output: Path, records: int, items: int, avg_len: float, pattern
 @_fail_cleanly
 def publish_cmd(input_path: Path, store_spec: str, k: int, m: int, method: str,
                 cluster_size: int, input_format: str | None, skip_bad_lines: bool, keep: int,
-                workers: int, overlay: bool, aggregate: bool, aggregate_volume: int,
-                as_json: bool) -> None:
+                rebase: bool, workers: int, overlay: bool, aggregate: bool,
+                aggregate_volume: int, as_json: bool) -> None:
     """Partition INPUT and publish it as a new version of the store (owner command).
 
     INPUT is FIMI/SPMF (.dat, .txt), CSV of record_id,term pairs (.csv) or JSON Lines
@@ -153,7 +158,8 @@ def publish_cmd(input_path: Path, store_spec: str, k: int, m: int, method: str,
                            workers=workers, overlay=overlay, aggregate=aggregate,
                            aggregate_volume=aggregate_volume)
     with _progress("partitioning clusters", True) as update:
-        report = publish(dataset, open_store(store_spec), params, progress=update)
+        report = publish(dataset, open_store(store_spec), params, progress=update,
+                         rebase=rebase)
     before = report.private_before_aggregation
     _emit(as_json, report.as_dict(), lambda: out.print(
         f"published {report.version} to {report.store}: {report.records:,} records in "
@@ -187,19 +193,39 @@ def _print_audit(report: AuditReport) -> None:
 @click.option("--max-itemsets", default=DEFAULT_MAX_ITEMSETS, show_default=True,
               type=click.IntRange(1), help="Per-chunk counting budget; beyond it a chunk fails "
               "as unverifiable.")
+@click.option("--releases", "whole_history", is_flag=True,
+              help="Owner command: check every release against the release invariant, from "
+              "the private release log and the public files that remain, and run the "
+              "joint-view attacker on small clusters of all releases together.")
 @json_option
 @_fail_cleanly
 def audit_cmd(store_spec: str, version: str | None, k: int | None, m: int | None,
-              max_itemsets: int, as_json: bool) -> None:
+              max_itemsets: int, whole_history: bool, as_json: bool) -> None:
     """Independently verify what the public zone holds; exit status 1 on any violation.
 
     Reads only the public zone: every public chunk must be k^m-anonymous, no pseudonym may occur
     in two chunks, and nothing but listed public chunks, their indexes and the manifest may be there.
     On HDFS it also checks that every replica of every private file is on a private datanode.
     """
+    if whole_history:
+        history = audit_releases(open_store(store_spec), max_itemsets=max_itemsets)
+        _emit(as_json, history.as_dict(), lambda: _print_release_audit(history))
+        sys.exit(0 if history.ok else 1)
     report = audit(open_store(store_spec), version=version, k=k, m=m, max_itemsets=max_itemsets)
     _emit(as_json, report.as_dict(), lambda: _print_audit(report))
     sys.exit(0 if report.ok else 1)
+
+
+def _print_release_audit(report: ReleaseAuditReport) -> None:
+    status = "[green]PASS[/]" if report.ok else "[bold red]FAIL[/]"
+    kinds = ", ".join(f"{r['version']} {r['kind']}" for r in report.releases) or "none logged"
+    out.print(f"release audit {status} {report.store}: releases {kinds}; "
+              f"{report.pairs_checked} pair(s), {report.residuals_checked:,} residuals and "
+              f"{report.files_checked:,} public files checked; joint-view attacker on "
+              f"{report.clusters_attacked} cluster(s) ({report.clusters_too_large} too large); "
+              f"{len(report.violations)} violation(s)", highlight=False)
+    for v in report.violations[:50]:
+        out.print(f"  [red]{v.kind}[/] {v.where}: {v.detail}", highlight=False)
 
 
 def _ledger(store_spec: str) -> Ledger:

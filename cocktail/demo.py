@@ -7,6 +7,7 @@ as an analyst would see them: noisy, with their expected error, charged to a bud
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ def run_demo(settings: DemoSettings, progress=None) -> dict:
     data_path = settings.workdir / "synthetic.dat"
     write_fimi(generate(SyntheticSpec(records=settings.records, seed=settings.seed)), data_path)
     dataset = load(data_path)
+    shutil.rmtree(settings.workdir / "store", ignore_errors=True)  # each run its own first release
     store = LocalStore(settings.workdir / "store")
     published = publish(dataset, store, settings.params, progress=progress)
     checked = audit(store)

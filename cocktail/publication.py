@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 from functools import cached_property
 
 from . import chunkformat as fmt
+from . import releases
 from .anonymity import Partition, partition
 from .dataset import Dataset
 from .overlay.layout import Layout, LayoutParams, Unit, build_layout
@@ -130,6 +131,8 @@ def _sweep(store: Store, current: str | None) -> None:
             stale_version = current is not None and fmt.VERSION_RE.match(name) and name > current
             if name.startswith(fmt.STAGING_PREFIX) or stale_version:
                 store.remove(zone, name)
+    if current is not None:
+        releases.sweep_log(store, current)
 
 
 def _prune(store: Store, current: str, keep: int) -> None:
@@ -149,8 +152,9 @@ class _VersionWriter:
     HDFS file and block ids and modification times would group the public chunks by cluster,
     in tree order, for anyone who lists them."""
 
-    def __init__(self, store: Store, version: str, key: bytes) -> None:
-        self.store, self.version, self.key = store, version, key
+    def __init__(self, store: Store, version: str, key: bytes,
+                 release: releases.ReleaseBuilder) -> None:
+        self.store, self.version, self.key, self.release = store, version, key, release
         self.staging = fmt.STAGING_PREFIX + version
         self.seen_pseudonyms: set[str] = set()
         self.chunks: dict[str, dict] = {}
@@ -173,7 +177,7 @@ class _VersionWriter:
                 self.seen_pseudonyms.update(names)
                 return chunk_id, names
 
-    def add_chunk(self, unit: int, private: bool, terms: frozenset[str],
+    def add_chunk(self, unit: int, unit_kind: str, private: bool, terms: frozenset[str],
                   members: Sequence[tuple[str, int, list[str]]]) -> None:
         """``members``: (record id, record position, subrecord terms) of every non-empty subrecord."""
         chunk_id, names = self._new_chunk_id([record_id for record_id, _, _ in members])
@@ -191,6 +195,9 @@ class _VersionWriter:
             "sha256": {"chunk": hashlib.sha256(chunk_bytes).hexdigest(),
                        "index": hashlib.sha256(index_bytes).hexdigest()},
         }
+        self.release.add_chunk(chunk_id, unit, unit_kind, private, terms,
+                               [(record_id, sub) for record_id, _, sub in members],
+                               self.chunks[chunk_id]["sha256"]["chunk"])
 
     def close_unit(self, unit: int) -> None:
         self._put("private", f"{fmt.PSEUDONYM_DIR}/{unit}.tsv",
@@ -207,7 +214,7 @@ class _VersionWriter:
         self._spool.close()
 
     def finish(self, public_manifest: dict, private_manifest: dict, records: bytes,
-               mtime: float) -> None:
+               release_entry: dict, mtime: float) -> None:
         self._put("public", fmt.MANIFEST, fmt.encode_json(public_manifest), False)
         self._put("private", fmt.RECORDS, records, True)
         self._put("private", fmt.MANIFEST, fmt.encode_json(private_manifest), True)
@@ -216,6 +223,8 @@ class _VersionWriter:
             self.store.stamp("public", path, mtime)  # sorted by random chunk id: no order
         for zone in ("public", "private"):
             self.store.rename(zone, self.staging, self.version)
+        self.store.write("private", releases.entry_path(self.version),
+                         fmt.encode_json(release_entry), pri_label=True)
         self.store.sync()
         self.store.write("public", fmt.POINTER + ".tmp", f"{self.version}\n".encode(),
                          pri_label=False)
@@ -270,7 +279,7 @@ def _write_layout(writer: _VersionWriter, dataset: Dataset, layout: Layout) -> d
         chunk_terms = [*split.public, *stored_private]
         for i, members in enumerate(_split_unit(unit, chunk_terms)):
             private = i >= len(split.public)
-            writer.add_chunk(unit.id, private, chunk_terms[i],
+            writer.add_chunk(unit.id, unit.kind, private, chunk_terms[i],
                              [(dataset.ids[p], p, sub) for p, sub in members])
             kind = "private" if private else "public"
             totals[kind] += 1
@@ -294,9 +303,33 @@ def _tree_manifest(layout: Layout) -> list[dict]:
             for n in layout.tree.nodes]
 
 
+def _log_legacy_release(store: Store, current: str) -> None:
+    """A store published before the release log existed: log its current version as
+    'imported', from its files, so that the history starts with what the public cloud holds."""
+    if releases.read_log(store, current):
+        return
+    publication = Publication.open(store, current)
+    builder = releases.ReleaseBuilder("imported")
+    for chunk in publication.chunks.values():
+        positions = publication.record_positions(chunk.id)
+        members = [(publication.record_ids[positions[p]], terms)
+                   for p, terms in publication.subrecords(chunk.id)]
+        builder.add_chunk(chunk.id, chunk.unit, publication.units[chunk.unit]["kind"],
+                          chunk.private, chunk.terms, members,
+                          publication.manifest["chunks"][chunk.id]["sha256"]["chunk"])
+    params = publication.manifest["params"]
+    entry = builder.entry(current, publication.manifest["created"], params["k"], params["m"],
+                          method=params["method"], records=len(publication.record_ids),
+                          appended=len(publication.record_ids), buffered=0)
+    store.write("private", releases.entry_path(current), fmt.encode_json(entry), pri_label=True)
+
+
 def publish(dataset: Dataset, store: Store, params: PublishParams,
-            progress: Callable[[int, int], None] | None = None) -> PublishReport:
-    """Partition, pseudonymise and write ``dataset`` as a new current version of ``store``.
+            progress: Callable[[int, int], None] | None = None, *,
+            rebase: bool = False) -> PublishReport:
+    """Partition, pseudonymise and write ``dataset`` as the first release of ``store``, or, with
+    ``rebase``, as a fresh re-partition of a store that has released before (the owner accepts
+    that the two chunkings compose; the release log records it).
 
     ``progress(done, total)`` is called after each leaf cluster.
     """
@@ -307,16 +340,21 @@ def publish(dataset: Dataset, store: Store, params: PublishParams,
     started = time.perf_counter()
     # The lock first: a read-only store or a running publish is reported before the work.
     with store.publish_lock():
+        current = current_version(store)
+        _sweep(store, current)
+        if current is not None:
+            if not rebase:
+                raise releases.refuse_rebase(store, current)
+            _log_legacy_release(store, current)
         layout = build_layout(
             dataset.records,
             LayoutParams(params.k, params.m, params.method, params.cluster_size, params.overlay,
                          params.aggregate, params.aggregate_volume),
             lambda clusters: _partitions(clusters, params), progress)
-        current = current_version(store)
-        _sweep(store, current)
         existing = committed_versions(store)
         version = fmt.version_name(int(existing[-1][1:]) + 1 if existing else 1)
-        writer = _VersionWriter(store, version, owner_key(store))
+        writer = _VersionWriter(store, version, owner_key(store),
+                                releases.ReleaseBuilder("rebase" if current else "fresh"))
         totals = _write_layout(writer, dataset, layout)
         now = datetime.now(timezone.utc).replace(microsecond=0)
         created = now.isoformat(timespec="seconds")
@@ -343,7 +381,11 @@ def publish(dataset: Dataset, store: Store, params: PublishParams,
         records_bytes = "".join(
             json.dumps([rid, leaf_of[p]], ensure_ascii=False) + "\n"
             for p, rid in enumerate(dataset.ids)).encode("utf-8")
-        writer.finish(public_manifest, private_manifest, records_bytes, now.timestamp())
+        release_entry = writer.release.entry(
+            version, created, params.k, params.m, method=params.method, records=len(dataset),
+            appended=len(dataset), buffered=0)
+        writer.finish(public_manifest, private_manifest, records_bytes, release_entry,
+                      now.timestamp())
         _prune(store, version, params.keep)
     pairs = sum(len(r) for r in dataset.records)
     return PublishReport(

@@ -119,7 +119,7 @@ def test_refused_writes_leave_the_current_version(cluster, published, sample):
         cluster.command(f"stop-datanode {index}")
     try:
         with pytest.raises(StoreError, match="no datanode allowed to store it|cannot write"):
-            publish(sample.head(500), store, PARAMS)
+            publish(sample.head(500), store, PARAMS, rebase=True)
     finally:
         for index in cluster.private_datanodes:
             cluster.command(f"restart-datanode {index}")
@@ -140,7 +140,7 @@ def test_namenode_down_is_a_clear_error(cluster, published, sample):
     cluster.command("shutdown-namenode")
     try:
         with pytest.raises(StoreError, match="cannot reach the namenode"):
-            publish(sample.head(500), store, PARAMS)
+            publish(sample.head(500), store, PARAMS, rebase=True)
     finally:
         cluster.command("restart-namenode")
         cluster.command("wait-active")
@@ -154,7 +154,7 @@ def test_datanode_killed_during_publish(cluster, published, sample):
 
     def run():
         try:
-            outcome["report"] = publish(sample.head(3000), store, PARAMS)
+            outcome["report"] = publish(sample.head(3000), store, PARAMS, rebase=True)
         except StoreError as exc:
             outcome["error"] = exc
 

@@ -103,7 +103,8 @@ def test_store_refuses_private_data_in_public_zone(tmp_path):
 
 def test_versions_switch_and_old_ones_are_pruned(tmp_path):
     store = LocalStore(tmp_path / "s")
-    versions = [publish(SMALL, store, PublishParams(k=2, m=2, keep=2)).version for _ in range(3)]
+    versions = [publish(SMALL, store, PublishParams(k=2, m=2, keep=2), rebase=True).version
+                for _ in range(3)]
     assert versions == ["v000001", "v000002", "v000003"]
     assert current_version(store) == "v000003"
     assert store.list("public") == ["CURRENT", "v000002", "v000003"]
@@ -115,7 +116,7 @@ def test_stale_staging_is_swept(tmp_path):
     publish(SMALL, store, PublishParams(k=2, m=2))
     store.write("public", ".staging-v000002/chunks/x.tsv", b"half", pri_label=False)
     store.write("private", "v000009/manifest.json", b"{}", pri_label=True)  # never made current
-    publish(SMALL, store, PublishParams(k=2, m=2))
+    publish(SMALL, store, PublishParams(k=2, m=2), rebase=True)
     assert current_version(store) == "v000002"
     assert not store.exists("public", ".staging-v000002")
     assert not store.exists("private", "v000009")
@@ -124,7 +125,8 @@ def test_stale_staging_is_swept(tmp_path):
 def test_exact_counts_on_small_data(tmp_path):
     store = LocalStore(tmp_path / "s")
     for method in ("basic", "testing", "improved", "improved-paper"):
-        publish(SMALL, store, PublishParams(k=3, m=2, method=method, cluster_size=20))
+        publish(SMALL, store, PublishParams(k=3, m=2, method=method, cluster_size=20),
+                rebase=True)
         publication = Publication.open(store)
         vocabulary = sorted(set().union(*SMALL.records)) + ["absent"]
         for a in vocabulary:
@@ -173,7 +175,8 @@ import sys
 from cocktail.dataset import load
 from cocktail.publication import PublishParams, publish
 from cocktail.store import LocalStore
-publish(load(sys.argv[1]), LocalStore(sys.argv[2]), PublishParams(k=2, m=2, cluster_size=50))
+publish(load(sys.argv[1]), LocalStore(sys.argv[2]), PublishParams(k=2, m=2, cluster_size=50),
+        rebase=True)
 """
 
 
@@ -197,7 +200,7 @@ def test_killed_publish_leaves_previous_version_current(tmp_path):
     assert exact_count(publication, CountQuery(("10312",))) == load(data).count_containing(
         ("10312",))
     # The next publish sweeps the debris and commits normally.
-    second = publish(load(data), store, PublishParams(k=5, m=2))
+    second = publish(load(data), store, PublishParams(k=5, m=2), rebase=True)
     assert second.version == "v000002" and current_version(store) == "v000002"
     assert not any(n.startswith(fmt.STAGING_PREFIX) for n in store.list("public"))
 

@@ -1,0 +1,109 @@
+"""The release log: what each release showed the public cloud, kept for good in the private zone.
+
+The public cloud keeps every public file it ever held, so a pruned version is not an unseen one.
+Every committed version is a *release*, and the log keeps, per release, what the auditor needs
+to check all of them together long after their files are gone (``docs/releases.md``):
+
+* per public chunk: its cluster (unit), term set, subrecord count, file checksum, the checksum
+  of the lines it carried over from the previous release, and the multiset of the subrecords
+  this release *added* (all of them for a new chunk) — the residual the rule is about;
+* per unit: its kind, the hashes of the records it gained, and how many of its records hold a
+  published term (the size a joint-view attacker is assumed to know).
+
+One JSON file per release, ``releases/<version>.json``, written after the version's files and
+before the commit point; a version that never became current loses its entry with its files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from . import chunkformat as fmt
+from .store import Store, StoreError
+
+LOG_DIR = "releases"
+KINDS = ("fresh", "append", "rebase", "imported")
+
+
+def member_hash(record_id: str) -> str:
+    """A record's name in the log (the log never needs the id itself)."""
+    return hashlib.sha256(record_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def entry_path(version: str) -> str:
+    return f"{LOG_DIR}/{version}.json"
+
+
+def read_log(store: Store, up_to: str | None = None) -> list[dict]:
+    """The entries of every release, oldest first (up to and including ``up_to``)."""
+    names = sorted(n for n in store.list("private", LOG_DIR) if n.endswith(".json"))
+    entries = [fmt.decode_json(store.read("private", f"{LOG_DIR}/{n}"), f"{LOG_DIR}/{n}")
+               for n in names]
+    return [e for e in entries if up_to is None or e["version"] <= up_to]
+
+
+def sweep_log(store: Store, current: str) -> None:
+    """Drop the entries of versions that never became current (a publish that crashed)."""
+    for name in store.list("private", LOG_DIR):
+        if name.removesuffix(".json") > current:
+            store.remove("private", f"{LOG_DIR}/{name}")
+
+
+class RebaseRefused(StoreError):
+    """A fresh partition of a store whose records the public cloud has already seen."""
+
+
+def refuse_rebase(store: Store, current: str) -> RebaseRefused:
+    return RebaseRefused(
+        f"{store.url} already published {current}, and the public cloud keeps what it saw. A "
+        "fresh partition of the same records would compose with it: two chunkings that are "
+        "each k^m-anonymous can together pin an itemset's support below k (docs/releases.md). "
+        "Publish other records to a new store, or accept the risk with --rebase (recorded in "
+        "the release log)")
+
+
+def encode_multiset(subrecords: Counter) -> list[list]:
+    return [[list(terms), count] for terms, count in sorted(subrecords.items())]
+
+
+def decode_multiset(encoded: Iterable[Sequence]) -> Counter:
+    return Counter({tuple(terms): count for terms, count in encoded})
+
+
+@dataclass
+class ReleaseBuilder:
+    """Collects one release's entry while its chunks are written."""
+
+    kind: str
+    chunks: dict[str, dict] = field(default_factory=dict)
+    units: dict[int, dict] = field(default_factory=dict)
+
+    def unit(self, unit: int, kind: str) -> dict:
+        return self.units.setdefault(unit, {"kind": kind, "added_members": set(),
+                                            "public_records": set()})
+
+    def add_chunk(self, chunk_id: str, unit: int, unit_kind: str, private: bool,
+                  terms: Iterable[str], members: Sequence[tuple[str, Sequence[str]]],
+                  sha256: str, carried: Sequence[tuple[str, Sequence[str]]] = (),
+                  carried_sha256: str | None = None) -> None:
+        """``members``: (record id, subrecord) added by this release; ``carried``: the old ones."""
+        record = self.unit(unit, unit_kind)
+        record["added_members"].update(member_hash(r) for r, _ in members)
+        if private:
+            return
+        record["public_records"].update(member_hash(r) for r, _ in (*carried, *members))
+        self.chunks[chunk_id] = {
+            "unit": unit, "terms": sorted(terms), "subrecords": len(carried) + len(members),
+            "sha256": sha256, "carried_sha256": carried_sha256,
+            "added": encode_multiset(Counter(tuple(sorted(sub)) for _, sub in members))}
+
+    def entry(self, version: str, created: str, k: int, m: int, **extra) -> dict:
+        return {"format": 1, "version": version, "kind": self.kind, "created": created,
+                "k": k, "m": m, **extra, "chunks": self.chunks,
+                "units": {str(u): {"kind": v["kind"],
+                                   "added_members": sorted(v["added_members"]),
+                                   "public_records": len(v["public_records"])}
+                          for u, v in sorted(self.units.items())}}
