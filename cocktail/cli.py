@@ -21,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .anonymity import METHODS
+from .append import append
 from .cluster.render import CLUSTER_SETTINGS, render_host, write_host
 from .cluster.spec import ROLES, SIDES, SpecError, load_spec
 from .audit import DEFAULT_MAX_ITEMSETS, AuditReport, ReleaseAuditReport, audit, audit_releases
@@ -127,6 +128,13 @@ def generate_cmd(output: Path, records: int, items: int, avg_len: float, pattern
 @click.option("--keep", default=DEFAULT_KEEP, show_default=True, type=click.IntRange(1),
               help="Committed versions to keep, the new one included. Pruning frees space; it "
               "does not make a version unseen (the release log keeps every release).")
+@click.option("--append", "appending", is_flag=True,
+              help="Add INPUT's records to the store's current release as a new release that "
+              "cannot compose with the earlier ones (docs/releases.md); keeps the store's k, "
+              "m, method and cluster size.")
+@click.option("--min-new", type=click.IntRange(1),
+              help="With --append: records needed to form new clusters; fewer wait in the "
+              "private buffer (default: the larger of k and a quarter of the cluster size).")
 @click.option("--rebase", is_flag=True,
               help="Re-partition a store that has released before, accepting that the new "
               "chunking composes with what the public cloud saw (docs/releases.md); recorded "
@@ -144,16 +152,38 @@ def generate_cmd(output: Path, records: int, items: int, avg_len: float, pattern
 @_fail_cleanly
 def publish_cmd(input_path: Path, store_spec: str, k: int, m: int, method: str,
                 cluster_size: int, input_format: str | None, skip_bad_lines: bool, keep: int,
-                rebase: bool, workers: int, overlay: bool, aggregate: bool,
-                aggregate_volume: int, as_json: bool) -> None:
+                appending: bool, min_new: int | None, rebase: bool, workers: int,
+                overlay: bool, aggregate: bool, aggregate_volume: int, as_json: bool) -> None:
     """Partition INPUT and publish it as a new version of the store (owner command).
 
     INPUT is FIMI/SPMF (.dat, .txt), CSV of record_id,term pairs (.csv) or JSON Lines
-    ({"id":..., "terms":[...]}, .jsonl).
+    ({"id":..., "terms":[...]}, .jsonl). The first publish of a store is its first release;
+    later ones --append (a second fresh partition is refused unless --rebase).
     """
+    context = click.get_current_context()
+    if appending:
+        fixed = [f"--{name.replace('_', '-')}" for name in ("k", "m", "method", "cluster_size",
+                                                          "overlay", "aggregate", "rebase")
+                 if context.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
+        if fixed:
+            raise click.UsageError(f"--append keeps the store's own parameters; drop "
+                                   f"{', '.join(fixed)}")
+    elif min_new is not None:
+        raise click.UsageError("--min-new goes with --append")
     dataset = load(input_path, input_format, skip_bad_lines=skip_bad_lines)
     if dataset.skipped_lines:
         err.print(f"[yellow]skipped {dataset.skipped_lines} malformed line(s) of {input_path}[/]")
+    if appending:
+        with _progress("partitioning new clusters", True) as update:
+            added = append(dataset, open_store(store_spec), min_new, progress=update)
+        _emit(as_json, added.as_dict(), lambda: out.print(
+            f"appended {added.appended_records:,} records as {added.version} to {added.store}: "
+            f"{added.extended_records:,} extend {added.extended_clusters} clusters, "
+            f"{added.new_cluster_records:,} form {added.new_clusters} new clusters, "
+            f"{added.buffered_records:,} wait in the private buffer; "
+            f"{added.public_chunks:,} public chunks, public coverage "
+            f"{(added.public_coverage or 0):.2%}; {added.seconds:.1f}s", highlight=False))
+        return
     params = PublishParams(k=k, m=m, method=method, cluster_size=cluster_size, keep=keep,
                            workers=workers, overlay=overlay, aggregate=aggregate,
                            aggregate_volume=aggregate_volume)

@@ -160,12 +160,18 @@ class _VersionWriter:
         self.chunks: dict[str, dict] = {}
         self.unit_map: list[tuple[str, str, int]] = []  # the open unit's pseudonym map
         self._spool = tempfile.TemporaryFile(prefix="cocktail-spool-")
-        self._spooled: list[tuple[str, str, int, int, bool]] = []  # zone, path, offset, size
+        # zone, path, and either (offset, size) in the spool or the path of a file to copy
+        self._spooled: list[tuple[str, str, int | str, int, bool]] = []
 
     def _put(self, zone: str, name: str, data: bytes, private: bool) -> None:
         self._spooled.append((zone, f"{self.staging}/{name}", self._spool.tell(), len(data),
                               private))
         self._spool.write(data)
+
+    def keep(self, zone: str, old_version: str, name: str) -> None:
+        """Carry a file of an earlier version over unchanged (a link where the store can)."""
+        self._spooled.append((zone, f"{self.staging}/{name}", f"{old_version}/{name}", 0,
+                              zone == "private"))
 
     def _new_chunk_id(self, record_ids: Sequence[str]) -> tuple[str, list[str]]:
         """A fresh random id whose pseudonyms collide with none issued so far in this version."""
@@ -199,17 +205,56 @@ class _VersionWriter:
                                [(record_id, sub) for record_id, _, sub in members],
                                self.chunks[chunk_id]["sha256"]["chunk"])
 
-    def close_unit(self, unit: int) -> None:
+    def extend_chunk(self, chunk_id: str, unit: int, unit_kind: str, private: bool,
+                     terms: Sequence[str], old_rows: list[tuple[str, list[str]]],
+                     members: Sequence[tuple[str, int, list[str]]]) -> None:
+        """An existing chunk with new subrecords: the same id, so old records keep their
+        pseudonyms and their lines unchanged; the new lines merged in pseudonym order."""
+        names = [pseudonym(self.key, chunk_id, record_id) for record_id, _, _ in members]
+        if {p for p, _ in old_rows}.intersection(names) or len(set(names)) != len(names):
+            raise StoreError(f"pseudonym collision in chunk {chunk_id}: append again")
+        new_rows = sorted(zip(names, members))
+        subrecords = sorted(old_rows + [(name, sorted(sub)) for name, (_, _, sub) in new_rows])
+        zone = "private" if private else "public"
+        chunk_bytes = fmt.encode_chunk(subrecords)
+        index_bytes = fmt.encode_index(chunk_id, fmt.build_index(subrecords))
+        self._put(zone, f"{fmt.CHUNK_DIR}/{chunk_id}.tsv", chunk_bytes, private)
+        self._put(zone, f"{fmt.INDEX_DIR}/{chunk_id}.tsv", index_bytes, private)
+        self.unit_map.extend((chunk_id, name, position) for name, (_, position, _) in new_rows)
+        self.chunks[chunk_id] = {
+            "unit": unit, "priLabel": private, "terms": sorted(terms),
+            "subrecords": len(subrecords),
+            "sha256": {"chunk": hashlib.sha256(chunk_bytes).hexdigest(),
+                       "index": hashlib.sha256(index_bytes).hexdigest()},
+        }
+        carried = hashlib.sha256(fmt.encode_chunk(old_rows)).hexdigest()
+        self.release.add_chunk(chunk_id, unit, unit_kind, private, terms,
+                               [(record_id, sub) for record_id, _, sub in members],
+                               self.chunks[chunk_id]["sha256"]["chunk"],
+                               carried_sha256=carried, carried_subrecords=len(old_rows))
+
+    def keep_chunk(self, old_version: str, chunk_id: str, entry: dict) -> None:
+        """An existing chunk no new record touches: its files carried over as they are."""
+        zone = "private" if entry["priLabel"] else "public"
+        for folder in (fmt.CHUNK_DIR, fmt.INDEX_DIR):
+            self.keep(zone, old_version, f"{folder}/{chunk_id}.tsv")
+        self.chunks[chunk_id] = entry
+
+    def close_unit(self, unit: int, earlier: Sequence[tuple[str, str, int]] = ()) -> None:
+        """Write the unit's pseudonym map: ``earlier`` rows (of chunks it had before) first."""
         self._put("private", f"{fmt.PSEUDONYM_DIR}/{unit}.tsv",
-                  fmt.encode_pseudonym_map(self.unit_map), True)
+                  fmt.encode_pseudonym_map([*earlier, *self.unit_map]), True)
         self.unit_map = []
 
     def _write_spooled(self) -> None:
         order = list(range(len(self._spooled)))
         secrets.SystemRandom().shuffle(order)
         for i in order:
-            zone, path, offset, size, private = self._spooled[i]
-            self._spool.seek(offset)
+            zone, path, source, size, private = self._spooled[i]
+            if isinstance(source, str):
+                self.store.copy(zone, source, path)
+                continue
+            self._spool.seek(source)
             self.store.write(zone, path, self._spool.read(size), pri_label=private)
         self._spool.close()
 
@@ -270,37 +315,66 @@ def _partitions(clusters: list[list[frozenset[str]]],
         yield from pool.map(_partition_job, jobs)
 
 
-def _write_layout(writer: _VersionWriter, dataset: Dataset, layout: Layout) -> dict[str, int]:
+def _write_layout(writer: _VersionWriter, record_ids: Sequence[str], layout: Layout,
+                  where: Placement | None = None) -> dict[str, int]:
+    """Write every unit of ``layout``; ``where`` places a layout built over some records
+    (an append's) among all of the publication's."""
+    where = where or Placement()
     totals = {"public": 0, "private": 0, "public_subrecords": 0, "private_subrecords": 0,
-              "private_pairs": 0}
+              "public_pairs": 0, "private_pairs": 0}
     for unit in layout.units:
         split = unit.partition
         stored_private = [split.private] if unit.keeps_private and split.private else []
         chunk_terms = [*split.public, *stored_private]
         for i, members in enumerate(_split_unit(unit, chunk_terms)):
             private = i >= len(split.public)
-            writer.add_chunk(unit.id, unit.kind, private, chunk_terms[i],
-                             [(dataset.ids[p], p, sub) for p, sub in members])
+            writer.add_chunk(where.unit(unit.id), unit.kind, private, chunk_terms[i],
+                             [(record_ids[where.record(p)], where.record(p), sub)
+                              for p, sub in members])
             kind = "private" if private else "public"
             totals[kind] += 1
             totals[f"{kind}_subrecords"] += len(members)
-            if private:
-                totals["private_pairs"] += sum(len(sub) for _, sub in members)
-        writer.close_unit(unit.id)
+            totals[f"{kind}_pairs"] += sum(len(sub) for _, sub in members)
+        writer.close_unit(where.unit(unit.id))
     return totals
 
 
-def _tree_manifest(layout: Layout) -> list[dict]:
+@dataclass(frozen=True)
+class Placement:
+    """Where a layout's local numbers land in the whole publication."""
+
+    records: Sequence[int] | None = None  # layout position -> publication position
+    units: int = 0                        # offset of unit ids
+    nodes: int = 0                        # offset of tree node ids
+
+    def record(self, position: int) -> int:
+        return position if self.records is None else self.records[position]
+
+    def unit(self, unit: int) -> int:
+        return unit + self.units
+
+
+def _tree_manifest(layout: Layout, where: Placement | None = None) -> list[dict]:
+    where = where or Placement()
     leaf_units: dict[int, list[int]] = {}
     aggregate_of: dict[int, int] = {}
     for unit in layout.units:
         if unit.kind == "leaf":
-            leaf_units.setdefault(unit.node, []).append(unit.id)
+            leaf_units.setdefault(unit.node, []).append(where.unit(unit.id))
         else:
-            aggregate_of[unit.node] = unit.id
-    return [{"id": n.id, "split": list(n.split), "children": n.children,
+            aggregate_of[unit.node] = where.unit(unit.id)
+    return [{"id": n.id + where.nodes, "split": list(n.split),
+             "children": {p: c + where.nodes for p, c in n.children.items()},
              "units": leaf_units.get(n.id, []), "aggregate": aggregate_of.get(n.id)}
             for n in layout.tree.nodes]
+
+
+def _units_manifest(layout: Layout, where: Placement | None = None) -> list[dict]:
+    where = where or Placement()
+    return [{"id": where.unit(u.id), "kind": u.kind, "node": u.node + where.nodes,
+             "members": len(u.members),
+             "passed_up": sorted(u.partition.private) if not u.keeps_private else [],
+             "notes": u.partition.notes} for u in layout.units]
 
 
 def _log_legacy_release(store: Store, current: str) -> None:
@@ -355,7 +429,7 @@ def publish(dataset: Dataset, store: Store, params: PublishParams,
         version = fmt.version_name(int(existing[-1][1:]) + 1 if existing else 1)
         writer = _VersionWriter(store, version, owner_key(store),
                                 releases.ReleaseBuilder("rebase" if current else "fresh"))
-        totals = _write_layout(writer, dataset, layout)
+        totals = _write_layout(writer, dataset.ids, layout)
         now = datetime.now(timezone.utc).replace(microsecond=0)
         created = now.isoformat(timespec="seconds")
         public_manifest = {
@@ -370,11 +444,10 @@ def publish(dataset: Dataset, store: Store, params: PublishParams,
             "params": asdict(params),
             "source": {"path": dataset.source, "format": dataset.format,
                        "records": len(dataset), "skipped_lines": dataset.skipped_lines},
-            "tree": _tree_manifest(layout),
-            "units": [{"id": u.id, "kind": u.kind, "node": u.node, "members": len(u.members),
-                       "passed_up": sorted(u.partition.private) if not u.keeps_private else [],
-                       "notes": u.partition.notes} for u in layout.units],
+            "tree": _tree_manifest(layout), "roots": [0],
+            "units": _units_manifest(layout),
             "aggregation": layout.stats,
+            "pairs": {"public": totals["public_pairs"], "private": totals["private_pairs"]},
             "chunks": writer.chunks,
         }
         leaf_of = layout.leaf_unit_of()
@@ -424,6 +497,7 @@ class Publication:
         self.chunks = {cid: ChunkInfo(cid, c["unit"], c["priLabel"], frozenset(c["terms"]))
                        for cid, c in self.manifest["chunks"].items()}
         self.tree: list[dict] = self.manifest["tree"]
+        self.roots: list[int] = self.manifest.get("roots", [0])
         self.units: list[dict] = self.manifest["units"]
         self._postings: dict[str, dict[str, list[str]]] = {}
         self._positions: dict[str, dict[str, frozenset[int]]] = {}

@@ -61,8 +61,8 @@ def refuse_rebase(store: Store, current: str) -> RebaseRefused:
         f"{store.url} already published {current}, and the public cloud keeps what it saw. A "
         "fresh partition of the same records would compose with it: two chunkings that are "
         "each k^m-anonymous can together pin an itemset's support below k (docs/releases.md). "
-        "Publish other records to a new store, or accept the risk with --rebase (recorded in "
-        "the release log)")
+        "Add new records with `cocktail publish FILE --append`, or accept the risk with "
+        "--rebase (recorded in the release log)")
 
 
 def encode_multiset(subrecords: Counter) -> list[list]:
@@ -83,27 +83,37 @@ class ReleaseBuilder:
 
     def unit(self, unit: int, kind: str) -> dict:
         return self.units.setdefault(unit, {"kind": kind, "added_members": set(),
-                                            "public_records": set()})
+                                            "public_records": set(), "carried_public": 0})
 
     def add_chunk(self, chunk_id: str, unit: int, unit_kind: str, private: bool,
                   terms: Iterable[str], members: Sequence[tuple[str, Sequence[str]]],
-                  sha256: str, carried: Sequence[tuple[str, Sequence[str]]] = (),
-                  carried_sha256: str | None = None) -> None:
-        """``members``: (record id, subrecord) added by this release; ``carried``: the old ones."""
+                  sha256: str, carried_sha256: str | None = None,
+                  carried_subrecords: int = 0) -> None:
+        """``members``: (record id, subrecord) this release adds to the chunk; for a chunk of
+        an earlier release, ``carried_*`` describe the lines it keeps."""
         record = self.unit(unit, unit_kind)
         record["added_members"].update(member_hash(r) for r, _ in members)
         if private:
             return
-        record["public_records"].update(member_hash(r) for r, _ in (*carried, *members))
+        record["public_records"].update(member_hash(r) for r, _ in members)
         self.chunks[chunk_id] = {
-            "unit": unit, "terms": sorted(terms), "subrecords": len(carried) + len(members),
+            "unit": unit, "terms": sorted(terms), "subrecords": carried_subrecords + len(members),
             "sha256": sha256, "carried_sha256": carried_sha256,
             "added": encode_multiset(Counter(tuple(sorted(sub)) for _, sub in members))}
+
+    def carry(self, unit: int, logged_unit: dict, logged_chunks: dict[str, dict]) -> None:
+        """A unit of the previous release: its record count, and its public chunks that this
+        release leaves as they were."""
+        self.unit(unit, logged_unit["kind"])["carried_public"] = logged_unit["public_records"]
+        for chunk_id, chunk in logged_chunks.items():
+            self.chunks.setdefault(chunk_id, chunk | {"carried_sha256": chunk["sha256"],
+                                                      "added": []})
 
     def entry(self, version: str, created: str, k: int, m: int, **extra) -> dict:
         return {"format": 1, "version": version, "kind": self.kind, "created": created,
                 "k": k, "m": m, **extra, "chunks": self.chunks,
                 "units": {str(u): {"kind": v["kind"],
                                    "added_members": sorted(v["added_members"]),
-                                   "public_records": len(v["public_records"])}
+                                   "public_records": v["carried_public"]
+                                   + len(v["public_records"])}
                           for u, v in sorted(self.units.items())}}

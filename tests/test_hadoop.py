@@ -16,9 +16,10 @@ import pytest
 from click.testing import CliRunner
 
 from cocktail import chunkformat as fmt
-from cocktail.audit import audit
+from cocktail.append import append
+from cocktail.audit import audit, audit_releases
 from cocktail.cli import main
-from cocktail.dataset import load
+from cocktail.dataset import Dataset, load
 from cocktail.publication import Publication, PublishParams, current_version, publish
 from cocktail.querylang import CountQuery
 from cocktail.runners import exact_counts
@@ -102,6 +103,23 @@ def test_streaming_jobs_on_yarn_equal_brute_force(cluster, published, sample, mo
     assert exact_counts(publication, queries) == answers  # the fast path, over WebHDFS
     labels = succeeded_label_expressions(lambda *args: yarn_application(cluster, *args))
     assert labels.count("private") >= 1 and labels.count("<Not set>") >= 1, labels
+
+
+def test_append_on_hdfs_keeps_every_release_safe(published, sample):
+    """Before any test below re-partitions the store: an append carries the unchanged files
+    over (copied through WebHDFS), and the releases audit clean together."""
+    store, _ = published
+    more = load(dataset_path("bms-webview-1.dat")).head(7000)
+    batch = Dataset(more.ids[6000:], more.records[6000:], "memory", "jsonl")
+    report = append(batch, store)
+    assert report.version == "v000002" and report.appended_records == 1000
+    assert audit(store).ok
+    assert audit(store).placement["replicas_outside_private_racks"] == 0
+    history = audit_releases(store)
+    assert history.ok and history.pairs_checked == 1, history.violations[:3]
+    queries = [CountQuery(q) for q in random_conjunctions(more.records, 40, seed=4)]
+    assert exact_counts(Publication.open(store), queries) == [more.count_containing(q.terms)
+                                                              for q in queries]
 
 
 def yarn_application(cluster, *args: str) -> str:

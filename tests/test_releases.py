@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections import Counter
 
 import pytest
@@ -10,13 +15,19 @@ from click.testing import CliRunner
 
 from cocktail import anonymity
 from cocktail.anonymity import Partition
+from cocktail.append import append
 from cocktail.attacks.joint_view import ChunkView, TooLarge, attack
 from cocktail.audit import audit, audit_releases
 from cocktail.cli import main
-from cocktail.dataset import Dataset
-from cocktail.publication import PublishParams, current_version, publish
+from cocktail.dataset import Dataset, load
+from cocktail.publication import Publication, PublishParams, current_version, publish
+from cocktail.querylang import CountQuery
 from cocktail.releases import RebaseRefused, read_log
-from cocktail.store import LocalStore
+from cocktail.runners import exact_counts
+from cocktail.store import LocalStore, StoreError
+from cocktail.synthetic import random_conjunctions
+
+from .conftest import dataset_path
 
 f = frozenset
 # The propagation paper's analysis: each chunking 2^2-anonymous, together they pin supp{b,c}.
@@ -99,3 +110,143 @@ def test_a_store_from_before_the_log_starts_its_history_with_an_imported_release
                                                         ("v000002", "rebase")]
     assert log[0]["chunks"] and all(c["added"] for c in log[0]["chunks"].values())
     assert audit_releases(store).pairs_checked == 1
+
+
+# -- appending ----------------------------------------------------------------------------
+
+def dataset(records, ids, fmt="jsonl") -> Dataset:
+    return Dataset(tuple(ids), tuple(f(r) for r in records), "memory", fmt)
+
+
+def test_an_appended_pair_of_the_counterexample_composes_to_nothing(tmp_path, fixed_chunkings):
+    store = LocalStore(tmp_path / "s")
+    publish(COUNTEREXAMPLE, store, PublishParams(k=2, m=2, method="ac|b"))
+    more = dataset(["a", "a", "b", "c", "bc"], [f"n{i}" for i in range(5)])
+    report = append(more, store)
+    assert report.extended_records == 5 and report.buffered_records == 0
+    assert audit(store).ok
+    history = audit_releases(store)
+    assert history.ok and history.pinned == [] and history.pairs_checked == 1
+    # The later release shows the earlier one's chunks, old lines unchanged, new ones added.
+    first, second = read_log(store)
+    assert set(first["chunks"]) == set(second["chunks"])
+    assert all(second["chunks"][c]["carried_sha256"] == first["chunks"][c]["sha256"]
+               for c in first["chunks"])
+
+
+def slices(data: Dataset, parts: int) -> list[Dataset]:
+    cuts = [len(data) * i // parts for i in range(parts + 1)]
+    return [Dataset(data.ids[a:b], data.records[a:b], data.source, "jsonl")
+            for a, b in zip(cuts, cuts[1:])]
+
+
+def test_bms_webview_1_in_five_batches(tmp_path):
+    """Publish the first fifth, append the other four: every release audits clean, together
+    too; exact answers equal brute force on everything; public coverage within 2 points of
+    one fresh publish of the whole file."""
+    whole = load(dataset_path("bms-webview-1.dat"))
+    store = LocalStore(tmp_path / "s")
+    first, *rest = slices(whole, 5)
+    publish(first, store, PublishParams(k=5, m=3))
+    reports = [append(batch, store) for batch in rest]
+    assert [r.version for r in reports] == ["v000002", "v000003", "v000004", "v000005"]
+    assert all(r.extended_records > 0 and r.new_clusters > 0 for r in reports)
+    assert audit(store).ok
+    history = audit_releases(store)
+    assert history.ok and history.pairs_checked == 4, history.violations[:3]
+    publication = Publication.open(store)
+    queries = [CountQuery(q) for q in random_conjunctions(whole.records, 300, seed=3)]
+    assert exact_counts(publication, queries) == [whole.count_containing(q.terms)
+                                                  for q in queries]
+    fresh = publish(whole, LocalStore(tmp_path / "fresh"), PublishParams(k=5, m=3))
+    assert reports[-1].public_coverage >= (1 - fresh.private_term_share) - 0.02
+
+
+def test_small_appends_wait_in_the_buffer_and_are_counted(tmp_path):
+    whole = load(dataset_path("bms-webview-1.dat")).head(6000)
+    store = LocalStore(tmp_path / "s")
+    base, small, large = whole.head(4000), slices(whole, 30)[20], slices(whole, 6)[5]
+    publish(Dataset(base.ids, base.records, "memory", "jsonl"), store, PublishParams(k=5, m=3))
+    waiting = append(small, store, min_new=1000)
+    assert waiting.buffered_records > 0 and waiting.new_clusters == 0
+    so_far = Dataset(base.ids + small.ids, base.records + small.records, "memory", "jsonl")
+    publication = Publication.open(store)
+    queries = [CountQuery(q) for q in random_conjunctions(so_far.records, 100, seed=5)]
+    assert exact_counts(publication, queries) == [so_far.count_containing(q.terms)
+                                                  for q in queries]
+    placed = append(large, store, min_new=10)
+    assert placed.buffered_records == 0 and placed.new_cluster_records >= waiting.buffered_records
+    everything = Dataset(so_far.ids + large.ids, so_far.records + large.records, "memory",
+                         "jsonl")
+    publication = Publication.open(store)
+    assert exact_counts(publication, queries) == [everything.count_containing(q.terms)
+                                                  for q in queries]
+    assert audit(store).ok and audit_releases(store).ok
+
+
+def test_bad_appends_are_refused(tmp_path):
+    store = LocalStore(tmp_path / "s")
+    with pytest.raises(StoreError, match="no publication yet: publish one first"):
+        append(COUNTEREXAMPLE, store)
+    publish(COUNTEREXAMPLE, store, PublishParams(k=2, m=2))
+    with pytest.raises(ValueError, match="record id 'r3' is already published"):
+        append(dataset(["a", "b"], ["new-1", "r3"]), store)
+    fimi = dataset(["a", "b"], ["1", "2"], fmt="fimi")  # line numbers are not ids: renamed
+    assert append(fimi, store).appended_records == 2
+    cli = CliRunner().invoke(main, ["publish", "x.dat", "--append", "--k", "3", "--store",
+                                    str(store.root)])
+    assert cli.exit_code == 2 and "drop --k" in cli.output
+
+
+CRASHING_APPEND = """
+import sys
+from cocktail.append import append
+from cocktail.dataset import Dataset, load
+from cocktail.store import LocalStore
+whole = load(sys.argv[1])
+half = len(whole) // 2
+append(Dataset(whole.ids[half:], whole.records[half:], "memory", "jsonl"), LocalStore(sys.argv[2]))
+"""
+
+
+def test_a_killed_append_leaves_the_previous_release_current(tmp_path):
+    data = dataset_path("bms-webview-1.dat")
+    whole = load(data)
+    half = len(whole) // 2
+    store = LocalStore(tmp_path / "s")
+    publish(Dataset(whole.ids[:half], whole.records[:half], "memory", "jsonl"), store,
+            PublishParams(k=5, m=3))
+    staging = tmp_path / "s" / "public" / ".staging-v000002" / "chunks"
+    process = subprocess.Popen([sys.executable, "-c", CRASHING_APPEND, str(data),
+                                str(store.root)])
+    deadline = time.monotonic() + 120
+    while not (staging.exists() and len(os.listdir(staging)) > 50):
+        assert process.poll() is None, "the append ended before it could be interrupted"
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert current_version(store) == "v000001"
+    assert [e["version"] for e in read_log(store, "v000001")] == ["v000001"]
+    assert audit(store).ok and audit_releases(store).ok
+    retried = append(Dataset(whole.ids[half:], whole.records[half:], "memory", "jsonl"), store)
+    assert retried.version == "v000002" and audit_releases(store).ok
+
+
+def test_the_append_workflow_on_the_command_line(tmp_path):
+    first, second, store = tmp_path / "day1.dat", tmp_path / "day2.dat", tmp_path / "s"
+    CliRunner().invoke(main, ["generate", str(first), "--records", "3000", "--seed", "1"])
+    CliRunner().invoke(main, ["generate", str(second), "--records", "1500", "--seed", "2"])
+    assert CliRunner().invoke(main, ["publish", str(first), "--store", str(store), "--k", "4",
+                                     "--m", "2"]).exit_code == 0
+    result = CliRunner().invoke(main, ["publish", str(second), "--store", str(store),
+                                       "--append", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert {"appended_records", "extended_clusters", "new_clusters", "buffered_records",
+            "public_chunks", "public_coverage", "seconds"} <= set(report)
+    assert report["appended_records"] == 1500 and report["version"] == "v000002"
+    history = CliRunner().invoke(main, ["audit", "--releases", "--store", str(store), "--json"])
+    assert history.exit_code == 0 and json.loads(history.stdout)["pairs_checked"] == 1
+    assert CliRunner().invoke(main, ["publish", str(second), "--store", str(store),
+                                     "--min-new", "5"]).exit_code == 2

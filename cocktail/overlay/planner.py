@@ -37,6 +37,7 @@ class TreeLayout(Protocol):
     """What the planner needs of a publication: the private manifest's view."""
 
     tree: Sequence[Mapping]  # nodes: split, children (pattern -> node), units, aggregate
+    roots: Sequence[int]     # the tree is a forest: each append adds the tree of its clusters
 
     @property
     def locations(self) -> Mapping[int, Mapping[str, str]]:
@@ -77,8 +78,9 @@ def term_locations(tree: Sequence[Mapping], unit_chunks: Mapping[int, Mapping[st
     return located
 
 
-def _reachable_leaves(terms: set[str], tree: Sequence[Mapping], plan: Plan) -> list[int]:
-    leaves, queue = [], deque([0])
+def _reachable_leaves(terms: set[str], tree: Sequence[Mapping], roots: Sequence[int],
+                      plan: Plan) -> list[int]:
+    leaves, queue = [], deque(roots)
     while queue:
         node = tree[queue.popleft()]
         plan.nodes_visited += 1
@@ -100,7 +102,7 @@ def plan_conjunction(terms: Sequence[str], layout: TreeLayout) -> Plan:
         plan.nodes_visited = len(layout.tree)
         leaves = [node["id"] for node in layout.tree if not node["split"]]
     else:
-        leaves = _reachable_leaves(set(terms), layout.tree, plan)
+        leaves = _reachable_leaves(set(terms), layout.tree, layout.roots, plan)
     reached = [unit for leaf in leaves for unit in layout.tree[leaf]["units"]]
     holding = frozenset(reached).intersection(
         *(layout.term_units.get(term, frozenset()) for term in terms))

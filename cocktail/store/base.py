@@ -63,6 +63,10 @@ class Store(ABC):
         """Remove a file or a whole directory; no error if absent."""
 
     @abstractmethod
+    def copy(self, zone: str, src: str, dst: str) -> None:
+        """Copy a file inside a zone (a file of an earlier version into a new one)."""
+
+    @abstractmethod
     def stamp(self, zone: str, path: str, mtime: float) -> None:
         """Set a file's modification time (seconds since the epoch)."""
 
