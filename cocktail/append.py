@@ -300,7 +300,8 @@ def append(dataset: Dataset, store: Store, min_new: int | None = None,
         entry = writer.release.entry(
             version, created, params.k, params.m, method=params.method, records=len(ids),
             appended=len(dataset), buffered=len(buffered))
-        writer.finish(public_manifest, private_manifest, records_bytes, entry, now.timestamp())
+        writer.finish(public_manifest, private_manifest, records_bytes, entry, now.timestamp(),
+                      {})
         _prune(store, version, params.keep)
     pairs = totals["public_pairs"] + totals["private_pairs"]
     return AppendReport(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -29,13 +30,14 @@ from .dataset import FORMATS, InputError, load, write_fimi
 from .demo import DemoSettings, run_demo
 from .publication import DEFAULT_KEEP, Publication, PublishParams, publish
 from .dp.deadline import DEFAULT_DEADLINES, Deadlines
-from .dp.ledger import Ledger, LedgerError
+from .dp.ledger import BudgetExhausted, Forbidden, Ledger, LedgerError, Unauthorized
 from .private_config import ledger_location, set_ledger_location
+from .releases import RebaseRefused
 from .querylang import QuerySyntaxError, Workload, parse_batch, parse_count
 from .overlay.planner import plan_conjunction
 from .runners import RUNNERS, describe, exact_count, exact_counts
 from .runners.mapreduce import tasks_json
-from .store import StoreError, open_store
+from .store import StoreError, StoreUnavailable, open_store
 from .synthetic import SyntheticSpec, generate
 
 err = Console(stderr=True, soft_wrap=True)  # never break a path or message in two
@@ -46,16 +48,41 @@ EXPECTED_ERRORS = (InputError, StoreError, QuerySyntaxError, LedgerError, SpecEr
 OWNER = "Owner command: it reads the store's private zone; analysts never run it."
 
 
+EXIT_STATUS = """\b
+Exit status: 0 done; 1 a check found problems (audit) or the service is unreachable; 2 bad
+usage or input; 3 refused (token, or a publish that would re-partition); 4 budget exhausted;
+5 the store or the system failed."""
+
+
+def _status(exc: Exception) -> int:
+    if isinstance(exc, BudgetExhausted):
+        return 4
+    if isinstance(exc, (Unauthorized, Forbidden, RebaseRefused)):
+        return 3
+    if isinstance(exc, StoreUnavailable) or (isinstance(exc, OSError)
+                                             and not isinstance(exc, FileNotFoundError)):
+        return 5
+    return 2
+
+
 def _fail_cleanly(command: Callable) -> Callable:
-    """Turn the errors a user can cause into one clear line and exit status 2."""
+    """Turn the errors a user can cause into one clear line (one JSON object with --json) and
+    the exit status that says what kind of error it was."""
     @wraps(command)
     def wrapper(*args, **kwargs):
         try:
             return command(*args, **kwargs)
         except EXPECTED_ERRORS as exc:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False)
-            sys.exit(2)
+            _failure(_status(exc), str(exc), kwargs.get("as_json", False))
     return wrapper
+
+
+def _failure(status: int, message: str, as_json: bool, **extra) -> None:
+    if as_json:
+        click.echo(json.dumps({"error": message, "code": status, **extra}, ensure_ascii=False))
+    else:
+        err.print(f"[bold red]error:[/] {message}", highlight=False, markup=False)
+    sys.exit(status)
 
 
 @contextmanager
@@ -82,7 +109,8 @@ json_option = click.option("--json", "as_json", is_flag=True,
                            help="Print one JSON object instead of text.")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]},
+             epilog=EXIT_STATUS)
 @click.version_option(package_name="cocktail")
 def main() -> None:
     """Cocktail: publish set-valued data k^m-anonymously on a hybrid cloud and query it."""
@@ -170,7 +198,9 @@ def publish_cmd(input_path: Path, store_spec: str, k: int, m: int, method: str,
                                    f"{', '.join(fixed)}")
     elif min_new is not None:
         raise click.UsageError("--min-new goes with --append")
+    started = time.perf_counter()
     dataset = load(input_path, input_format, skip_bad_lines=skip_bad_lines)
+    loading = round(time.perf_counter() - started, 3)
     if dataset.skipped_lines:
         err.print(f"[yellow]skipped {dataset.skipped_lines} malformed line(s) of {input_path}[/]")
     if appending:
@@ -191,7 +221,9 @@ def publish_cmd(input_path: Path, store_spec: str, k: int, m: int, method: str,
         report = publish(dataset, open_store(store_spec), params, progress=update,
                          rebase=rebase)
     before = report.private_before_aggregation
-    _emit(as_json, report.as_dict(), lambda: out.print(
+    payload = report.as_dict()
+    payload["phase_seconds"] = {"load": loading, **report.phase_seconds}
+    _emit(as_json, payload, lambda: out.print(
         f"published {report.version} to {report.store}: {report.records:,} records in "
         f"{report.clusters} clusters (+{report.aggregated_clusters} aggregated) -> "
         f"{report.public_chunks:,} public chunks, {report.private_chunks:,} private chunks; "
@@ -290,8 +322,9 @@ def query_cmd(expression: str | None, batch_file, url: str | None, token: str | 
       cocktail query --exact 'count(a & b)' --store STORE
 
     \b
-    Exit status: 0 answered; 1 service unreachable or failing; 2 malformed query, a limit
-    exceeded or bad usage; 3 token refused (unknown, missing, disabled); 4 budget exhausted.
+    Exit status: 0 answered; 1 service unreachable; 2 malformed query, a limit exceeded or
+    bad usage; 3 token refused (unknown, missing, disabled); 4 budget exhausted; 5 the
+    service or the store failed.
     """
     if (expression is None) == (batch_file is None):
         raise click.UsageError("give one EXPRESSION or --batch FILE")
@@ -323,7 +356,7 @@ def query_cmd(expression: str | None, batch_file, url: str | None, token: str | 
                             highlight=False, markup=False))
 
 
-ANALYST_EXIT = {400: 2, 413: 2, 422: 2, 401: 3, 403: 3, 429: 4}
+ANALYST_EXIT = {400: 2, 413: 2, 422: 2, 401: 3, 403: 3, 429: 4}  # else 5
 
 
 def _ask_service(url: str, token: str, text: str, source: str, as_json: bool) -> None:
@@ -335,24 +368,17 @@ def _ask_service(url: str, token: str, text: str, source: str, as_json: bool) ->
         response = httpx.post(url.rstrip("/") + "/v1/query", json={"query": text},
                               headers={"Authorization": f"Bearer {token}"}, timeout=900)
     except httpx.HTTPError as exc:
-        _analyst_failure(1, 0, f"cannot reach the overlay service at {url}: {exc}", as_json)
+        _failure(1, f"cannot reach the overlay service at {url}: {exc}", as_json)
     try:
         body = response.json()
     except ValueError:
         body = {"detail": response.text[:200]}
     if response.status_code != 200:
         detail = body.get("detail", body)
-        _analyst_failure(ANALYST_EXIT.get(response.status_code, 1), response.status_code,
-                         detail if isinstance(detail, str) else json.dumps(detail), as_json)
+        _failure(ANALYST_EXIT.get(response.status_code, 5),
+                 detail if isinstance(detail, str) else json.dumps(detail), as_json,
+                 http_status=response.status_code)
     _emit(as_json, body, lambda: _print_noisy(parse_batch(text, source), body))
-
-
-def _analyst_failure(status: int, code: int, message: str, as_json: bool) -> None:
-    if as_json:
-        click.echo(json.dumps({"error": message, "code": code}, ensure_ascii=False))
-    else:
-        err.print(f"[bold red]error:[/] {message}", highlight=False, markup=False)
-    sys.exit(status)
 
 
 def _exact_batch(publication: Publication, workload: Workload, runner: str, log,
@@ -614,8 +640,15 @@ def _print_demo(result: dict) -> None:
                                     noisy["expected_rms_error"]):
         table.add_row(query, f"{answer:.1f}", f"± {error:.1f}")
     out.print(table)
-    out.print(f"store: {result['store']}  (try: cocktail audit --store {result['store']})",
-              highlight=False)
+    out.print(f"store: {result['store']}  (try: {_this_command()} audit --store "
+              f"{result['store']})", highlight=False, markup=False)
+
+
+def _this_command() -> str:
+    """``cocktail`` if that is what the shell finds, else the path that ran this one."""
+    here = Path(sys.argv[0]).resolve()
+    found = shutil.which("cocktail")
+    return "cocktail" if found and Path(found).resolve() == here else str(here)
 
 
 spec_option = click.option(

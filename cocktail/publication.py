@@ -28,6 +28,8 @@ from functools import cached_property
 
 from . import chunkformat as fmt
 from . import releases
+from pyroaring import BitMap, FrozenBitMap
+
 from .anonymity import Partition, partition
 from .dataset import Dataset
 from .overlay.layout import Layout, LayoutParams, Unit, build_layout
@@ -85,6 +87,7 @@ class PublishReport:
     skipped_lines: int
     partition_seconds: float  # CPU time of the partitioner, summed over clusters
     seconds: float            # wall time of the whole publish
+    phase_seconds: dict       # wall time of tree, partition, aggregate, write, commit
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -259,13 +262,21 @@ class _VersionWriter:
         self._spool.close()
 
     def finish(self, public_manifest: dict, private_manifest: dict, records: bytes,
-               release_entry: dict, mtime: float) -> None:
+               release_entry: dict, mtime: float, seconds: dict[str, float]) -> None:
+        """Write every file, then commit: ``seconds`` gets the time of each."""
+        started = time.perf_counter()
         self._put("public", fmt.MANIFEST, fmt.encode_json(public_manifest), False)
         self._put("private", fmt.RECORDS, records, True)
         self._put("private", fmt.MANIFEST, fmt.encode_json(private_manifest), True)
         self._write_spooled()
         for path in sorted(p for zone, p, *_ in self._spooled if zone == "public"):
             self.store.stamp("public", path, mtime)  # sorted by random chunk id: no order
+        seconds["write"] = seconds.get("write", 0.0) + time.perf_counter() - started
+        started = time.perf_counter()
+        self._commit(release_entry)
+        seconds["commit"] = time.perf_counter() - started
+
+    def _commit(self, release_entry: dict) -> None:
         for zone in ("public", "private"):
             self.store.rename(zone, self.staging, self.version)
         self.store.write("private", releases.entry_path(self.version),
@@ -429,7 +440,9 @@ def publish(dataset: Dataset, store: Store, params: PublishParams,
         version = fmt.version_name(int(existing[-1][1:]) + 1 if existing else 1)
         writer = _VersionWriter(store, version, owner_key(store),
                                 releases.ReleaseBuilder("rebase" if current else "fresh"))
+        started_writing = time.perf_counter()
         totals = _write_layout(writer, dataset.ids, layout)
+        phases = dict(layout.seconds, write=time.perf_counter() - started_writing)
         now = datetime.now(timezone.utc).replace(microsecond=0)
         created = now.isoformat(timespec="seconds")
         public_manifest = {
@@ -458,7 +471,7 @@ def publish(dataset: Dataset, store: Store, params: PublishParams,
             version, created, params.k, params.m, method=params.method, records=len(dataset),
             appended=len(dataset), buffered=0)
         writer.finish(public_manifest, private_manifest, records_bytes, release_entry,
-                      now.timestamp())
+                      now.timestamp(), phases)
         _prune(store, version, params.keep)
     pairs = sum(len(r) for r in dataset.records)
     return PublishReport(
@@ -474,6 +487,7 @@ def publish(dataset: Dataset, store: Store, params: PublishParams,
         skipped_lines=dataset.skipped_lines,
         partition_seconds=round(layout.partition_seconds, 3),
         seconds=round(time.perf_counter() - started, 3),
+        phase_seconds={phase: round(t, 3) for phase, t in phases.items()},
     )
 
 
@@ -499,8 +513,6 @@ class Publication:
         self.tree: list[dict] = self.manifest["tree"]
         self.roots: list[int] = self.manifest.get("roots", [0])
         self.units: list[dict] = self.manifest["units"]
-        self._postings: dict[str, dict[str, list[str]]] = {}
-        self._positions: dict[str, dict[str, frozenset[int]]] = {}
         self._maps: dict[int, dict[str, dict[str, int]]] = {}
 
     @classmethod
@@ -547,13 +559,13 @@ class Publication:
 
     def warm(self, positions: bool = True) -> Publication:
         """Read now what queries would read lazily (the maps, and with ``positions`` every
-        index resolved to record positions), so no query pays for a cold read or is timed by
-        one, and concurrent readers find nothing left to fill in."""
+        term's records), so no query pays for a cold read or is timed by one, and concurrent
+        readers find nothing left to fill in."""
         for attribute in ("record_ids", "cluster_of", "_members", "locations", "term_units",
-                          "split_terms"):
+                          "split_terms", *(["term_records"] if positions else [])):
             getattr(self, attribute)
         for chunk in self.chunks:
-            self.term_positions(chunk) if positions else self.record_positions(chunk)
+            self.record_positions(chunk)
         return self
 
     def chunk_unit(self, chunk_id: str) -> int:
@@ -593,21 +605,19 @@ class Publication:
     def _zone(self, chunk_id: str) -> str:
         return "private" if self.is_private(chunk_id) else "public"
 
-    def postings(self, chunk_id: str) -> dict[str, list[str]]:
-        """The chunk's inverted index, read once and cached."""
-        if chunk_id not in self._postings:
-            path = fmt.index_path(self.version, chunk_id)
-            self._postings[chunk_id] = dict(
-                fmt.decode_index(self.store.read(self._zone(chunk_id), path), chunk_id, path))
-        return self._postings[chunk_id]
-
-    def term_positions(self, chunk_id: str) -> dict[str, frozenset[int]]:
-        """The chunk's inverted index resolved to record positions (private; cached)."""
-        if chunk_id not in self._positions:
+    @cached_property
+    def term_records(self) -> dict[str, FrozenBitMap]:
+        """Term -> the positions of every record holding it, as a roaring bitmap: what the
+        fast path intersects.  Built from every chunk's index and the private maps; each
+        (record, term) pair sits in exactly one chunk, so the union over chunks is exact."""
+        records: dict[str, BitMap] = {}
+        for chunk_id in self.chunks:
             names = self.record_positions(chunk_id)
-            self._positions[chunk_id] = {term: frozenset(names[p] for p in pseudonyms)
-                                         for term, pseudonyms in self.postings(chunk_id).items()}
-        return self._positions[chunk_id]
+            path = fmt.index_path(self.version, chunk_id)
+            for term, pseudonyms in fmt.decode_index(
+                    self.store.read(self._zone(chunk_id), path), chunk_id, path):
+                records.setdefault(term, BitMap()).update(names[p] for p in pseudonyms)
+        return {term: FrozenBitMap(found) for term, found in records.items()}
 
     def index_location(self, chunk_id: str) -> str:
         return self.store.location(self._zone(chunk_id), fmt.index_path(self.version, chunk_id))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -115,7 +117,8 @@ def test_analysts_ask_the_service_and_owners_the_store(tmp_path, monkeypatch):
         batch.write_text(f"count({a})\ncount({a} & {b})\n")
         assert json.loads(ask("--batch", batch).stdout)["budget"]["remaining"] == 0.5
         refused = ask(f"count({b})")
-        assert refused.exit_code == 4 and json.loads(refused.stdout)["code"] == 429
+        assert refused.exit_code == 4 and json.loads(refused.stdout)["code"] == 4
+        assert json.loads(refused.stdout)["http_status"] == 429
         assert "budget" in json.loads(refused.stdout)["error"]
         malformed = ask("count(a &")
         assert malformed.exit_code == 2 and "expected a term" in malformed.stdout
@@ -186,3 +189,35 @@ def test_demo_json(tmp_path):
     for exact, answer, error in zip(report["queries"], noisy["answers"],
                                     noisy["expected_rms_error"]):
         assert abs(answer - exact["brute_force"]) < 25 * error
+
+
+@pytest.mark.parametrize("args,status", [
+    (["publish", "missing.dat"], 2),
+    (["audit", "--store", "nowhere"], 2),
+    (["query", "--exact", "count(a &)"], 2),
+    (["users", "add", "x\ny", "--role", "analyst"], 2),
+])
+def test_failures_in_json_are_one_json_object(tmp_path, monkeypatch, args, status):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, [*args, "--json"])
+    assert result.exit_code == status
+    failure = json.loads(result.stdout)
+    assert failure["code"] == status and failure["error"]
+
+
+def test_publish_reports_its_phases_and_the_demo_a_working_next_command(tmp_path):
+    data = tmp_path / "d.dat"
+    run("generate", data, "--records", 500)
+    report = json.loads(run("publish", data, "--store", tmp_path / "s", "--json").stdout)
+    assert set(report["phase_seconds"]) == {"load", "tree", "partition", "aggregate", "write",
+                                            "commit"}
+    assert sum(report["phase_seconds"].values()) <= report["seconds"] + report[
+        "phase_seconds"]["load"] + 0.05
+    demo = subprocess.run([sys.executable, "-m", "cocktail.cli", "demo", "--workdir",
+                           str(tmp_path / "demo"), "--records", "500"], capture_output=True,
+                          text=True, timeout=300)
+    command = demo.stdout.strip().splitlines()[-1].split("(try: ")[1].rstrip(")").split()
+    assert command[1:3] == ["audit", "--store"]
+    followed = subprocess.run([sys.executable, "-m", "cocktail.cli", *command[1:]],
+                              capture_output=True, text=True, timeout=120)
+    assert followed.returncode == 0 and "PASS" in followed.stdout

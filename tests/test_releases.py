@@ -87,7 +87,7 @@ def test_the_cli_refuses_a_second_publish_without_rebase(tmp_path):
     assert CliRunner().invoke(main, ["publish", str(data), "--store", str(store), "--k", "2",
                                      "--m", "2"]).exit_code == 0
     again = CliRunner().invoke(main, ["publish", str(data), "--store", str(store), "--k", "2"])
-    assert again.exit_code == 2 and "--rebase" in again.output and "compose" in again.output
+    assert again.exit_code == 3 and "--rebase" in again.output and "compose" in again.output
     rebased = CliRunner().invoke(main, ["publish", str(data), "--store", str(store), "--k", "2",
                                         "--rebase", "--keep", "1", "--json"])
     assert rebased.exit_code == 0, rebased.output

@@ -56,7 +56,7 @@ def render_host(spec: ClusterSpec, host: Host, *, home: str | None = None,
                                for h in spec.with_roles("nodemanager") if h.private),
         "host.env": host_env(spec, host, paths),
         "jvm.options": "\n".join(JAVA17_OPENS) + "\n",
-        "log4j.properties": LOG4J,
+        "log4j.properties": log4j_properties(paths),
     })
     return files
 
@@ -260,10 +260,14 @@ def _xml(properties: dict[str, str]) -> str:
             f"<configuration>\n{rows}</configuration>\n")
 
 
+def log4j_properties(paths: _Paths) -> str:
+    """Daemon logs go to ${hadoop.log.dir}/${hadoop.log.file}; the start script sets both per
+    daemon.  Any other command (a format, a dfsadmin) logs to the host's log folder too,
+    never to the directory it was started from."""
+    return f"hadoop.log.dir={paths.data}/logs\nhadoop.log.file=hadoop.log\n{LOG4J}"
+
+
 LOG4J = """\
-# Daemon logs go to ${hadoop.log.dir}/${hadoop.log.file}; the start script sets both.
-hadoop.log.dir=.
-hadoop.log.file=hadoop.log
 log4j.rootLogger=INFO,RFA
 log4j.appender.RFA=org.apache.log4j.RollingFileAppender
 log4j.appender.RFA.File=${hadoop.log.dir}/${hadoop.log.file}

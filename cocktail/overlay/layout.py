@@ -42,6 +42,7 @@ class Layout:
     aggregated: bool
     partition_seconds: float = 0.0
     stats: dict[str, dict[str, int]] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)  # wall time of each phase
 
     def leaf_unit_of(self) -> dict[int, int]:
         return {p: u.id for u in self.units if u.kind == "leaf" for p, _ in u.members}
@@ -77,10 +78,13 @@ def _stats(parts: Iterable[Subrecords]) -> dict[str, int]:
 def build_layout(records: Sequence[frozenset[str]], params: LayoutParams,
                  partition_many: PartitionMany,
                  progress: Callable[[int, int], None] | None = None) -> Layout:
+    started = time.perf_counter()
     tree = grow_tree(records, params.cluster_size) if params.overlay \
         else flat_tree(len(records), params.cluster_size)
     leaves = [(leaf.id, positions) for leaf in tree.leaves() for positions in leaf.clusters]
     layout = Layout(tree, [], params.aggregate)
+    layout.seconds["tree"] = time.perf_counter() - started
+    started = time.perf_counter()
     results = partition_many([[records[p] for p in positions] for _, positions in leaves])
     pending: dict[int, list[Subrecords]] = {}  # node -> remainders received, one per source
     for number, ((node, positions), (split, cpu)) in enumerate(zip(leaves, results)):
@@ -92,8 +96,11 @@ def build_layout(records: Sequence[frozenset[str]], params: LayoutParams,
         if progress:
             progress(number + 1, len(leaves))
     layout.stats["before"] = _stats(part for parts in pending.values() for part in parts)
+    layout.seconds["partition"] = time.perf_counter() - started
+    started = time.perf_counter()
     if params.aggregate:
         _aggregate(tree, layout, pending, params)
+    layout.seconds["aggregate"] = time.perf_counter() - started
     kept = [_private_parts(u.members, u.partition.private) for u in layout.units
             if u.keeps_private]
     layout.stats["after"] = _stats(kept)

@@ -21,11 +21,9 @@ RUNNERS = ("fast", "inline", "local", "spark", "hadoop")
 SCRATCH = "jobs"  # the hadoop runner's job files and outputs, in the private zone
 
 
-def run_tasks(publication: Publication, tasks: Sequence[MapTask], runner: str = "fast",
+def run_tasks(publication: Publication, tasks: Sequence[MapTask], runner: str,
               log: Callable[[str], None] | None = None) -> Mapping[MapTask, Set[int]]:
-    """Record positions matched by each task."""
-    if runner == "fast":
-        return fastpath.run_tasks(publication, tasks)
+    """Record positions matched by each task, as one MapReduce job (one per side on YARN)."""
     if runner not in PLACED:
         return resolve(_job(publication, tasks, runner, (), log), publication.record_positions)
     scratch = publication.store.location("private", SCRATCH)
@@ -50,10 +48,12 @@ def exact_counts(publication: Publication, queries: Sequence[CountQuery], runner
     """Exact answers to a batch of queries: the map tasks of all of them run as one job.
 
     Owner only: exact answers never leave the private cloud otherwise."""
-    plans = [plan_conjunction(query.terms, publication) for query in queries]
-    if log:
-        for query, plan in zip(queries, plans):
-            log(f"{query}: {describe(plan)}")
+    planned = log is not None or runner != "fast"  # the fast path needs no plan
+    plans = [plan_conjunction(query.terms, publication) for query in queries] if planned else []
+    for query, plan in zip(queries, plans if log else []):
+        log(f"{query}: {describe(plan)}")
+    if runner == "fast":
+        return fastpath.counts(publication, queries)
     tasks = list(dict.fromkeys(task for plan in plans for task in plan.tasks))
     matched = run_tasks(publication, tasks, runner, log)
     return [count_matches(plan, matched, publication.cluster_members) for plan in plans]
@@ -63,6 +63,8 @@ def counter(publication: Publication, runner: str = "fast"
             ) -> Callable[[Sequence[CountQuery]], list[int]]:
     """The exact-count function the DP layer asks: ``CountQuery(())`` counts every record."""
     def counts(queries: Sequence[CountQuery]) -> list[int]:
+        if runner == "fast":
+            return fastpath.counts(publication, queries)
         conjunctive = [q for q in queries if q.terms]
         found = iter(exact_counts(publication, conjunctive, runner) if conjunctive else [])
         return [next(found) if q.terms else len(publication.record_ids) for q in queries]

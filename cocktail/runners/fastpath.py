@@ -1,23 +1,35 @@
-"""In-process execution of map tasks straight from the chunks' inverted indexes.
+"""In-process exact counts from the publication's term bitmaps.
 
-The fast path plays both clouds at once, so it resolves each index to record positions once
-(cached) and intersects frozensets, instead of shipping pseudonyms around.
+The fast path plays both clouds at once: when a publication is opened in the private cloud it
+resolves every chunk's index through the private maps into one roaring bitmap of record
+positions per term (:attr:`Publication.term_records`).  A conjunctive count is then the size
+of an intersection, with no plan to build; every runner returns the same answers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..overlay.planner import MapTask
 from ..publication import Publication
+from ..querylang import CountQuery
 
 
-def run_task(publication: Publication, task: MapTask) -> frozenset[int]:
-    """Records whose subrecord in the task's chunk holds every term of the task."""
-    index = publication.term_positions(task.chunk)
-    sets = sorted((index.get(term, frozenset()) for term in task.terms), key=len)
-    return sets[0].intersection(*sets[1:]) if len(sets) > 1 else sets[0]
-
-
-def run_tasks(publication: Publication, tasks: Sequence[MapTask]) -> dict[MapTask, frozenset[int]]:
-    return {task: run_task(publication, task) for task in tasks}
+def counts(publication: Publication, queries: Sequence[CountQuery]) -> list[int]:
+    """Exact answers; ``CountQuery(())`` counts every record."""
+    records, everyone = publication.term_records, len(publication.record_ids)
+    answers = []
+    for query in queries:
+        found = [records.get(term) for term in query.terms]
+        if not found:
+            answers.append(everyone)
+        elif any(f is None for f in found):
+            answers.append(0)
+        elif len(found) == 1:
+            answers.append(len(found[0]))
+        else:
+            found.sort(key=len)
+            common = found[0]
+            for other in found[1:-1]:
+                common = common & other
+            answers.append(common.intersection_cardinality(found[-1]))
+    return answers

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..overlay.planner import MapTask
@@ -88,11 +90,25 @@ def run_job(tasks: Sequence[MapTask], inputs: Sequence[str], runner: str,
         # not whatever `python3` is first on PATH.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-        job = MatchJob(args=["-r", runner, "--tasks", str(tasks_file), "--no-conf",
-                             "--python-bin", sys.executable, *extra_args, *inputs])
-        with job.make_runner() as mr:
+        python = [] if runner == "inline" else ["--python-bin", sys.executable]  # inline: in here
+        job = MatchJob(args=["-r", runner, "--tasks", str(tasks_file), "--no-conf", *python,
+                             *extra_args, *inputs])
+        with _mrjob_quiet(log is None), job.make_runner() as mr:
             mr.run()
             for _, value in job.parse_output(mr.cat_output()):
                 number, pseudonym = value.rstrip("\r\n").split("\t")
                 results[tasks[int(number)]].append(pseudonym)
     return results
+
+
+@contextmanager
+def _mrjob_quiet(quiet: bool) -> Iterator[None]:
+    """mrjob's own warnings ("No configs specified ...") only when the user asked for -v."""
+    logger = logging.getLogger("mrjob")
+    level = logger.level
+    if quiet:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)

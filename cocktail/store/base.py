@@ -18,6 +18,10 @@ class StoreError(RuntimeError):
     """A backend operation failed (missing file, unreachable service, permissions)."""
 
 
+class StoreUnavailable(StoreError):
+    """The backend failed: unreachable, out of space, permission denied."""
+
+
 class PrivacyViolation(StoreError):
     """An attempt to put private data where the public cloud can read it."""
 

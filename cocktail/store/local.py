@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .base import Store, StoreError, check_zone
+from .base import Store, StoreError, StoreUnavailable, check_zone
 
 
 class LocalStore(Store):
@@ -46,7 +46,7 @@ class LocalStore(Store):
                 os.fchmod(handle, mode)
                 stream.write(data)
         except OSError as exc:
-            raise StoreError(f"cannot write {target}: {exc.strerror}") from exc
+            raise StoreUnavailable(f"cannot write {target}: {exc.strerror}") from exc
 
     def read(self, zone: str, path: str) -> bytes:
         target = self._path(zone, path)
@@ -55,7 +55,7 @@ class LocalStore(Store):
         except FileNotFoundError:
             raise StoreError(f"{target} does not exist") from None
         except OSError as exc:
-            raise StoreError(f"cannot read {target}: {exc.strerror}") from exc
+            raise StoreUnavailable(f"cannot read {target}: {exc.strerror}") from exc
 
     def exists(self, zone: str, path: str) -> bool:
         return self._path(zone, path).exists()
@@ -93,7 +93,7 @@ class LocalStore(Store):
             except OSError:
                 shutil.copyfile(source, target)
         except OSError as exc:
-            raise StoreError(f"cannot copy {source} to {target}: {exc.strerror}") from exc
+            raise StoreUnavailable(f"cannot copy {source} to {target}: {exc.strerror}") from exc
 
     def stamp(self, zone: str, path: str, mtime: float) -> None:
         os.utime(self._path(zone, path), (mtime, mtime))
@@ -107,7 +107,7 @@ class LocalStore(Store):
         try:
             descriptor = os.open(self.root / "private" / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
-            raise StoreError(f"cannot write to {self.root}: {exc.strerror}") from exc
+            raise StoreUnavailable(f"cannot write to {self.root}: {exc.strerror}") from exc
         with open(descriptor, "w") as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

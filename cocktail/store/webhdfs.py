@@ -31,7 +31,7 @@ import requests
 from hdfs import HdfsError, InsecureClient
 from hdfs.client import _Request
 
-from .base import Store, StoreError, check_zone
+from .base import Store, StoreError, StoreUnavailable, check_zone
 
 PRI_LABEL = "user.priLabel"
 LOCK = ".publish.lock"
@@ -181,12 +181,13 @@ class WebHdfsStore(Store):
         try:
             yield
         except HdfsError as exc:
-            raise StoreError(f"{action} {where}: {_explain(exc)}") from None
+            raise (StoreUnavailable if exc.exception == "AccessControlException" else StoreError)(
+                f"{action} {where}: {_explain(exc)}") from None
         except requests.ConnectionError:
-            raise StoreError(f"{action} {where}: cannot reach the namenode or a datanode "
+            raise StoreUnavailable(f"{action} {where}: cannot reach the namenode or a datanode "
                              f"({self.url.split('?')[0]} is down or unreachable)") from None
         except requests.Timeout:
-            raise StoreError(f"{action} {where}: HDFS did not answer within 60 s") from None
+            raise StoreUnavailable(f"{action} {where}: HDFS did not answer within 60 s") from None
 
     def ensure_zones(self) -> None:
         """Create both roots; COLD on the private one (ARCHIVE volumes live only there)."""
