@@ -8,7 +8,8 @@ the buffer, public chunks and public coverage (share of (record, term) pairs in 
 chunks) after each release, then the same for one fresh publish, and the audits of every
 release together (`audit --releases`).  Each ``--min-new`` value is one run: the pool size at
 which refused and buffered records form new clusters (``default``: the larger of k and a
-quarter of the cluster size); larger pools publish more of their terms but wait longer.  ``retail`` is synthetic data of the Retail dataset's
+quarter of the cluster size); larger pools publish more of their terms but wait longer.
+``retail`` is synthetic data of the Retail dataset's
 shape (88,162 baskets, 16,470 items, 10.3 items per basket; `cocktail generate`).
 """
 
@@ -24,10 +25,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from cocktail.append import append
 from cocktail.audit import audit, audit_releases
 from cocktail.dataset import Dataset, load
-from cocktail.publication import PublishParams, publish
+from cocktail.publish import PublishParams, publish
+from cocktail.publish.append import append
 from cocktail.store import LocalStore
 from cocktail.synthetic import SyntheticSpec, generate
 

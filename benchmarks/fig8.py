@@ -33,9 +33,9 @@ from cocktail.dp.answer import exact_vector
 from cocktail.dp.noise import laplace
 from cocktail.dp.strategies import choose
 from cocktail.dp.workload import Matrices
-from cocktail.publication import Publication, PublishParams, publish
+from cocktail.publish import PublishParams, publish
+from cocktail.query import Engine, Publication
 from cocktail.querylang import CountQuery, LinearQuery, Workload
-from cocktail.runners import counter
 from cocktail.store import LocalStore
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
@@ -73,7 +73,7 @@ def measure(size: int, data, batches: int, draws: int) -> list[dict]:
     subset = data.head(size)
     with tempfile.TemporaryDirectory() as tmp:
         publish(subset, LocalStore(tmp), PublishParams(k=5, m=3))
-        counts = counter(Publication.open(LocalStore(tmp)))
+        counts = Engine(Publication.open(LocalStore(tmp))).counts
         floor = SANITY * len(subset)
         rows = {alpha: {"chosen": [], "noq": [], "expected": [], "names": Counter()}
                 for alpha in ALPHAS}

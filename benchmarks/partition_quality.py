@@ -37,7 +37,7 @@ from cocktail.anonymity.concepts import ClusterTooDense, mine_concepts  # noqa: 
 from cocktail.anonymity.optimal import TooLargeForOptimal  # noqa: E402
 from cocktail.audit import audit  # noqa: E402
 from cocktail.dataset import Dataset, load  # noqa: E402
-from cocktail.publication import PublishParams, publish  # noqa: E402
+from cocktail.publish import PublishParams, publish  # noqa: E402
 from cocktail.store import LocalStore  # noqa: E402
 from cocktail.synthetic import SyntheticSpec, generate  # noqa: E402
 

@@ -21,9 +21,9 @@ from rich.table import Table
 
 from cocktail.audit import audit
 from cocktail.dataset import load
-from cocktail.publication import Publication, PublishParams, publish
+from cocktail.publish import PublishParams, publish
+from cocktail.query import Engine, Publication
 from cocktail.querylang import CountQuery
-from cocktail.runners import exact_count
 from cocktail.store import LocalStore
 from cocktail.synthetic import random_conjunctions
 
@@ -44,7 +44,7 @@ def run_one(dataset, method: str, k: int, m: int, cluster_size: int, n_queries: 
         publication = Publication.open(store)
         queries = random_conjunctions(dataset.records, n_queries, seed=k * 10 + m)
         started = time.perf_counter()
-        wrong = sum(exact_count(publication, CountQuery(q)) != dataset.count_containing(q)
+        wrong = sum(Engine(publication).count(CountQuery(q)) != dataset.count_containing(q)
                     for q in queries)
         query_seconds = time.perf_counter() - started
     return {"dataset": Path(dataset.source).name, "method": method, "k": k, "m": m,

@@ -28,9 +28,9 @@ from rich.console import Console
 from rich.table import Table
 
 from cocktail.dataset import load
-from cocktail.publication import Publication, PublishParams, publish
+from cocktail.publish import PublishParams, publish
+from cocktail.query import Engine, Publication
 from cocktail.querylang import CountQuery
-from cocktail.runners import exact_count
 from cocktail.store import LocalStore
 from cocktail.synthetic import random_conjunctions
 
@@ -105,7 +105,7 @@ def main() -> int:
             memory = tracemalloc.get_traced_memory()[0]
             tracemalloc.stop()
             for label in ("fast path, warm", "fast path, warm (again)"):
-                answers, seconds = zip(*(timed(exact_count, publication, q) for q in queries))
+                answers, seconds = zip(*(timed(Engine(publication).count, q) for q in queries))
                 wrong = sum(a != e for a, e in zip(answers, expected))
                 rows.append((label, seconds, wrong))
             for runner in filter(None, args.runners.split(",")):
@@ -116,7 +116,8 @@ def main() -> int:
                     continue
                 fresh = Publication.open(store)
                 sample = queries[:args.job_queries]
-                answers, seconds = zip(*(timed(exact_count, fresh, q, runner) for q in sample))
+                answers, seconds = zip(*(timed(Engine(fresh, runner).count, q)
+                                         for q in sample))
                 wrong = sum(a != e for a, e in zip(answers, expected))
                 rows.append((f"{runner} job (1 query)", seconds, wrong))
         for label, seconds, wrong in rows:

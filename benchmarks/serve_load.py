@@ -31,7 +31,7 @@ from rich.table import Table
 from cocktail.dataset import load
 from cocktail.dp.ledger import Ledger
 from cocktail.private_config import ledger_location
-from cocktail.publication import PublishParams, publish
+from cocktail.publish import PublishParams, publish
 from cocktail.store import LocalStore
 
 REPO = Path(__file__).resolve().parents[1]

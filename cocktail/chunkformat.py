@@ -155,6 +155,12 @@ def decode_pseudonym_map(data: bytes, name: str = "pseudonyms") -> dict[str, dic
 
 # -- manifests -----------------------------------------------------------------------------
 
+def encode_records(ids: Sequence[str], clusters: Sequence[int]) -> bytes:
+    """records.jsonl: ``[record id, leaf cluster]`` per record position."""
+    return "".join(json.dumps([rid, cluster], ensure_ascii=False) + "\n"
+                   for rid, cluster in zip(ids, clusters)).encode("utf-8")
+
+
 def encode_json(obj: object) -> bytes:
     return (json.dumps(obj, indent=1, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
 

@@ -22,21 +22,20 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .anonymity import METHODS
-from .append import append
+from .publish.append import append
 from .cluster.render import CLUSTER_SETTINGS, render_host, write_host
 from .cluster.spec import ROLES, SIDES, SpecError, load_spec
 from .audit import DEFAULT_MAX_ITEMSETS, AuditReport, ReleaseAuditReport, audit, audit_releases
 from .dataset import FORMATS, InputError, load, write_fimi
 from .demo import DemoSettings, run_demo
-from .publication import DEFAULT_KEEP, Publication, PublishParams, publish
+from .publish import DEFAULT_KEEP, PublishParams, publish
 from .dp.deadline import DEFAULT_DEADLINES, Deadlines
 from .dp.ledger import BudgetExhausted, Forbidden, Ledger, LedgerError, Unauthorized
 from .private_config import ledger_location, set_ledger_location
 from .releases import RebaseRefused
 from .querylang import QuerySyntaxError, Workload, parse_batch, parse_count
-from .overlay.planner import plan_conjunction
-from .runners import RUNNERS, describe, exact_count, exact_counts
-from .runners.mapreduce import tasks_json
+from .query import BACKENDS, Engine, Publication, describe
+from .query.backends.streaming import tasks_json
 from .store import StoreError, StoreUnavailable, open_store
 from .synthetic import SyntheticSpec, generate
 
@@ -306,7 +305,7 @@ def _ledger(store_spec: str) -> Ledger:
               help="Owner command: exact answers read from the store's private zone, without "
               "noise (one query, or a --batch in one job). They must not be given to analysts.")
 @store_option
-@click.option("--runner", type=click.Choice(RUNNERS), default="fast", show_default=True,
+@click.option("--runner", type=click.Choice(list(BACKENDS)), default="fast", show_default=True,
               help="With --exact: where map tasks run, in-process (fast) or as an mrjob job.")
 @click.option("-v", "--verbose", is_flag=True, help="With --exact: show the plan and the tasks.")
 @json_option
@@ -343,16 +342,16 @@ def query_cmd(expression: str | None, batch_file, url: str | None, token: str | 
     started = time.perf_counter()
     query = parse_count(expression) if batch_file is None else None
     workload = None if query else parse_batch(text, source)
-    publication = Publication.open(open_store(store_spec))
     log = (lambda line: err.print(f"[dim]{line}[/]", highlight=False)) if verbose else None
+    engine = Engine(Publication.open(open_store(store_spec)), runner, log)
     if workload is not None:
-        _exact_batch(publication, workload, runner, log, started, as_json)
+        _exact_batch(engine, workload, started, as_json)
         return
-    answer = exact_count(publication, query, runner, log)
+    answer = engine.count(query)
     _emit(as_json, {"query": str(query), "answer": answer, "exact": True, "runner": runner,
-                    "version": publication.version,
+                    "version": engine.version,
                     "seconds": round(time.perf_counter() - started, 4)},
-          lambda: out.print(f"{query} = {answer}  (exact, {publication.version})",
+          lambda: out.print(f"{query} = {answer}  (exact, {engine.version})",
                             highlight=False, markup=False))
 
 
@@ -381,15 +380,11 @@ def _ask_service(url: str, token: str, text: str, source: str, as_json: bool) ->
     _emit(as_json, body, lambda: _print_noisy(parse_batch(text, source), body))
 
 
-def _exact_batch(publication: Publication, workload: Workload, runner: str, log,
-                 started: float, as_json: bool) -> None:
+def _exact_batch(engine: Engine, workload: Workload, started: float, as_json: bool) -> None:
     """Owner-only exact answers to a batch: one job (per side) for all its counting queries."""
-    counts = dict(zip(workload.counts, exact_counts(publication, workload.counts, runner, log)))
-    answers = [sum(weight * counts[q] for weight, q in linear.parts)
-               for linear in workload.queries]
-    answers = [int(a) if float(a).is_integer() else a for a in answers]
+    answers = [int(a) if float(a).is_integer() else a for a in engine.answers(workload)]
     payload = {"queries": [str(q) for q in workload.queries], "answers": answers, "exact": True,
-               "runner": runner, "version": publication.version,
+               "runner": engine.backend_name, "version": engine.version,
                "seconds": round(time.perf_counter() - started, 4)}
     _emit(as_json, payload, lambda: [out.print(f"{q} = {a:g}", highlight=False, markup=False)
                                      for q, a in zip(payload["queries"], answers)])
@@ -525,7 +520,7 @@ def ledger_path_cmd(path: Path | None, store_spec: str, as_json: bool) -> None:
 @store_option
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
-@click.option("--runner", type=click.Choice(RUNNERS), default="fast", show_default=True)
+@click.option("--runner", type=click.Choice(list(BACKENDS)), default="fast", show_default=True)
 @click.option("--deadline-base-ms", type=click.FloatRange(min=0, min_open=True),
               help="Reply time of refusals and reused answers, and the base of fresh ones "
                    "(default per runner; fast: 30).")
@@ -544,7 +539,8 @@ def serve_cmd(store_spec: str, host: str, port: int, runner: str,
     default = DEFAULT_DEADLINES[runner]
     deadlines = Deadlines(deadline_base_ms or default.base_ms,
                           default.count_ms if deadline_count_ms is None else deadline_count_ms)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     store = open_store(store_spec)
     app = create_app(CurrentPublication(store, runner), Ledger(ledger_location(store)), deadlines)
     sys.setswitchinterval(0.001)  # many short requests: hand the GIL over often (tail latency)
@@ -563,7 +559,7 @@ def serve_cmd(store_spec: str, host: str, port: int, runner: str,
 def plan_cmd(expression: str, store_spec: str, tasks_file: Path | None, as_json: bool) -> None:
     query = parse_count(expression)
     publication = Publication.open(open_store(store_spec))
-    plan = plan_conjunction(query.terms, publication)
+    plan = Engine(publication).plan(query)
     if tasks_file:
         tasks_file.write_text(tasks_json(plan.tasks))
     payload = {"query": str(query), "nodes_visited": plan.nodes_visited,

@@ -18,9 +18,9 @@ from .audit import audit
 from .dataset import load, write_fimi
 from .dp.ledger import Ledger
 from .dp.session import Source, ask
-from .publication import Publication, PublishParams, publish
+from .publish import PublishParams, publish
+from .query import Engine, Publication
 from .querylang import CountQuery, LinearQuery, Workload
-from .runners import counter, exact_count
 from .store import LocalStore
 from .synthetic import SyntheticSpec, generate
 
@@ -55,25 +55,25 @@ def run_demo(settings: DemoSettings, progress=None) -> dict:
     store = LocalStore(settings.workdir / "store")
     published = publish(dataset, store, settings.params, progress=progress)
     checked = audit(store)
-    publication = Publication.open(store)
+    engine = Engine(Publication.open(store))
     answers = []
     for query in demo_queries(dataset.records):
-        answer = exact_count(publication, query)
+        answer = engine.count(query)
         expected = dataset.count_containing(query.terms)
         answers.append({"query": str(query), "answer": answer, "brute_force": expected,
                         "equal": answer == expected})
-    noisy = analyst_view(settings.workdir / "demo-ledger.sqlite", publication,
+    noisy = analyst_view(settings.workdir / "demo-ledger.sqlite", engine,
                          demo_queries(dataset.records)[:3])
     return {"dataset": str(data_path), "store": store.url, "publish": published.as_dict(),
             "audit": checked.as_dict(), "queries": answers, "noisy": noisy,
             "ok": checked.ok and all(a["equal"] for a in answers)}
 
 
-def analyst_view(ledger_path: Path, publication: Publication, queries: list[CountQuery]) -> dict:
+def analyst_view(ledger_path: Path, engine: Engine, queries: list[CountQuery]) -> dict:
     """The queries as one batch from a fresh demo analyst (α = 0.5 of a budget of 1)."""
     ledger_path.unlink(missing_ok=True)
     ledger = Ledger(ledger_path)
     ledger.add_role("demo-analyst", alpha=0.5, budget=1.0)
     token = ledger.add_user("demo", "demo-analyst")
     workload = Workload(tuple(LinearQuery(((1.0, q),)) for q in queries))
-    return ask(ledger, Source(publication.version, counter(publication)), token, workload).body
+    return ask(ledger, Source(engine.version, engine.counts), token, workload).body

@@ -33,10 +33,10 @@ from .dp.deadline import Deadlines
 from .dp.ledger import Ledger, LedgerError
 from .dp.limits import LIMITS, LimitExceeded, Limits
 from .dp.session import ComputeFailed, Source, ask
-from .publication import Publication, current_version
+from .query import Engine, Publication
 from .querylang import QuerySyntaxError
-from .runners import counter
 from .store import Store, StoreError
+from .versions import current_version
 
 bearer = HTTPBearer(auto_error=False)
 log = logging.getLogger("cocktail.serve")
@@ -83,7 +83,7 @@ class CurrentPublication:
         # deadlines).  They are still freed by reference counting when the version goes.
         gc.collect()
         gc.freeze()
-        self._source = Source(version, counter(publication, self._runner))  # one atomic swap
+        self._source = Source(version, Engine(publication, self._runner).counts)  # one swap
         log.info("serving %s (opened in %.2f s)", version, time.perf_counter() - started)
 
     def _watch(self) -> None:

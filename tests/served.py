@@ -36,7 +36,8 @@ def serve(store: Path, *options: str, log: Path | None = None
             httpx.get(url + "/v1/limits", timeout=1)
             break
         except httpx.TransportError:
-            assert process.poll() is None, log.read_text() if log else process.stdout.read().decode()
+            assert process.poll() is None, \
+                log.read_text() if log else process.stdout.read().decode()
             assert time.monotonic() < deadline, "the server did not start"
             time.sleep(0.2)
     try:

@@ -22,10 +22,11 @@ from cocktail.dp import session
 from cocktail.dp.ledger import BudgetExhausted, Ledger
 from cocktail.dp.limits import LIMITS, LimitExceeded
 from cocktail.dp.session import Source, ask
-from cocktail.private_config import ledger_location
-from cocktail.publication import Publication, PublishParams, publish
-from cocktail.querylang import QuerySyntaxError
 from cocktail.overlay.planner import plan_conjunction
+from cocktail.private_config import ledger_location
+from cocktail.publish import PublishParams, publish
+from cocktail.query import Publication
+from cocktail.querylang import QuerySyntaxError
 from cocktail.store import LocalStore
 
 from .conftest import dataset_path

@@ -10,7 +10,7 @@ import pytest
 from cocktail import chunkformat as fmt
 from cocktail.audit import audit, km_violations
 from cocktail.dataset import load
-from cocktail.publication import PublishParams, publish
+from cocktail.publish import PublishParams, publish
 from cocktail.store import LocalStore
 
 from .conftest import dataset_path

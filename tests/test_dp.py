@@ -11,11 +11,11 @@ import pytest
 from cocktail.dp.answer import Prepared, cell_histogram, prepare
 from cocktail.dp.noise import laplace
 from cocktail.dp.sensitivity import satisfiable_sensitivity
-from cocktail.dp.strategies import Choice, cell_candidates, choose, noq, noT
+from cocktail.dp.strategies import Choice, cell_candidates, choose, noT, noq
 from cocktail.dp.workload import Matrices
-from cocktail.publication import Publication, PublishParams, publish
+from cocktail.publish import PublishParams, publish
+from cocktail.query import Engine, Publication
 from cocktail.querylang import parse_batch
-from cocktail.runners import counter
 from cocktail.store import LocalStore
 
 PAPER = "2*count(T1) + count(T2) + count(T3); count(T1) + 2*count(T3); " \
@@ -121,7 +121,7 @@ def test_prepared_exact_values_come_from_the_publication(tmp_path):
     publication = Publication.open(store)
     workload = parse_batch("count(a) + count(b & c); 2*count(d) - count(zz)")
     prepared = prepare(workload)
-    exact = prepared.exact(counter(publication))
+    exact = prepared.exact(Engine(publication).counts)
     m = Matrices(workload)
     truth = [dataset.count_containing("a") + dataset.count_containing("bc"),
              2 * dataset.count_containing("d")]

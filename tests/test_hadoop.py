@@ -16,15 +16,16 @@ import pytest
 from click.testing import CliRunner
 
 from cocktail import chunkformat as fmt
-from cocktail.append import append
 from cocktail.audit import audit, audit_releases
 from cocktail.cli import main
 from cocktail.dataset import Dataset, load
-from cocktail.publication import Publication, PublishParams, current_version, publish
+from cocktail.publish import PublishParams, publish
+from cocktail.publish.append import append
+from cocktail.query import Engine, Publication
 from cocktail.querylang import CountQuery
-from cocktail.runners import exact_counts
 from cocktail.store import PrivacyViolation, StoreError, open_store
 from cocktail.synthetic import random_conjunctions
+from cocktail.versions import current_version
 
 from .conftest import dataset_path
 from .hadoop_cluster import HDFS_EXT, TARGET, build, start, succeeded_label_expressions
@@ -98,9 +99,9 @@ def test_streaming_jobs_on_yarn_equal_brute_force(cluster, published, sample, mo
     queries = [CountQuery(q) for q in random_conjunctions(sample.records, 50, seed=9)]
     for name, value in cluster.hadoop_env().items():
         monkeypatch.setenv(name, value)
-    answers = exact_counts(publication, queries, runner="hadoop")
+    answers = Engine(publication, "hadoop").counts(queries)
     assert answers == [sample.count_containing(q.terms) for q in queries]
-    assert exact_counts(publication, queries) == answers  # the fast path, over WebHDFS
+    assert Engine(publication).counts(queries) == answers  # the fast path, over WebHDFS
     labels = succeeded_label_expressions(lambda *args: yarn_application(cluster, *args))
     assert labels.count("private") >= 1 and labels.count("<Not set>") >= 1, labels
 
@@ -118,7 +119,7 @@ def test_append_on_hdfs_keeps_every_release_safe(published, sample):
     history = audit_releases(store)
     assert history.ok and history.pairs_checked == 1, history.violations[:3]
     queries = [CountQuery(q) for q in random_conjunctions(more.records, 40, seed=4)]
-    assert exact_counts(Publication.open(store), queries) == [more.count_containing(q.terms)
+    assert Engine(Publication.open(store)).counts(queries) == [more.count_containing(q.terms)
                                                               for q in queries]
 
 

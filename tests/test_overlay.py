@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cocktail.overlay.tree import best_split, grow_tree
+from cocktail.overlay.tree import Tree, best_split, grow_tree
 from cocktail.synthetic import SyntheticSpec, generate
 
 
@@ -51,3 +51,18 @@ def test_bad_parameters():
         grow_tree([], 0)
     with pytest.raises(ValueError, match="1 to 3"):
         grow_tree([], 10, max_terms=4)
+
+
+def test_the_tree_round_trips_through_the_manifest_and_grafts_a_forest():
+    records = [frozenset(r) for r in ("ab", "ac", "bc", "a", "b", "c", "abc", "d") * 60]
+    tree = grow_tree(records, 50)
+    for number, leaf in enumerate(tree.leaves()):
+        leaf.units = [number]
+    again = Tree.from_manifest(tree.to_manifest(), tree.roots)
+    assert again.to_manifest() == tree.to_manifest() and again.roots == [0]
+    assert all(again.route(0, r).units == tree.route(0, r).units for r in records)
+    other = grow_tree(records[:100], 50)
+    other.nodes[0].units = [0] if other.nodes[0].is_leaf else []
+    again.graft(other, units=100)
+    assert again.roots == [0, len(tree.nodes)]
+    assert again.nodes[len(tree.nodes)].units == [u + 100 for u in other.nodes[0].units]

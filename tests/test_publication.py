@@ -15,10 +15,11 @@ from cocktail import chunkformat as fmt
 from cocktail.audit import audit
 from cocktail.dataset import Dataset, load
 from cocktail.overlay.planner import plan_conjunction
-from cocktail.publication import Publication, PublishParams, current_version, publish
+from cocktail.publish import PublishParams, publish
+from cocktail.query import Engine, Publication
 from cocktail.querylang import CountQuery
-from cocktail.runners import exact_count
 from cocktail.store import LocalStore, PrivacyViolation, StoreError
+from cocktail.versions import current_version
 
 from cocktail.synthetic import SyntheticSpec, generate, random_conjunctions
 
@@ -132,7 +133,7 @@ def test_exact_counts_on_small_data(tmp_path):
         for a in vocabulary:
             for b in vocabulary:
                 query = CountQuery(tuple(dict.fromkeys((a, b))))
-                assert exact_count(publication, query) == SMALL.count_containing(query.terms)
+                assert Engine(publication).count(query) == SMALL.count_containing(query.terms)
 
 
 def test_planner_walks_the_tree_and_prunes(tmp_path):
@@ -141,9 +142,9 @@ def test_planner_walks_the_tree_and_prunes(tmp_path):
     store = LocalStore(tmp_path / "s")
     publish(dataset, store, PublishParams(k=3, m=2, cluster_size=300))
     publication = Publication.open(store)
-    root = publication.tree[0]
-    assert root["split"], "3000 records over clusters of 300 need a split"
-    term = root["split"][0]
+    root = publication.tree.nodes[0]
+    assert root.split, "3000 records over clusters of 300 need a split"
+    term = root.split[0]
     plan = plan_conjunction((term,), publication)
     assert plan.branches_pruned >= 1  # every root child whose pattern says "no term" is pruned
     for task in plan.tasks:
@@ -151,7 +152,7 @@ def test_planner_walks_the_tree_and_prunes(tmp_path):
     # Only clusters with a record holding the term are planned, and all of those are.
     holders = {publication.cluster_of[p] for p, r in enumerate(records) if term in r}
     assert set(plan.clusters) == holders
-    assert exact_count(publication, CountQuery((term,))) == dataset.count_containing([term])
+    assert Engine(publication).count(CountQuery((term,))) == dataset.count_containing([term])
     empty = plan_conjunction(("absent", term), publication)
     assert empty.tasks == [] and empty.clusters == {}
 
@@ -167,13 +168,13 @@ def test_bms_subsample_exact_counts(tmp_path, name, method, k, m):
     assert checked.ok and checked.chunks > 0, checked.violations[:3]
     publication = Publication.open(store)
     for terms in random_conjunctions(sample.records, 200, seed=k * 10 + m):
-        assert exact_count(publication, CountQuery(terms)) == sample.count_containing(terms), terms
+        assert Engine(publication).count(CountQuery(terms)) == sample.count_containing(terms), terms
 
 
 CRASHING_PUBLISH = """
 import sys
 from cocktail.dataset import load
-from cocktail.publication import PublishParams, publish
+from cocktail.publish import PublishParams, publish
 from cocktail.store import LocalStore
 publish(load(sys.argv[1]), LocalStore(sys.argv[2]), PublishParams(k=2, m=2, cluster_size=50),
         rebase=True)
@@ -197,7 +198,7 @@ def test_killed_publish_leaves_previous_version_current(tmp_path):
     assert current_version(store) == first.version
     assert audit(store).ok
     publication = Publication.open(store)
-    assert exact_count(publication, CountQuery(("10312",))) == load(data).count_containing(
+    assert Engine(publication).count(CountQuery(("10312",))) == load(data).count_containing(
         ("10312",))
     # The next publish sweeps the debris and commits normally.
     second = publish(load(data), store, PublishParams(k=5, m=2), rebase=True)
@@ -253,10 +254,10 @@ def test_file_metadata_reveals_no_clusters(tmp_path):
 
 
 def test_bad_parameters_and_a_busy_store_are_refused_before_any_work(tmp_path, monkeypatch):
-    import cocktail.publication as publication_module
+    import cocktail.publish as publish_module
 
     store = LocalStore(tmp_path / "s")
-    monkeypatch.setattr(publication_module, "build_layout",
+    monkeypatch.setattr(publish_module, "build_layout",
                         lambda *args, **kwargs: pytest.fail("partitioned before refusing"))
     with pytest.raises(ValueError, match="k must be at least 2"):
         publish(SMALL, store, PublishParams(k=1, m=2))

@@ -15,17 +15,18 @@ from click.testing import CliRunner
 
 from cocktail import anonymity
 from cocktail.anonymity import Partition
-from cocktail.append import append
 from cocktail.attacks.joint_view import ChunkView, TooLarge, attack
 from cocktail.audit import audit, audit_releases
 from cocktail.cli import main
 from cocktail.dataset import Dataset, load
-from cocktail.publication import Publication, PublishParams, current_version, publish
+from cocktail.publish import PublishParams, publish
+from cocktail.publish.append import append
+from cocktail.query import Engine, Publication
 from cocktail.querylang import CountQuery
 from cocktail.releases import RebaseRefused, read_log
-from cocktail.runners import exact_counts
 from cocktail.store import LocalStore, StoreError
 from cocktail.synthetic import random_conjunctions
+from cocktail.versions import current_version
 
 from .conftest import dataset_path
 
@@ -156,7 +157,7 @@ def test_bms_webview_1_in_five_batches(tmp_path):
     assert history.ok and history.pairs_checked == 4, history.violations[:3]
     publication = Publication.open(store)
     queries = [CountQuery(q) for q in random_conjunctions(whole.records, 300, seed=3)]
-    assert exact_counts(publication, queries) == [whole.count_containing(q.terms)
+    assert Engine(publication).counts(queries) == [whole.count_containing(q.terms)
                                                   for q in queries]
     fresh = publish(whole, LocalStore(tmp_path / "fresh"), PublishParams(k=5, m=3))
     assert reports[-1].public_coverage >= (1 - fresh.private_term_share) - 0.02
@@ -172,14 +173,14 @@ def test_small_appends_wait_in_the_buffer_and_are_counted(tmp_path):
     so_far = Dataset(base.ids + small.ids, base.records + small.records, "memory", "jsonl")
     publication = Publication.open(store)
     queries = [CountQuery(q) for q in random_conjunctions(so_far.records, 100, seed=5)]
-    assert exact_counts(publication, queries) == [so_far.count_containing(q.terms)
+    assert Engine(publication).counts(queries) == [so_far.count_containing(q.terms)
                                                   for q in queries]
     placed = append(large, store, min_new=10)
     assert placed.buffered_records == 0 and placed.new_cluster_records >= waiting.buffered_records
     everything = Dataset(so_far.ids + large.ids, so_far.records + large.records, "memory",
                          "jsonl")
     publication = Publication.open(store)
-    assert exact_counts(publication, queries) == [everything.count_containing(q.terms)
+    assert Engine(publication).counts(queries) == [everything.count_containing(q.terms)
                                                   for q in queries]
     assert audit(store).ok and audit_releases(store).ok
 
@@ -200,8 +201,8 @@ def test_bad_appends_are_refused(tmp_path):
 
 CRASHING_APPEND = """
 import sys
-from cocktail.append import append
 from cocktail.dataset import Dataset, load
+from cocktail.publish.append import append
 from cocktail.store import LocalStore
 whole = load(sys.argv[1])
 half = len(whole) // 2

@@ -12,10 +12,10 @@ import pytest
 from cocktail.dataset import load
 from cocktail.overlay.combine import count_matches, resolve
 from cocktail.overlay.planner import plan_conjunction
-from cocktail.publication import Publication, PublishParams, publish
+from cocktail.publish import PublishParams, publish
+from cocktail.query import Engine, Publication
+from cocktail.query.backends.streaming import write_tasks
 from cocktail.querylang import CountQuery
-from cocktail.runners import exact_counts
-from cocktail.runners.mapreduce import write_tasks
 from cocktail.store import LocalStore
 from cocktail.synthetic import random_conjunctions
 
@@ -34,7 +34,7 @@ def published(request, tmp_path_factory):
 def test_200_queries_equal_brute_force(published, runner):
     dataset, publication = published
     queries = [CountQuery(q) for q in random_conjunctions(dataset.records, 200, seed=11)]
-    answers = exact_counts(publication, queries, runner)
+    answers = Engine(publication, runner).counts(queries)
     expected = [dataset.count_containing(q.terms) for q in queries]
     assert answers == expected
     assert sum(a > 0 for a in answers) > 100  # the workload is not trivially zero
@@ -48,7 +48,7 @@ def test_spark_runner(tmp_path):
     store = LocalStore(tmp_path / "s")
     publish(dataset, store, PublishParams(k=5, m=3, cluster_size=1000))
     queries = [CountQuery(q) for q in random_conjunctions(dataset.records, 40, seed=5)]
-    answers = exact_counts(Publication.open(store), queries, "spark")
+    answers = Engine(Publication.open(store), "spark").counts(queries)
     assert answers == [dataset.count_containing(q.terms) for q in queries]
 
 

@@ -14,7 +14,7 @@ import pytest
 from cocktail.dataset import load
 from cocktail.dp.ledger import Ledger
 from cocktail.private_config import ledger_location
-from cocktail.publication import PublishParams, publish
+from cocktail.publish import PublishParams, publish
 from cocktail.store import LocalStore
 
 from .conftest import dataset_path
@@ -105,7 +105,8 @@ def test_limits_and_response_times_are_published(server):
     published = httpx.get(url + "/v1/limits").json()
     assert published["limits"]["terms"] == 32 and published["limits"]["weight"] == 1e6
     assert published["deadlines"]["refusal_or_reuse_ms"] == 30
-    assert published["deadlines"]["fresh_ms"]["1"] == 31 and published["deadlines"]["fresh_ms"]["256"] == 286
+    fresh = published["deadlines"]["fresh_ms"]
+    assert fresh["1"] == 31 and fresh["256"] == 286
 
 
 WRAPPER = Path(__file__).resolve().parents[1] / "scripts" / "cocktail-query"

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .conflicts import ConflictSpace, bits, find_conflicts
-from .model import Itemset, Partition, Record, check_parameters, cluster_terms
+from .model import Partition, Record, check_parameters, cluster_terms
 
 DEFAULT_MAX_SETS = 512
 DEFAULT_MAX_STEPS = 20_000

@@ -12,7 +12,7 @@ import shlex
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from ..runners.mapreduce import PRIVATE_LABEL  # what private jobs ask for, what nodes get
+from ..query.backends.streaming import PRIVATE_LABEL  # what private jobs ask for, what nodes get
 from .spec import ClusterSpec, Host
 
 # Hadoop 3.4 on Java 17 needs these in every JVM it starts, containers included (HADOOP-19310).

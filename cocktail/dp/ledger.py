@@ -34,7 +34,8 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS roles (name TEXT PRIMARY KEY, alpha REAL NOT NULL CHECK (alpha > 0),
                                   budget REAL NOT NULL CHECK (budget >= 0));
 CREATE TABLE IF NOT EXISTS users (name TEXT PRIMARY KEY, role TEXT NOT NULL REFERENCES roles(name),
-                                  token_hash TEXT NOT NULL UNIQUE, active INTEGER NOT NULL DEFAULT 1,
+                                  token_hash TEXT NOT NULL UNIQUE,
+                                  active INTEGER NOT NULL DEFAULT 1,
                                   spent REAL NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS charges (id INTEGER PRIMARY KEY, user TEXT NOT NULL, role TEXT NOT NULL,
@@ -297,7 +298,8 @@ class Ledger:
         if status["dataset_budget"] is not None and dataset_spent > status["dataset_budget"]:
             raise BudgetExhausted("the dataset-wide privacy budget is spent")
         db.execute("INSERT INTO charges (user, role, version, workload_sha256, alpha, at) "
-                   "VALUES (?, ?, ?, ?, ?, ?)", (user.name, user.role, version, key, user.alpha, now))
+                   "VALUES (?, ?, ?, ?, ?, ?)",
+                   (user.name, user.role, version, key, user.alpha, now))
         db.execute("UPDATE users SET spent = ? WHERE name = ?",
                    (_exact(status["spent"] + user.alpha), user.name))
         db.execute("INSERT INTO settings VALUES ('dataset_spent', ?) ON CONFLICT(key) "

@@ -50,13 +50,15 @@ class Layout:
 
 @dataclass(frozen=True)
 class LayoutParams:
-    k: int
-    m: int
-    method: str
-    cluster_size: int
-    overlay: bool = True
-    aggregate: bool = True
-    aggregate_volume: int = 50_000
+    """How records become partitioned units (what a publication's parameters say of it)."""
+
+    k: int = 5
+    m: int = 3
+    method: str = "improved"
+    cluster_size: int = 2000
+    overlay: bool = True     # clusters from the overlay tree (else a fixed-size split)
+    aggregate: bool = True   # pool leftover private subrecords up the tree (paper 5.2)
+    aggregate_volume: int = 50_000  # pooled subrecords that make an aggregated cluster early
 
 
 def flat_tree(n_records: int, cluster_size: int) -> Tree:
@@ -91,6 +93,7 @@ def build_layout(records: Sequence[frozenset[str]], params: LayoutParams,
         members = [(p, records[p]) for p in positions]
         layout.units.append(Unit(number, "leaf", node, members, split,
                                  keeps_private=not params.aggregate))
+        tree.nodes[node].units.append(number)
         layout.partition_seconds += cpu
         pending.setdefault(node, []).append(_private_parts(members, split.private))
         if progress:
@@ -121,6 +124,7 @@ def _aggregate(tree: Tree, layout: Layout, pending: dict[int, list[Subrecords]],
             started = time.process_time()
             split = partition(params.method, [terms for _, terms in pool], params.k, params.m)
             layout.partition_seconds += time.process_time() - started
+            node.aggregate = len(layout.units)
             layout.units.append(Unit(len(layout.units), "aggregate", node.id, pool, split,
                                      keeps_private=is_root))
             pool = _private_parts(pool, split.private)

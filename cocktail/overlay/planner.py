@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
+from .tree import Node, Tree
+
 
 class MapTask(NamedTuple):  # a tuple: hashed in C, and plans hash a great many
     chunk: str
@@ -36,8 +38,7 @@ class Plan:
 class TreeLayout(Protocol):
     """What the planner needs of a publication: the private manifest's view."""
 
-    tree: Sequence[Mapping]  # nodes: split, children (pattern -> node), units, aggregate
-    roots: Sequence[int]     # the tree is a forest: each append adds the tree of its clusters
+    tree: Tree
 
     @property
     def locations(self) -> Mapping[int, Mapping[str, str]]:
@@ -54,23 +55,29 @@ class TreeLayout(Protocol):
     def chunk_unit(self, chunk_id: str) -> int: ...
 
 
-def term_locations(tree: Sequence[Mapping], unit_chunks: Mapping[int, Mapping[str, str]],
+def aggregates_above(tree: Tree, node: int, parent: Mapping[int, int] | None = None) -> list[int]:
+    """The aggregated units on the way from ``node`` to its root, nearest first."""
+    parent = tree.parents() if parent is None else parent
+    found = []
+    while True:
+        if tree.nodes[node].aggregate is not None:
+            found.append(tree.nodes[node].aggregate)
+        if node not in parent:
+            return found
+        node = parent[node]
+
+
+def term_locations(tree: Tree, unit_chunks: Mapping[int, Mapping[str, str]],
                    passed_up: Sequence[frozenset[str]]) -> dict[int, dict[str, str]]:
     """For every leaf cluster: each of its terms -> the chunk holding it for its records.
 
     A term the cluster passed up is held by the first aggregated cluster above it that has the
     term in a stored chunk (public, or the root's private one)."""
-    parent = {child: node["id"] for node in tree for child in node["children"].values()}
+    parent = tree.parents()
     located: dict[int, dict[str, str]] = {}
-    for node in tree:
-        chain, above = [], node["id"]
-        while True:
-            if tree[above]["aggregate"] is not None:
-                chain.append(unit_chunks.get(tree[above]["aggregate"], {}))
-            if above not in parent:
-                break
-            above = parent[above]
-        for unit in node["units"]:
+    for node in tree.nodes:
+        chain = [unit_chunks.get(a, {}) for a in aggregates_above(tree, node.id, parent)]
+        for unit in node.units:
             where = dict(unit_chunks.get(unit, {}))
             for term in passed_up[unit]:
                 where[term] = next(chunks[term] for chunks in chain if term in chunks)
@@ -78,32 +85,31 @@ def term_locations(tree: Sequence[Mapping], unit_chunks: Mapping[int, Mapping[st
     return located
 
 
-def _reachable_leaves(terms: set[str], tree: Sequence[Mapping], roots: Sequence[int],
-                      plan: Plan) -> list[int]:
-    leaves, queue = [], deque(roots)
+def _reachable_leaves(terms: set[str], tree: Tree, plan: Plan) -> list[Node]:
+    leaves, queue = [], deque(tree.roots)
     while queue:
-        node = tree[queue.popleft()]
+        node = tree.nodes[queue.popleft()]
         plan.nodes_visited += 1
-        if not node["split"]:
-            leaves.append(node["id"])
+        if not node.split:
+            leaves.append(node)
             continue
         followed = set()
-        for pattern, child in sorted(node["children"].items()):
-            if all(bit == "1" for bit, t in zip(pattern, node["split"]) if t in terms):
+        for pattern, child in sorted(node.children.items()):
+            if all(bit == "1" for bit, t in zip(pattern, node.split) if t in terms):
                 followed.add(child)  # a child answering to several patterns is followed once
         queue.extend(sorted(followed))
-        plan.branches_pruned += len(set(node["children"].values()) - followed)
+        plan.branches_pruned += len(set(node.children.values()) - followed)
     return leaves
 
 
 def plan_conjunction(terms: Sequence[str], layout: TreeLayout) -> Plan:
     plan = Plan(tuple(terms))
     if layout.split_terms.isdisjoint(terms):  # nothing to prune on: every leaf is reached
-        plan.nodes_visited = len(layout.tree)
-        leaves = [node["id"] for node in layout.tree if not node["split"]]
+        plan.nodes_visited = len(layout.tree.nodes)
+        leaves = layout.tree.leaves()
     else:
-        leaves = _reachable_leaves(set(terms), layout.tree, layout.roots, plan)
-    reached = [unit for leaf in leaves for unit in layout.tree[leaf]["units"]]
+        leaves = _reachable_leaves(set(terms), layout.tree, plan)
+    reached = [unit for leaf in leaves for unit in leaf.units]
     holding = frozenset(reached).intersection(
         *(layout.term_units.get(term, frozenset()) for term in terms))
     plan.clusters_pruned = len(reached) - len(holding)

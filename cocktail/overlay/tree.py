@@ -33,7 +33,9 @@ class Node:
     id: int
     split: tuple[str, ...] = ()                           # empty for a leaf
     children: dict[Pattern, int] = field(default_factory=dict)
-    clusters: list[list[int]] = field(default_factory=list)  # leaf only: record positions
+    clusters: list[list[int]] = field(default_factory=list)  # while publishing: positions
+    units: list[int] = field(default_factory=list)         # leaf: its clusters' unit ids
+    aggregate: int | None = None                           # its aggregated unit, if any
 
     @property
     def is_leaf(self) -> bool:
@@ -42,7 +44,12 @@ class Node:
 
 @dataclass
 class Tree:
-    nodes: list[Node]  # nodes[0] is the root; a parent always precedes its children
+    """The overlay tree, as the publisher grows it and as the private manifest keeps it.
+    A publication's is a forest: each append that forms new clusters adds a tree (``roots``);
+    a parent always precedes its children."""
+
+    nodes: list[Node]
+    roots: list[int] = field(default_factory=lambda: [0])
 
     def leaves(self) -> list[Node]:
         return [n for n in self.nodes if n.is_leaf]
@@ -50,9 +57,35 @@ class Tree:
     def parents(self) -> dict[int, int]:
         return {child: n.id for n in self.nodes for child in n.children.values()}
 
-    def to_json(self) -> list[dict]:
-        return [{"id": n.id, "split": list(n.split), "children": n.children}
-                for n in self.nodes]
+    def route(self, root: int, record: frozenset[str]) -> Node | None:
+        """The leaf a record reaches from ``root``, or None where its pattern has no child."""
+        node = self.nodes[root]
+        while node.split:
+            child = node.children.get("".join("1" if t in record else "0" for t in node.split))
+            if child is None:
+                return None
+            node = self.nodes[child]
+        return node
+
+    def graft(self, other: Tree, units: int) -> None:
+        """Add ``other`` as a new tree of the forest, its unit ids shifted by ``units``."""
+        shift = len(self.nodes)
+        for node in other.nodes:
+            self.nodes.append(Node(node.id + shift, node.split,
+                                   {p: c + shift for p, c in node.children.items()},
+                                   units=[u + units for u in node.units],
+                                   aggregate=None if node.aggregate is None
+                                   else node.aggregate + units))
+        self.roots += [root + shift for root in other.roots]
+
+    def to_manifest(self) -> list[dict]:
+        return [{"id": n.id, "split": list(n.split), "children": n.children,
+                 "units": n.units, "aggregate": n.aggregate} for n in self.nodes]
+
+    @classmethod
+    def from_manifest(cls, nodes: list[dict], roots: list[int] | None = None) -> Tree:
+        return cls([Node(n["id"], tuple(n["split"]), dict(n["children"]), units=list(n["units"]),
+                         aggregate=n["aggregate"]) for n in nodes], list(roots or [0]))
 
 
 def _entropy(sizes: np.ndarray) -> float:

@@ -2,19 +2,21 @@
 
 The fast path plays both clouds at once: when a publication is opened in the private cloud it
 resolves every chunk's index through the private maps into one roaring bitmap of record
-positions per term (:attr:`Publication.term_records`).  A conjunctive count is then the size
+positions per term (:attr:`~cocktail.query.view.Publication.term_records`).  A conjunctive
+count is then the size
 of an intersection, with no plan to build; every runner returns the same answers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from ..publication import Publication
-from ..querylang import CountQuery
+from ...querylang import CountQuery
+from ..view import Publication
 
 
-def counts(publication: Publication, queries: Sequence[CountQuery]) -> list[int]:
+def counts(publication: Publication, queries: Sequence[CountQuery],
+           log: Callable[[str], None] | None = None) -> list[int]:
     """Exact answers; ``CountQuery(())`` counts every record."""
     records, everyone = publication.term_records, len(publication.record_ids)
     answers = []

@@ -26,7 +26,6 @@ and the clusters they touch.
 from __future__ import annotations
 
 import copy
-import json
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -34,15 +33,18 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from itertools import combinations
 
-from . import chunkformat as fmt
-from . import releases
-from .dataset import Dataset
-from .overlay.layout import LayoutParams, build_layout
-from .publication import (Placement, Publication, PublishParams, _log_legacy_release,
-                          _partitions, _sweep, _tree_manifest, _units_manifest,
-                          _VersionWriter, _write_layout, _prune, committed_versions,
-                          current_version, owner_key)
-from .store import Store, StoreError
+from .. import chunkformat as fmt
+from .. import releases
+from ..dataset import Dataset
+from ..overlay.layout import build_layout
+from ..overlay.planner import aggregates_above
+from ..overlay.tree import Node, Tree
+from ..query.view import Publication
+from ..store import Store, StoreError
+from ..versions import committed_versions, current_version, prune, sweep
+from . import PublishParams, log_legacy_release
+from .writer import (Placement, VersionWriter, owner_key, partitions, units_manifest,
+                     write_layout)
 
 ID_FORMATS = ("csv", "jsonl")  # formats whose records carry their own ids
 
@@ -76,17 +78,6 @@ def _new_ids(dataset: Dataset, publication: Publication, version: str) -> list[s
         raise ValueError(f"{dataset.source}: record id {duplicate!r} is already published; an "
                          "append adds new records only")
     return list(dataset.ids)
-
-
-def _route(tree: Sequence[dict], root: int, record: frozenset[str]) -> int | None:
-    """The leaf node a record reaches, or None where its pattern has no child."""
-    node = tree[root]
-    while node["split"]:
-        pattern = "".join("1" if t in record else "0" for t in node["split"])
-        if pattern not in node["children"]:
-            return None
-        node = tree[node["children"][pattern]]
-    return node["id"]
 
 
 def _violators(rows: Sequence[tuple[int, list[str]]], k: int, m: int) -> set[int]:
@@ -125,19 +116,12 @@ class _Homes:
 
     def __init__(self, publication: Publication) -> None:
         self.publication = publication
-        self.parent = {child: n["id"] for n in publication.tree
-                       for child in n["children"].values()}
+        self.parent = publication.tree.parents()
 
     def _above(self, unit: int) -> list[int]:
         """The aggregated clusters above the unit, nearest first."""
-        node, found = self.publication.units[unit]["node"], []
-        while True:
-            aggregate = self.publication.tree[node]["aggregate"]
-            if aggregate is not None:
-                found.append(aggregate)
-            if node not in self.parent:
-                return found
-            node = self.parent[node]
+        return aggregates_above(self.publication.tree, self.publication.units[unit]["node"],
+                                self.parent)
 
     def place(self, unit: int, terms: frozenset[str]) -> dict[str, tuple[str, bool]] | None:
         """term -> (public chunk, whether the term is new to the cluster), or None."""
@@ -162,8 +146,8 @@ def _extend(publication: Publication, records: dict[int, frozenset[str]], k: int
     offered: dict[int, dict[int, dict[str, tuple[str, bool]]]] = {}  # unit -> position -> placing
     refused: list[int] = []
     for position, terms in records.items():
-        leaf = _route(publication.tree, publication.roots[0], terms)
-        units = publication.tree[leaf]["units"] if leaf is not None else []
+        leaf = publication.tree.route(publication.tree.roots[0], terms)
+        units = leaf.units if leaf is not None else []
         unit = min(units, key=lambda u: (size[u], u)) if units else None
         placing = homes.place(unit, terms) if unit is not None else None
         if placing is None:
@@ -214,8 +198,8 @@ def append(dataset: Dataset, store: Store, min_new: int | None = None,
         if current is None:
             raise StoreError(f"{store.url} holds no publication yet: publish one first "
                              "(`cocktail publish FILE`), then append to it")
-        _sweep(store, current)
-        _log_legacy_release(store, current)
+        sweep(store, current)
+        log_legacy_release(store, current)
         publication = Publication.open(store, current)
         params = PublishParams(**publication.manifest["params"])
         existing = committed_versions(store)
@@ -230,79 +214,69 @@ def append(dataset: Dataset, store: Store, min_new: int | None = None,
         threshold = max(params.k, params.cluster_size // 4) if min_new is None else min_new
         layout = None
         if pool and len(pool) >= threshold:
-            layout = build_layout(
-                [terms_of[p] for p in pool],
-                LayoutParams(params.k, params.m, params.method, params.cluster_size,
-                             params.overlay, params.aggregate, params.aggregate_volume),
-                lambda clusters: _partitions(clusters, params), progress)
-        writer = _VersionWriter(store, version, owner_key(store),
+            layout = build_layout([terms_of[p] for p in pool], params,
+                                  lambda clusters: partitions(clusters, params, params.workers),
+                              progress)
+        writer = VersionWriter(store, version, owner_key(store),
                                 releases.ReleaseBuilder("append"))
         previous = releases.read_log(store, current)[-1]
         unit_of = list(publication.cluster_of) + [None] * len(dataset)
         totals = _carry_old(writer, publication, current, previous, extension, ids, unit_of)
-        tree = copy.deepcopy(publication.tree)
+        tree = Tree.from_manifest(publication.tree.to_manifest(), publication.tree.roots)
         units = copy.deepcopy(publication.units)
-        roots = [r for r in publication.roots
-                 if not any(units[u]["kind"] == "buffer" for u in tree[r]["units"])]
-        for node in tree:  # the old buffer is emptied: its records are placed or buffered anew
-            node["units"] = [u for u in node["units"] if units[u]["kind"] != "buffer"]
-        for unit in units:
-            if unit["kind"] == "buffer":
-                unit["members"] = 0
+        buffers = {u["id"] for u in units if u["kind"] == "buffer"}
+        # The old buffer is emptied: its records are placed or buffered anew.
+        tree.roots = [r for r in tree.roots if not buffers.intersection(tree.nodes[r].units)]
+        for node in tree.nodes:
+            node.units = [u for u in node.units if u not in buffers]
+        for unit in buffers:
+            units[unit]["members"] = 0
         for unit, positions in extension.members.items():
             units[unit]["members"] += len(positions)
         for unit, terms in extension.passed_up.items():
             units[unit]["passed_up"] = sorted(set(units[unit]["passed_up"]) | terms)
         buffered = [] if layout else pool
         if layout:
-            where = Placement(pool, units=len(units), nodes=len(tree))
-            added = _write_layout(writer, ids, layout, where)
-            roots.append(len(tree))
-            tree += _tree_manifest(layout, where)
-            units += _units_manifest(layout, where)
+            where = Placement(pool, units=len(units), nodes=len(tree.nodes))
+            added = write_layout(writer, ids, layout, where)
+            tree.graft(layout.tree, len(units))
+            units += units_manifest(layout, where)
             for local, unit in layout.leaf_unit_of().items():
                 unit_of[pool[local]] = where.unit(unit)
             _add(totals, added)
         if buffered:
-            unit_id, node_id = len(units), len(tree)
+            unit_id, node_id = len(units), len(tree.nodes)
             members = [(ids[p], p, sorted(terms_of[p])) for p in buffered if terms_of[p]]
             writer.add_chunk(unit_id, "buffer", True,
                              frozenset().union(*(terms_of[p] for p in buffered)), members)
             writer.close_unit(unit_id)
             totals["private_pairs"] += sum(len(sub) for _, _, sub in members)
-            tree.append({"id": node_id, "split": [], "children": {}, "units": [unit_id],
-                         "aggregate": None})
+            tree.nodes.append(Node(node_id, units=[unit_id]))
+            tree.roots.append(node_id)
             units.append({"id": unit_id, "kind": "buffer", "node": node_id,
                           "members": len(buffered), "passed_up": [], "notes": {}})
-            roots.append(node_id)
             for p in buffered:
                 unit_of[p] = unit_id
         now = datetime.now(timezone.utc).replace(microsecond=0)
         created = now.isoformat(timespec="seconds")
-        public_manifest = {
-            "format": fmt.FORMAT, "version": version, "created": created,
-            "k": params.k, "m": params.m,
-            "chunks": [{"id": cid, "priLabel": False, "subrecords": c["subrecords"],
-                        "terms": len(c["terms"]), "sha256": c["sha256"]}
-                       for cid, c in sorted(writer.chunks.items()) if not c["priLabel"]]}
+        public_manifest = writer.public_manifest(created, params.k, params.m)
         manifest = publication.manifest
         private_manifest = {
             "format": fmt.FORMAT, "version": version, "created": created,
             "params": manifest["params"], "source": manifest["source"],
             "appended": {"path": dataset.source, "format": dataset.format,
                          "records": len(dataset), "skipped_lines": dataset.skipped_lines},
-            "tree": tree, "roots": roots, "units": units,
+            "tree": tree.to_manifest(), "roots": tree.roots, "units": units,
             "aggregation": manifest["aggregation"], "chunks": writer.chunks,
             "pairs": {"public": totals["public_pairs"], "private": totals["private_pairs"]}}
-        records_bytes = "".join(json.dumps([rid, unit_of[p]], ensure_ascii=False) + "\n"
-                                for p, rid in enumerate(ids)).encode("utf-8")
+        records_bytes = fmt.encode_records(ids, unit_of)
         extended = sum(map(len, extension.members.values()))
         entry = writer.release.entry(
             version, created, params.k, params.m, method=params.method, records=len(ids),
             appended=len(dataset), buffered=len(buffered))
         writer.finish(public_manifest, private_manifest, records_bytes, entry, now.timestamp(),
                       {})
-        _prune(store, version, params.keep)
+        prune(store, version, params.keep)
     pairs = totals["public_pairs"] + totals["private_pairs"]
     return AppendReport(
         store=store.url, version=version, records=len(ids), appended_records=len(dataset),
@@ -332,7 +306,7 @@ def _pairs(publication: Publication) -> dict[str, int]:
     return totals
 
 
-def _carry_old(writer: _VersionWriter, publication: Publication, current: str,
+def _carry_old(writer: VersionWriter, publication: Publication, current: str,
                previous: dict, extension: Extension, ids: Sequence[str],
                unit_of: list) -> dict:
     """Every old cluster into the new version: untouched files carried over, extended

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..overlay.planner import MapTask
+from ...overlay.planner import MapTask
 
 RUNNERS = ("inline", "local", "spark", "hadoop")
 BUNDLED = ("inline", "local")  # runners that start a task per input file, on this machine

@@ -1,0 +1,275 @@
+"""Writing one version: pseudonymous chunks, inverted indexes, pseudonym maps, manifests.
+
+Every chunk gets a random id, every subrecord a per-chunk pseudonym HMAC(owner key, chunk id ||
+record id); public chunks and their indexes go to the public zone, private chunks, the
+pseudonym maps, the record ids and the full manifest to the private zone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import multiprocessing
+import secrets
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+from .. import chunkformat as fmt
+from .. import releases
+from ..anonymity import Partition, partition
+from ..overlay.layout import Layout, LayoutParams, Unit
+from ..store import Store, StoreError
+
+KEY_FILE = "owner.key"
+PARALLEL_FROM_RECORDS = 20_000  # below this, starting worker processes costs more than it saves
+
+
+def pseudonym(key: bytes, chunk_id: str, record_id: str) -> str:
+    digest = hmac.new(key, f"{chunk_id}\x00{record_id}".encode(), hashlib.sha256).hexdigest()
+    return digest[: fmt.PSEUDONYM_HEX]
+
+
+def owner_key(store: Store) -> bytes:
+    """The owner's HMAC key, created on first use; it never leaves the private zone."""
+    if store.exists("private", KEY_FILE):
+        return bytes.fromhex(store.read("private", KEY_FILE).decode().strip())
+    key = secrets.token_bytes(32)
+    store.write("private", KEY_FILE, key.hex().encode() + b"\n", pri_label=True)
+    return key
+
+
+class VersionWriter:
+    """Writes one version's files under its staging names and keeps the running totals.
+
+    Files are produced cluster by cluster, but written in a random order (from a local spool)
+    and the public ones stamped with one common time: otherwise creation order, inode numbers,
+    HDFS file and block ids and modification times would group the public chunks by cluster,
+    in tree order, for anyone who lists them."""
+
+    def __init__(self, store: Store, version: str, key: bytes,
+                 release: releases.ReleaseBuilder) -> None:
+        self.store, self.version, self.key, self.release = store, version, key, release
+        self.staging = fmt.STAGING_PREFIX + version
+        self.seen_pseudonyms: set[str] = set()
+        self.chunks: dict[str, dict] = {}
+        self.unit_map: list[tuple[str, str, int]] = []  # the open unit's pseudonym map
+        self._spool = tempfile.TemporaryFile(prefix="cocktail-spool-")
+        # zone, path, and either (offset, size) in the spool or the path of a file to copy
+        self._spooled: list[tuple[str, str, int | str, int, bool]] = []
+
+    def _put(self, zone: str, name: str, data: bytes, private: bool) -> None:
+        self._spooled.append((zone, f"{self.staging}/{name}", self._spool.tell(), len(data),
+                              private))
+        self._spool.write(data)
+
+    def keep(self, zone: str, old_version: str, name: str) -> None:
+        """Carry a file of an earlier version over unchanged (a link where the store can)."""
+        self._spooled.append((zone, f"{self.staging}/{name}", f"{old_version}/{name}", 0,
+                              zone == "private"))
+
+    def _new_chunk_id(self, record_ids: Sequence[str]) -> tuple[str, list[str]]:
+        """A fresh random id whose pseudonyms collide with none issued so far in this version."""
+        while True:
+            chunk_id = secrets.token_hex(fmt.CHUNK_ID_HEX // 2)
+            names = [pseudonym(self.key, chunk_id, r) for r in record_ids]
+            if chunk_id not in self.chunks and self.seen_pseudonyms.isdisjoint(names) \
+                    and len(set(names)) == len(names):
+                self.seen_pseudonyms.update(names)
+                return chunk_id, names
+
+    def add_chunk(self, unit: int, unit_kind: str, private: bool, terms: frozenset[str],
+                  members: Sequence[tuple[str, int, list[str]]]) -> None:
+        """``members``: (record id, record position, subrecord terms) of every non-empty
+        subrecord."""
+        chunk_id, names = self._new_chunk_id([record_id for record_id, _, _ in members])
+        rows = sorted(zip(names, members))
+        subrecords = [(name, sorted(sub)) for name, (_, _, sub) in rows]
+        zone = "private" if private else "public"
+        chunk_bytes = fmt.encode_chunk(subrecords)
+        index_bytes = fmt.encode_index(chunk_id, fmt.build_index(subrecords))
+        self._put(zone, f"{fmt.CHUNK_DIR}/{chunk_id}.tsv", chunk_bytes, private)
+        self._put(zone, f"{fmt.INDEX_DIR}/{chunk_id}.tsv", index_bytes, private)
+        self.unit_map.extend((chunk_id, name, position) for name, (_, position, _) in rows)
+        self.chunks[chunk_id] = {
+            "unit": unit, "priLabel": private, "terms": sorted(terms),
+            "subrecords": len(subrecords),
+            "sha256": {"chunk": hashlib.sha256(chunk_bytes).hexdigest(),
+                       "index": hashlib.sha256(index_bytes).hexdigest()},
+        }
+        self.release.add_chunk(chunk_id, unit, unit_kind, private, terms,
+                               [(record_id, sub) for record_id, _, sub in members],
+                               self.chunks[chunk_id]["sha256"]["chunk"])
+
+    def extend_chunk(self, chunk_id: str, unit: int, unit_kind: str, private: bool,
+                     terms: Sequence[str], old_rows: list[tuple[str, list[str]]],
+                     members: Sequence[tuple[str, int, list[str]]]) -> None:
+        """An existing chunk with new subrecords: the same id, so old records keep their
+        pseudonyms and their lines unchanged; the new lines merged in pseudonym order."""
+        names = [pseudonym(self.key, chunk_id, record_id) for record_id, _, _ in members]
+        if {p for p, _ in old_rows}.intersection(names) or len(set(names)) != len(names):
+            raise StoreError(f"pseudonym collision in chunk {chunk_id}: append again")
+        new_rows = sorted(zip(names, members))
+        subrecords = sorted(old_rows + [(name, sorted(sub)) for name, (_, _, sub) in new_rows])
+        zone = "private" if private else "public"
+        chunk_bytes = fmt.encode_chunk(subrecords)
+        index_bytes = fmt.encode_index(chunk_id, fmt.build_index(subrecords))
+        self._put(zone, f"{fmt.CHUNK_DIR}/{chunk_id}.tsv", chunk_bytes, private)
+        self._put(zone, f"{fmt.INDEX_DIR}/{chunk_id}.tsv", index_bytes, private)
+        self.unit_map.extend((chunk_id, name, position) for name, (_, position, _) in new_rows)
+        self.chunks[chunk_id] = {
+            "unit": unit, "priLabel": private, "terms": sorted(terms),
+            "subrecords": len(subrecords),
+            "sha256": {"chunk": hashlib.sha256(chunk_bytes).hexdigest(),
+                       "index": hashlib.sha256(index_bytes).hexdigest()},
+        }
+        carried = hashlib.sha256(fmt.encode_chunk(old_rows)).hexdigest()
+        self.release.add_chunk(chunk_id, unit, unit_kind, private, terms,
+                               [(record_id, sub) for record_id, _, sub in members],
+                               self.chunks[chunk_id]["sha256"]["chunk"],
+                               carried_sha256=carried, carried_subrecords=len(old_rows))
+
+    def keep_chunk(self, old_version: str, chunk_id: str, entry: dict) -> None:
+        """An existing chunk no new record touches: its files carried over as they are."""
+        zone = "private" if entry["priLabel"] else "public"
+        for folder in (fmt.CHUNK_DIR, fmt.INDEX_DIR):
+            self.keep(zone, old_version, f"{folder}/{chunk_id}.tsv")
+        self.chunks[chunk_id] = entry
+
+    def close_unit(self, unit: int, earlier: Sequence[tuple[str, str, int]] = ()) -> None:
+        """Write the unit's pseudonym map: ``earlier`` rows (of chunks it had before) first."""
+        self._put("private", f"{fmt.PSEUDONYM_DIR}/{unit}.tsv",
+                  fmt.encode_pseudonym_map([*earlier, *self.unit_map]), True)
+        self.unit_map = []
+
+    def _write_spooled(self) -> None:
+        order = list(range(len(self._spooled)))
+        secrets.SystemRandom().shuffle(order)
+        for i in order:
+            zone, path, source, size, private = self._spooled[i]
+            if isinstance(source, str):
+                self.store.copy(zone, source, path)
+                continue
+            self._spool.seek(source)
+            self.store.write(zone, path, self._spool.read(size), pri_label=private)
+        self._spool.close()
+
+    def public_manifest(self, created: str, k: int, m: int) -> dict:
+        """What the public cloud may know of the version: its public chunks, by random id."""
+        return {"format": fmt.FORMAT, "version": self.version, "created": created,
+                "k": k, "m": m,
+                "chunks": [{"id": cid, "priLabel": False, "subrecords": c["subrecords"],
+                            "terms": len(c["terms"]), "sha256": c["sha256"]}
+                           for cid, c in sorted(self.chunks.items()) if not c["priLabel"]]}
+
+    def finish(self, public_manifest: dict, private_manifest: dict, records: bytes,
+               release_entry: dict, mtime: float, seconds: dict[str, float]) -> None:
+        """Write every file, then commit: ``seconds`` gets the time of each."""
+        started = time.perf_counter()
+        self._put("public", fmt.MANIFEST, fmt.encode_json(public_manifest), False)
+        self._put("private", fmt.RECORDS, records, True)
+        self._put("private", fmt.MANIFEST, fmt.encode_json(private_manifest), True)
+        self._write_spooled()
+        for path in sorted(p for zone, p, *_ in self._spooled if zone == "public"):
+            self.store.stamp("public", path, mtime)  # sorted by random chunk id: no order
+        seconds["write"] = seconds.get("write", 0.0) + time.perf_counter() - started
+        started = time.perf_counter()
+        self._commit(release_entry)
+        seconds["commit"] = time.perf_counter() - started
+
+    def _commit(self, release_entry: dict) -> None:
+        for zone in ("public", "private"):
+            self.store.rename(zone, self.staging, self.version)
+        self.store.write("private", releases.entry_path(self.version),
+                         fmt.encode_json(release_entry), pri_label=True)
+        self.store.sync()
+        self.store.write("public", fmt.POINTER + ".tmp", f"{self.version}\n".encode(),
+                         pri_label=False)
+        self.store.rename("public", fmt.POINTER + ".tmp", fmt.POINTER)  # the commit point
+        self.store.sync()
+
+
+def _split_unit(unit: Unit, chunk_terms: Sequence[frozenset[str]]
+                ) -> list[list[tuple[int, list[str]]]]:
+    """For each chunk, the (position, subrecord) of the unit's members that meet it; terms in
+    no chunk (a private part passed up the tree) are left out."""
+    owner = {term: i for i, terms in enumerate(chunk_terms) for term in terms}
+    members: list[list[tuple[int, list[str]]]] = [[] for _ in chunk_terms]
+    for position, terms in unit.members:
+        parts: dict[int, list[str]] = {}
+        for term in terms:
+            if term in owner:
+                parts.setdefault(owner[term], []).append(term)
+        for i, sub in parts.items():
+            members[i].append((position, sub))
+    return members
+
+
+def _partition_job(job: tuple[str, list[frozenset[str]], int, int]) -> tuple[Partition, float]:
+    method, records, k, m = job
+    started = time.process_time()
+    return partition(method, records, k, m), time.process_time() - started
+
+
+def partitions(clusters: list[list[frozenset[str]]], params: LayoutParams,
+               workers: int) -> Iterator[tuple[Partition, float]]:
+    """Each cluster's partition and its CPU seconds, in cluster order; clusters are
+    independent, so in parallel."""
+    jobs = [(params.method, records, params.k, params.m) for records in clusters]
+    if workers == 1 or len(jobs) < 2 or sum(map(len, clusters)) < PARALLEL_FROM_RECORDS:
+        yield from map(_partition_job, jobs)
+        return
+    # Spawned, not forked: a forked worker would inherit the publish lock and keep holding it
+    # if this process were killed.
+    with ProcessPoolExecutor(min(workers, len(jobs)),
+                             mp_context=multiprocessing.get_context("spawn")) as pool:
+        yield from pool.map(_partition_job, jobs)
+
+
+def write_layout(writer: VersionWriter, record_ids: Sequence[str], layout: Layout,
+                 where: Placement | None = None) -> dict[str, int]:
+    """Write every unit of ``layout``; ``where`` places a layout built over some records
+    (an append's) among all of the publication's."""
+    where = where or Placement()
+    totals = {"public": 0, "private": 0, "public_subrecords": 0, "private_subrecords": 0,
+              "public_pairs": 0, "private_pairs": 0}
+    for unit in layout.units:
+        split = unit.partition
+        stored_private = [split.private] if unit.keeps_private and split.private else []
+        chunk_terms = [*split.public, *stored_private]
+        for i, members in enumerate(_split_unit(unit, chunk_terms)):
+            private = i >= len(split.public)
+            writer.add_chunk(where.unit(unit.id), unit.kind, private, chunk_terms[i],
+                             [(record_ids[where.record(p)], where.record(p), sub)
+                              for p, sub in members])
+            kind = "private" if private else "public"
+            totals[kind] += 1
+            totals[f"{kind}_subrecords"] += len(members)
+            totals[f"{kind}_pairs"] += sum(len(sub) for _, sub in members)
+        writer.close_unit(where.unit(unit.id))
+    return totals
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a layout's local numbers land in the whole publication."""
+
+    records: Sequence[int] | None = None  # layout position -> publication position
+    units: int = 0                        # offset of unit ids
+    nodes: int = 0                        # offset of tree node ids (a grafted tree's)
+
+    def record(self, position: int) -> int:
+        return position if self.records is None else self.records[position]
+
+    def unit(self, unit: int) -> int:
+        return unit + self.units
+
+
+def units_manifest(layout: Layout, where: Placement | None = None) -> list[dict]:
+    where = where or Placement()
+    return [{"id": where.unit(u.id), "kind": u.kind, "node": u.node + where.nodes,
+             "members": len(u.members),
+             "passed_up": sorted(u.partition.private) if not u.keeps_private else [],
+             "notes": u.partition.notes} for u in layout.units]

@@ -1,0 +1,56 @@
+"""The query engine: exact answers over a read view of one publication, on a named backend.
+
+It owns the whole path plan → run → combine.  The planner (:mod:`cocktail.overlay.planner`)
+turns a conjunction into map tasks, a backend runs them (or, the fast path, needs none), the
+final intersection happens in the private cloud.  Exact answers are the owner's; analysts get
+them only through the DP layer, which is handed :meth:`Engine.counts` and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ..overlay.planner import Plan, plan_conjunction
+from ..querylang import CountQuery, Workload
+from .backends import BACKENDS
+from .view import Publication
+
+
+class Engine:
+    def __init__(self, publication: Publication, backend: str = "fast",
+                 log: Callable[[str], None] | None = None) -> None:
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown runner {backend!r}; choose one of {', '.join(BACKENDS)}")
+        self.publication, self.backend_name, self.log = publication, backend, log
+        self._backend = BACKENDS[backend]
+
+    @property
+    def version(self) -> str:
+        return self.publication.version
+
+    def plan(self, query: CountQuery) -> Plan:
+        return plan_conjunction(query.terms, self.publication)
+
+    def counts(self, queries: Sequence[CountQuery]) -> list[int]:
+        """Exact answers, all of a batch in one go; ``CountQuery(())`` counts every record."""
+        if self.log:
+            for query in queries:
+                if query.terms:
+                    self.log(f"{query}: {describe(self.plan(query))}")
+        return self._backend.counts(self.publication, queries, self.log)
+
+    def count(self, query: CountQuery) -> int:
+        return self.counts([query])[0]
+
+    def answers(self, workload: Workload) -> list[float]:
+        """Σ w·count for every linear query of a batch, from one batch of counts."""
+        counts = dict(zip(workload.counts, self.counts(workload.counts)))
+        return [sum(weight * counts[q] for weight, q in linear.parts)
+                for linear in workload.queries]
+
+
+def describe(plan: Plan) -> str:
+    private = sum(t.private for t in plan.tasks)
+    return (f"plan: {plan.nodes_visited} tree nodes visited, {plan.branches_pruned} branches "
+            f"pruned, {len(plan.clusters)} clusters, {len(plan.tasks)} map tasks "
+            f"({private} over private chunks)")

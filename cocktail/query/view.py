@@ -1,0 +1,158 @@
+"""One version of a publication as the private cloud reads it: manifests, the overlay tree,
+record ids, the private pseudonym maps, and, for the fast path, one bitmap per term."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cached_property
+
+from pyroaring import BitMap, FrozenBitMap
+
+from .. import chunkformat as fmt
+from ..overlay.planner import term_locations
+from ..overlay.tree import Tree
+from ..store import Store, StoreError
+from ..versions import committed_versions, current_version
+
+
+@dataclass(frozen=True)
+class ChunkInfo:
+    id: str
+    unit: int
+    private: bool
+    terms: frozenset[str]
+
+
+class Publication:
+    """One version of a publication, as the private cloud sees it (it holds the maps)."""
+
+    def __init__(self, store: Store, version: str) -> None:
+        self.store, self.version = store, version
+        self.manifest = fmt.decode_json(store.read("private", fmt.manifest_path(version)),
+                                        f"private/{fmt.manifest_path(version)}")
+        self.chunks = {cid: ChunkInfo(cid, c["unit"], c["priLabel"], frozenset(c["terms"]))
+                       for cid, c in self.manifest["chunks"].items()}
+        self.tree = Tree.from_manifest(self.manifest["tree"], self.manifest.get("roots"))
+        self.units: list[dict] = self.manifest["units"]
+        self._maps: dict[int, dict[str, dict[str, int]]] = {}
+
+    @classmethod
+    def open(cls, store: Store, version: str | None = None) -> Publication:
+        version = version or current_version(store)
+        if version is None:
+            raise StoreError(f"{store.url} holds no publication yet (run `cocktail publish`)")
+        if version not in committed_versions(store):
+            raise StoreError(f"{store.url} has no version {version}")
+        return cls(store, version)
+
+    @property
+    def k(self) -> int:
+        return self.manifest["params"]["k"]
+
+    @property
+    def m(self) -> int:
+        return self.manifest["params"]["m"]
+
+    @cached_property
+    def _records(self) -> list[list]:
+        data = self.store.read("private", f"{self.version}/{fmt.RECORDS}").decode("utf-8")
+        return [json.loads(line) for line in data.splitlines()]
+
+    @cached_property
+    def record_ids(self) -> list[str]:
+        return [rid for rid, _ in self._records]
+
+    @cached_property
+    def cluster_of(self) -> list[int]:
+        """The leaf cluster (unit id) of each record position."""
+        return [unit for _, unit in self._records]
+
+    @cached_property
+    def _members(self) -> dict[int, frozenset[int]]:
+        grouped: dict[int, list[int]] = {}
+        for position, unit in enumerate(self.cluster_of):
+            grouped.setdefault(unit, []).append(position)
+        return {unit: frozenset(positions) for unit, positions in grouped.items()}
+
+    def cluster_members(self, unit: int) -> frozenset[int]:
+        """Record positions of a leaf cluster."""
+        return self._members.get(unit, frozenset())
+
+    def warm(self, positions: bool = True) -> Publication:
+        """Read now what queries would read lazily (the maps, and with ``positions`` every
+        term's records), so no query pays for a cold read or is timed by one, and concurrent
+        readers find nothing left to fill in."""
+        for attribute in ("record_ids", "cluster_of", "_members", "locations", "term_units",
+                          "split_terms", *(["term_records"] if positions else [])):
+            getattr(self, attribute)
+        for chunk in self.chunks:
+            self.record_positions(chunk)
+        return self
+
+    def chunk_unit(self, chunk_id: str) -> int:
+        return self.chunks[chunk_id].unit
+
+    @cached_property
+    def unit_chunks(self) -> dict[int, dict[str, str]]:
+        """unit -> term -> the stored chunk of that unit holding the term."""
+        where: dict[int, dict[str, str]] = {}
+        for chunk in self.chunks.values():
+            for term in chunk.terms:
+                where.setdefault(chunk.unit, {})[term] = chunk.id
+        return where
+
+    @cached_property
+    def locations(self) -> dict[int, dict[str, str]]:
+        """Leaf cluster -> term -> the chunk holding it for the cluster's records."""
+        return term_locations(self.tree, self.unit_chunks,
+                              [frozenset(u["passed_up"]) for u in self.units])
+
+    @cached_property
+    def split_terms(self) -> frozenset[str]:
+        return frozenset(t for node in self.tree.nodes for t in node.split)
+
+    @cached_property
+    def term_units(self) -> dict[str, frozenset[int]]:
+        """Term -> the leaf clusters with a record holding it."""
+        units: dict[str, set[int]] = {}
+        for unit, where in self.locations.items():
+            for term in where:
+                units.setdefault(term, set()).add(unit)
+        return {term: frozenset(us) for term, us in units.items()}
+
+    def is_private(self, chunk_id: str) -> bool:
+        return self.chunks[chunk_id].private
+
+    def _zone(self, chunk_id: str) -> str:
+        return "private" if self.is_private(chunk_id) else "public"
+
+    @cached_property
+    def term_records(self) -> dict[str, FrozenBitMap]:
+        """Term -> the positions of every record holding it, as a roaring bitmap: what the
+        fast path intersects.  Built from every chunk's index and the private maps; each
+        (record, term) pair sits in exactly one chunk, so the union over chunks is exact."""
+        records: dict[str, BitMap] = {}
+        for chunk_id in self.chunks:
+            names = self.record_positions(chunk_id)
+            path = fmt.index_path(self.version, chunk_id)
+            for term, pseudonyms in fmt.decode_index(
+                    self.store.read(self._zone(chunk_id), path), chunk_id, path):
+                records.setdefault(term, BitMap()).update(names[p] for p in pseudonyms)
+        return {term: FrozenBitMap(found) for term, found in records.items()}
+
+    def index_location(self, chunk_id: str) -> str:
+        return self.store.location(self._zone(chunk_id), fmt.index_path(self.version, chunk_id))
+
+    def subrecords(self, chunk_id: str) -> Iterator[tuple[str, list[str]]]:
+        path = fmt.chunk_path(self.version, chunk_id)
+        return fmt.decode_chunk(self.store.read(self._zone(chunk_id), path), path)
+
+    def record_positions(self, chunk_id: str) -> dict[str, int]:
+        """pseudonym -> record position, for one chunk (the private map, read per unit)."""
+        unit = self.chunks[chunk_id].unit
+        if unit not in self._maps:
+            path = fmt.pseudonym_map_path(self.version, unit)
+            self._maps[unit] = fmt.decode_pseudonym_map(self.store.read("private", path), path)
+        return self._maps[unit][chunk_id]

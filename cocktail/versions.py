@@ -1,0 +1,48 @@
+"""Versions of a publication: the CURRENT pointer, the committed versions, and the clean-up.
+
+A version is written under a staging name, renamed into place, and made current by replacing
+the ``CURRENT`` pointer: the one atomic step.  A crash at any point leaves the previous version
+current; the next publish sweeps what the crash left behind.
+"""
+
+from __future__ import annotations
+
+from . import chunkformat as fmt
+from . import releases
+from .store import Store, StoreError
+
+
+def current_version(store: Store) -> str | None:
+    if not store.exists("public", fmt.POINTER):
+        return None
+    name = store.read("public", fmt.POINTER).decode().strip()
+    if not fmt.VERSION_RE.match(name):
+        raise StoreError(f"{store.url}: {fmt.POINTER} names no version ({name!r})")
+    return name
+
+
+def committed_versions(store: Store) -> list[str]:
+    """Versions present in both zones, oldest first (not all of them need be current)."""
+    public = {n for n in store.list("public") if fmt.VERSION_RE.match(n)}
+    return sorted(public & {n for n in store.list("private") if fmt.VERSION_RE.match(n)})
+
+
+def sweep(store: Store, current: str | None) -> None:
+    """Remove what an interrupted publish left: staging dirs and versions never made current.
+
+    Without a pointer nothing but staging dirs is removed: a lost pointer must not cost data.
+    """
+    for zone in ("public", "private"):
+        for name in store.list(zone):
+            stale_version = current is not None and fmt.VERSION_RE.match(name) and name > current
+            if name.startswith(fmt.STAGING_PREFIX) or stale_version:
+                store.remove(zone, name)
+    if current is not None:
+        releases.sweep_log(store, current)
+
+
+def prune(store: Store, current: str, keep: int) -> None:
+    older = [v for v in committed_versions(store) if v < current]
+    for version in older[: max(0, len(older) - (keep - 1))]:
+        for zone in ("public", "private"):
+            store.remove(zone, version)
