@@ -157,12 +157,19 @@ def decode_pseudonym_map(data: bytes, name: str = "pseudonyms") -> dict[str, dic
 
 def encode_records(ids: Sequence[str], clusters: Sequence[int]) -> bytes:
     """records.jsonl: ``[record id, leaf cluster]`` per record position."""
-    return "".join(json.dumps([rid, cluster], ensure_ascii=False) + "\n"
+    quote = json.encoder.encode_basestring  # json.dumps of a str, in C, without the overhead
+    return "".join(f"[{quote(rid)}, {cluster}]\n"
                    for rid, cluster in zip(ids, clusters)).encode("utf-8")
 
 
-def encode_json(obj: object) -> bytes:
-    return (json.dumps(obj, indent=1, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
+def encode_json(obj: object, *, compact: bool = False) -> bytes:
+    """Indented for people; ``compact`` for files only programs read, where a million-line
+    indented document would cost its writer several times the memory."""
+    if compact:
+        text = json.dumps(obj, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    else:
+        text = json.dumps(obj, indent=1, ensure_ascii=False, sort_keys=True)
+    return (text + "\n").encode("utf-8")
 
 
 def decode_json(data: bytes, name: str) -> dict:

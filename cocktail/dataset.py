@@ -4,6 +4,8 @@ Every reader turns a file into record ids and records (sets of string terms).  A
 stops the load with ``file:line: what is wrong``, or, with ``skip_bad_lines``, is skipped and
 counted.  Lines are decoded one by one so that a stray non-UTF-8 byte is reported at its line.
 Duplicate terms in a record collapse; empty records are kept (they are records of the dataset).
+Records are held compactly (:class:`Records`): a term id per (record, term) pair, not a set of
+strings per record, so a million records take tens of megabytes, not a gigabyte.
 """
 
 from __future__ import annotations
@@ -13,9 +15,12 @@ import csv
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 FORMATS = ("fimi", "spmf", "csv", "jsonl")
 _EXTENSIONS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
@@ -29,18 +34,113 @@ class InputError(ValueError):
     """Unreadable or malformed input; the message names the file and, if any, the line."""
 
 
+class Records(Sequence[frozenset[str]]):
+    """Records as term ids in compressed rows (CSR): record ``i`` holds the terms
+    ``names[indices[indptr[i]:indptr[i + 1]]]``.  Term ids follow name order, so that anything
+    ranking terms by id (the overlay tree's tie-breaks) ranks them by name.  Reading a record
+    gives a frozenset, built on demand."""
+
+    def __init__(self, names: Sequence[str], indptr: np.ndarray, indices: np.ndarray) -> None:
+        self.names = tuple(names)
+        self.indptr = indptr
+        self.indices = indices
+
+    @classmethod
+    def build(cls, records: Iterable[Iterable[str]]) -> Records:
+        builder = RecordsBuilder()
+        for record in records:
+            builder.add(record)
+        return builder.build()
+
+    def __len__(self) -> int:
+        return len(self.indptr) - 1
+
+    def __getitem__(self, item):
+        if isinstance(item, slice):
+            start, stop, step = item.indices(len(self))
+            if step != 1:
+                return Records.build(self[i] for i in range(start, stop, step))
+            return Records(self.names, self.indptr[start:stop + 1] - self.indptr[start],
+                           self.indices[self.indptr[start]:self.indptr[stop]])
+        if not -len(self) <= item < len(self):
+            raise IndexError("record index out of range")
+        item %= len(self)
+        ids = self.indices[self.indptr[item]:self.indptr[item + 1]].tolist()
+        return frozenset(map(self.names.__getitem__, ids))
+
+    def __iter__(self) -> Iterator[frozenset[str]]:
+        ids, ends, names = self.indices.tolist(), self.indptr.tolist(), self.names
+        for start, stop in zip(ends, ends[1:]):
+            yield frozenset([names[i] for i in ids[start:stop]])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __add__(self, other: Sequence[frozenset[str]]) -> Records:
+        return Records.build([*self, *other])
+
+    def __repr__(self) -> str:
+        return f"Records({len(self):,} records, {len(self.names):,} terms)"
+
+    def pairs(self) -> int:
+        """(record, term) pairs over all records."""
+        return len(self.indices)
+
+    def rows(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(row within ``positions``, term id) of every term of the records at ``positions``."""
+        starts = self.indptr[positions]
+        lengths = self.indptr[positions + 1] - starts
+        rows = np.repeat(np.arange(len(positions)), lengths)
+        flat = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        return rows, self.indices[np.repeat(starts, lengths) + flat]
+
+
+class RecordsBuilder:
+    """Collects records one by one into :class:`Records` (ids first in order of appearance,
+    renumbered by name at the end)."""
+
+    def __init__(self) -> None:
+        self._vocabulary: dict[str, int] = {}
+        self._lengths = array("q")
+        self._ids = array("i")
+
+    def add(self, record: Iterable[str]) -> int:
+        """Add one record; returns its number of distinct terms."""
+        vocabulary = self._vocabulary
+        ids = {vocabulary.setdefault(term, len(vocabulary)) for term in record}
+        self._ids.extend(ids)
+        self._lengths.append(len(ids))
+        return len(ids)
+
+    def build(self) -> Records:
+        names = sorted(self._vocabulary)
+        rank = np.empty(len(names), dtype=np.int32)
+        rank[[self._vocabulary[t] for t in names]] = np.arange(len(names), dtype=np.int32)
+        indices = rank[np.frombuffer(self._ids, dtype=np.int32)] if self._ids \
+            else np.zeros(0, dtype=np.int32)
+        indptr = np.zeros(len(self._lengths) + 1, dtype=np.int64)
+        np.cumsum(np.frombuffer(self._lengths, dtype=np.int64), out=indptr[1:])
+        return Records(names, indptr, indices)
+
+
 @dataclass(frozen=True)
 class Dataset:
     """Records in input order with their unique ids."""
 
     ids: tuple[str, ...]
-    records: tuple[frozenset[str], ...]
+    records: Records
     source: str
     format: str
     skipped_lines: int = 0
     duplicate_terms: int = 0
 
     def __post_init__(self) -> None:
+        if not isinstance(self.records, Records):
+            object.__setattr__(self, "records", Records.build(self.records))
         if len(self.ids) != len(self.records):
             raise ValueError(f"{len(self.ids)} ids for {len(self.records)} records")
         if len(set(self.ids)) != len(self.ids):
@@ -55,7 +155,8 @@ class Dataset:
 
     def terms(self) -> set[str]:
         """The distinct terms of all records."""
-        return set().union(*self.records)
+        names = self.records.names
+        return {names[i] for i in np.unique(self.records.indices).tolist()}
 
     def count_containing(self, terms: Iterable[str]) -> int:
         """Brute force over the raw records: the oracle exact answers are checked against."""
@@ -143,26 +244,24 @@ def load(path: PathLike, format: str | None = None, *, skip_bad_lines: bool = Fa
     if not records:
         skipped = f"; {lines.skipped} malformed line(s) skipped" if lines.skipped else ""
         raise InputError(f"{source}: no records (empty file){skipped}")
-    return Dataset(ids=tuple(ids), records=tuple(records), source=source, format=format,
+    return Dataset(ids=tuple(ids), records=records, source=source, format=format,
                    skipped_lines=lines.skipped, duplicate_terms=duplicates)
 
 
-_Parsed = tuple[list[str], list[frozenset[str]], int]  # ids, records, duplicate terms dropped
+_Parsed = tuple[list[str], Records, int]  # ids, records, duplicate terms dropped
 
 
 def _read_fimi(lines: _Lines) -> _Parsed:
     ids: list[str] = []
-    records: list[frozenset[str]] = []
+    records = RecordsBuilder()
     duplicates = 0
     for number, text in lines:
         tokens = text.split()
         if tokens and tokens[0][0] in "#%":
             continue
-        record = frozenset(tokens)
-        duplicates += len(tokens) - len(record)
+        duplicates += len(tokens) - records.add(tokens)
         ids.append(str(number))
-        records.append(record)
-    return ids, records, duplicates
+    return ids, records.build(), duplicates
 
 
 def _read_spmf(lines: _Lines) -> _Parsed:
@@ -180,9 +279,10 @@ def _read_spmf(lines: _Lines) -> _Parsed:
         except _Malformed as e:
             lines.bad(number, str(e))
     # names apply to the whole file, wherever their @ITEM line stands
-    records = [frozenset(names[t][0] if t in names else t for t in raw) for raw in raw_records]
-    duplicates = sum(len(raw) - len(r) for raw, r in zip(raw_records, records))
-    return ids, records, duplicates
+    records = RecordsBuilder()
+    duplicates = sum(len(raw) - records.add(names[t][0] if t in names else t for t in raw)
+                     for raw in raw_records)
+    return ids, records.build(), duplicates
 
 
 def _parse_item_name(text: str, number: int, names: dict[str, tuple[str, int]]) -> None:
@@ -240,12 +340,12 @@ def _read_csv(lines: _Lines) -> _Parsed:
             if term in terms:
                 duplicates += 1
             terms.add(term)
-    return list(terms_of), [frozenset(t) for t in terms_of.values()], duplicates
+    return list(terms_of), Records.build(terms_of.values()), duplicates
 
 
 def _read_jsonl(lines: _Lines) -> _Parsed:
     first_line: dict[str, int] = {}  # record id -> line it first appeared on
-    records: list[frozenset[str]] = []
+    records = RecordsBuilder()
     duplicates = 0
     for number, text in lines:
         if not text.strip():
@@ -259,10 +359,8 @@ def _read_jsonl(lines: _Lines) -> _Parsed:
             lines.bad(number, str(e))
             continue
         first_line[record_id] = number
-        record = frozenset(terms)
-        duplicates += len(terms) - len(record)
-        records.append(record)
-    return list(first_line), records, duplicates
+        duplicates += len(terms) - records.add(terms)
+    return list(first_line), records.build(), duplicates
 
 
 def _is_str_or_int(value: object) -> bool:

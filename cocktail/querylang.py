@@ -104,8 +104,11 @@ class _Scanner:
         self.skip()
         quoted = _QUOTED.match(self.text, self.pos)
         if quoted:
+            try:
+                value = json.loads(quoted.group())
+            except json.JSONDecodeError as exc:  # e.g. an escape JSON does not know: "\ "
+                raise self.error(f"bad quoted term ({exc.msg})") from None
             self.pos = quoted.end()
-            value = json.loads(quoted.group())
             if not value:
                 raise self.error("empty term")
             return value

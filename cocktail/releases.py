@@ -20,6 +20,9 @@ import hashlib
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
 
 from . import chunkformat as fmt
 from .store import Store, StoreError
@@ -28,13 +31,26 @@ LOG_DIR = "releases"
 KINDS = ("fresh", "append", "rebase", "imported")
 
 
+@lru_cache(maxsize=1 << 16)  # a record is a member of each of its cluster's chunks
+def member_key(record_id: str) -> int:
+    """A record's name in the log (the log never needs the id itself), as a number: the first
+    64 bits of SHA-256(record id)."""
+    digest = hashlib.sha256(record_id.encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
 def member_hash(record_id: str) -> str:
-    """A record's name in the log (the log never needs the id itself)."""
-    return hashlib.sha256(record_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    """The same name as the log writes it: 16 hex digits."""
+    return f"{member_key(record_id):016x}"
 
 
 def entry_path(version: str) -> str:
     return f"{LOG_DIR}/{version}.json"
+
+
+def write_entry(store: Store, entry: dict) -> None:
+    store.write("private", entry_path(entry["version"]), fmt.encode_json(entry, compact=True),
+                pri_label=True)
 
 
 def read_log(store: Store, up_to: str | None = None) -> list[dict]:
@@ -73,17 +89,34 @@ def decode_multiset(encoded: Iterable[Sequence]) -> Counter:
     return Counter({tuple(terms): count for terms, count in encoded})
 
 
+_NO_KEYS = np.zeros(0, dtype=np.uint64)
+
+
 @dataclass
 class ReleaseBuilder:
-    """Collects one release's entry while its chunks are written."""
+    """Collects one release's entry while its chunks are written.  A unit's member names are
+    gathered as sets while its chunks are added, then kept as sorted 64-bit arrays
+    (:meth:`settle`): 16 bytes a record rather than two hex strings."""
 
     kind: str
     chunks: dict[str, dict] = field(default_factory=dict)
     units: dict[int, dict] = field(default_factory=dict)
 
     def unit(self, unit: int, kind: str) -> dict:
-        return self.units.setdefault(unit, {"kind": kind, "added_members": set(),
-                                            "public_records": set(), "carried_public": 0})
+        return self.units.setdefault(unit, {"kind": kind, "added": set(), "public": set(),
+                                            "added_keys": _NO_KEYS, "public_keys": _NO_KEYS,
+                                            "carried_public": 0})
+
+    def settle(self, unit: int) -> None:
+        """The unit's names gathered so far, into its arrays."""
+        record = self.units.get(unit)
+        if record is None:
+            return
+        for name in ("added", "public"):
+            if record[name]:
+                gathered = np.fromiter(record[name], dtype=np.uint64, count=len(record[name]))
+                record[f"{name}_keys"] = np.union1d(record[f"{name}_keys"], gathered)
+                record[name] = set()
 
     def add_chunk(self, chunk_id: str, unit: int, unit_kind: str, private: bool,
                   terms: Iterable[str], members: Sequence[tuple[str, Sequence[str]]],
@@ -92,10 +125,11 @@ class ReleaseBuilder:
         """``members``: (record id, subrecord) this release adds to the chunk; for a chunk of
         an earlier release, ``carried_*`` describe the lines it keeps."""
         record = self.unit(unit, unit_kind)
-        record["added_members"].update(member_hash(r) for r, _ in members)
+        keys = [member_key(r) for r, _ in members]
+        record["added"].update(keys)
         if private:
             return
-        record["public_records"].update(member_hash(r) for r, _ in members)
+        record["public"].update(keys)
         self.chunks[chunk_id] = {
             "unit": unit, "terms": sorted(terms), "subrecords": carried_subrecords + len(members),
             "sha256": sha256, "carried_sha256": carried_sha256,
@@ -110,10 +144,12 @@ class ReleaseBuilder:
                                                       "added": []})
 
     def entry(self, version: str, created: str, k: int, m: int, **extra) -> dict:
+        for unit in self.units:
+            self.settle(unit)
         return {"format": 1, "version": version, "kind": self.kind, "created": created,
                 "k": k, "m": m, **extra, "chunks": self.chunks,
                 "units": {str(u): {"kind": v["kind"],
-                                   "added_members": sorted(v["added_members"]),
-                                   "public_records": v["carried_public"]
-                                   + len(v["public_records"])}
+                                   "added_members": [f"{key:016x}" for key in
+                                                     v["added_keys"].tolist()],
+                                   "public_records": v["carried_public"] + len(v["public_keys"])}
                           for u, v in sorted(self.units.items())}}

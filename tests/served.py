@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,9 +24,10 @@ def free_port() -> int:
 def serve(store: Path, *options: str, log: Path | None = None
           ) -> Iterator[tuple[str, subprocess.Popen]]:
     """Start `cocktail serve` on ``store`` and yield its URL once it answers; stop it after.
-    Its output goes to ``log`` if given (else a pipe, shown if it fails to start)."""
+    Its output goes to ``log`` if given, else to a temporary file (a pipe nobody reads would
+    fill up and block the server's logging); shown if it fails to start."""
     port = free_port()
-    output = open(log, "wb") if log else subprocess.PIPE
+    output = open(log, "wb") if log else tempfile.NamedTemporaryFile(prefix="cocktail-serve-")
     process = subprocess.Popen(
         [sys.executable, "-m", "cocktail.cli", "serve", "--store", str(store), "--port",
          str(port), *options], stdout=output, stderr=subprocess.STDOUT)
@@ -36,8 +38,7 @@ def serve(store: Path, *options: str, log: Path | None = None
             httpx.get(url + "/v1/limits", timeout=1)
             break
         except httpx.TransportError:
-            assert process.poll() is None, \
-                log.read_text() if log else process.stdout.read().decode()
+            assert process.poll() is None, Path(output.name).read_text()
             assert time.monotonic() < deadline, "the server did not start"
             time.sleep(0.2)
     try:
@@ -45,8 +46,7 @@ def serve(store: Path, *options: str, log: Path | None = None
     finally:
         process.terminate()
         process.wait(10)
-        if log:
-            output.close()
+        output.close()
 
 
 def auth(token: str) -> dict:

@@ -56,6 +56,7 @@ def test_batch_lines_separators_and_comments():
     ("count(a) - count(a)", "w:1: the weights cancel out"),
     ("# nothing\n\n", "w: no query in the batch"),
     ("count(a); + count(b)", "w:1: expected 'count' at column 11"),
+    ('count("\\ " & b)', "w:1: bad quoted term (Invalid \\escape) at column 7"),
 ])
 def test_batch_errors_name_line_and_column(text, fragment):
     with pytest.raises(QuerySyntaxError, match=re.escape(fragment)):

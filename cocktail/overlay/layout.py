@@ -22,7 +22,28 @@ from ..anonymity import Partition, partition
 from .tree import Node, Tree, grow_tree
 
 Subrecords = list[tuple[int, frozenset[str]]]  # (record position, the terms to partition)
-PartitionMany = Callable[[list[list[frozenset[str]]]], Iterator[tuple[Partition, float]]]
+# (the clusters' records, read lazily; how many records in all) -> (partition, CPU seconds) each
+PartitionMany = Callable[[Iterable[list[frozenset[str]]], int],
+                         Iterator[tuple[Partition, float]]]
+
+
+@dataclass(frozen=True)
+class LeafMembers(Sequence[tuple[int, frozenset[str]]]):
+    """A leaf cluster's (record position, terms), read from the records on each pass rather
+    than kept: the records are held once, compactly, and the clusters only name them."""
+
+    records: Sequence[frozenset[str]]
+    positions: list[int]
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def __getitem__(self, i):
+        return self.positions[i], self.records[self.positions[i]]
+
+    def __iter__(self) -> Iterator[tuple[int, frozenset[str]]]:
+        records = self.records
+        return ((p, records[p]) for p in self.positions)
 
 
 @dataclass
@@ -30,7 +51,7 @@ class Unit:
     id: int
     kind: str            # "leaf" or "aggregate"
     node: int
-    members: Subrecords
+    members: LeafMembers | Subrecords
     partition: Partition
     keeps_private: bool  # its private part is stored with it (else it was passed up)
 
@@ -44,8 +65,14 @@ class Layout:
     stats: dict[str, dict[str, int]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)  # wall time of each phase
 
-    def leaf_unit_of(self) -> dict[int, int]:
-        return {p: u.id for u in self.units if u.kind == "leaf" for p, _ in u.members}
+    def leaf_units(self, records: int) -> list[int]:
+        """The leaf unit of each record position."""
+        unit_of = [-1] * records
+        for unit in self.units:
+            if unit.kind == "leaf":
+                for p in unit.members.positions:
+                    unit_of[p] = unit.id
+        return unit_of
 
 
 @dataclass(frozen=True)
@@ -87,10 +114,11 @@ def build_layout(records: Sequence[frozenset[str]], params: LayoutParams,
     layout = Layout(tree, [], params.aggregate)
     layout.seconds["tree"] = time.perf_counter() - started
     started = time.perf_counter()
-    results = partition_many([[records[p] for p in positions] for _, positions in leaves])
+    results = partition_many(([records[p] for p in positions] for _, positions in leaves),
+                             len(records))
     pending: dict[int, list[Subrecords]] = {}  # node -> remainders received, one per source
     for number, ((node, positions), (split, cpu)) in enumerate(zip(leaves, results)):
-        members = [(p, records[p]) for p in positions]
+        members = LeafMembers(records, positions)
         layout.units.append(Unit(number, "leaf", node, members, split,
                                  keeps_private=not params.aggregate))
         tree.nodes[node].units.append(number)

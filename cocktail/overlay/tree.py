@@ -18,12 +18,13 @@ EQI-partitioning works on.  The tree is private: it lives in the private manifes
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
 import numpy as np
+
+from ..dataset import Records
 
 Pattern = str  # one character per split term: "1" present, "0" absent
 
@@ -96,74 +97,203 @@ def _entropy(sizes: np.ndarray) -> float:
 def best_split(records: Sequence[frozenset[str]], max_terms: int = 3, pool: int = 32,
                combo_pool: int = 12) -> tuple[tuple[str, ...], float, list[int]] | None:
     """The candidate term set with the most balanced branching: (terms, entropy, child sizes)."""
-    n = len(records)
-    support = Counter(t for r in records for t in r)
-    ranked = sorted((t for t, s in support.items() if 0 < s < n),
-                    key=lambda t: (abs(support[t] - n / 2), t))[:pool]
-    if not ranked:
+    records = _compact(records)
+    found = _best_split(records, np.arange(len(records)), SplitSearch(max_terms, pool,
+                                                                      combo_pool))
+    if found is None:
         return None
-    column = {t: i for i, t in enumerate(ranked)}
-    present = np.zeros((n, len(ranked)), dtype=np.int64)
-    for position, record in enumerate(records):
-        for term in record:
-            if term in column:
-                present[position, column[term]] = 1
+    choice = found[0]
+    return (tuple(records.names[t] for t in choice.terms), choice.entropy,
+            [s for s in choice.sizes if s])
+
+
+def _compact(records: Sequence[frozenset[str]]) -> Records:
+    return records if isinstance(records, Records) else Records.build(records)
+
+
+@dataclass(frozen=True)
+class SplitSearch:
+    """Which term sets a node's split is chosen among."""
+
+    max_terms: int = 3    # terms in a split, 1 to 3
+    pool: int = 32        # the terms with support closest to half, tried alone
+    combo_pool: int = 12  # the first of those, tried in pairs and triples
+
+
+@dataclass
+class SplitStats:
+    """What choosing a node's split needs to know of its records, as sums over records (so
+    partial sums over parts of a node add up): over the ranked candidate terms, how many
+    records hold each, each pair, and each triple of the first ``combo_pool``."""
+
+    n: int
+    single: np.ndarray  # [i]
+    pair: np.ndarray    # [i, j]
+    cube: np.ndarray    # [a, b, c] for a < b, of the first combo_pool candidates
+
+    def __add__(self, other: SplitStats) -> SplitStats:
+        return SplitStats(self.n + other.n, self.single + other.single,
+                          self.pair + other.pair, self.cube + other.cube)
+
+
+@dataclass(frozen=True)
+class SplitChoice:
+    terms: tuple[int, ...]  # term ids, in id (= name) order
+    entropy: float
+    sizes: list[int]        # records per pattern, by pattern code
+
+
+BLOCK = 1 << 16  # rows per product: float32 sums of 0/1 stay exact below 2^24
+
+
+def rank_candidates(support: np.ndarray, n: int, pool: int) -> np.ndarray:
+    """The term ids that can split ``n`` records (held by some, not all), closest to half
+    first, ties by id; at most ``pool``."""
+    useful = np.flatnonzero((support > 0) & (support < n))
+    return useful[np.lexsort((useful, np.abs(support[useful] - n / 2)))][:pool]
+
+
+def presence(records: Records, positions: np.ndarray, terms: np.ndarray) -> np.ndarray:
+    """present[r, i]: whether the record at positions[r] holds terms[i]."""
+    column = np.full(len(records.names), -1)
+    column[terms] = np.arange(len(terms))
+    rows, ids = records.rows(positions)
+    held = column[ids] >= 0
+    present = np.zeros((len(positions), len(terms)), dtype=bool)
+    present[rows[held], column[ids[held]]] = True
+    return present
+
+
+def split_stats(present: np.ndarray, search: SplitSearch) -> SplitStats:
+    """Co-occurrence counts by matrix products, block by block (only a block is ever held as
+    floats); child sizes then follow by inclusion-exclusion, without a pass per candidate."""
+    width, combos = present.shape[1], min(search.combo_pool, present.shape[1])
+    pair = np.zeros((width, width), dtype=np.int64)
+    cube = np.zeros((combos,) * 3, dtype=np.int64)
+    for start in range(0, len(present), BLOCK):
+        block = present[start:start + BLOCK].astype(np.float32)
+        pair += (block.T @ block).astype(np.int64)
+        if search.max_terms == 3:
+            sub = np.asfortranarray(block[:, :combos])
+            for a in range(combos):
+                for b in range(a + 1, combos):
+                    cube[a, b] += ((sub[:, a] * sub[:, b]) @ sub).astype(np.int64)
+    return SplitStats(len(present), present.sum(axis=0, dtype=np.int64), pair, cube)
+
+
+def choose_split(stats: SplitStats, ranked: np.ndarray, search: SplitSearch) -> SplitChoice:
+    """The candidate with the highest entropy of child sizes; ties to the first in id order."""
+    column = {int(t): i for i, t in enumerate(ranked)}
     best = None
-    for size in range(1, max_terms + 1):
-        candidates = ranked if size == 1 else ranked[:combo_pool]
-        for split in combinations(sorted(candidates), size):
-            codes = np.zeros(n, dtype=np.int64)
-            for term in split:  # the pattern read as a binary number, first term highest
-                codes = codes * 2 + present[:, column[term]]
-            sizes = np.bincount(codes, minlength=1 << size)
+    for size in range(1, search.max_terms + 1):
+        candidates = ranked if size == 1 else ranked[:search.combo_pool]
+        for split in combinations(sorted(candidates.tolist()), size):  # by id: by name
+            sizes = _pattern_sizes([column[t] for t in split], stats)
             score = _entropy(sizes)
-            if best is None or score > best[1] + 1e-12:
-                best = (split, score, [int(x) for x in sizes if x])
+            if best is None or score > best.entropy + 1e-12:
+                best = SplitChoice(split, score, [int(x) for x in sizes])
     return best
 
 
-def _merge_small(groups: dict[Pattern, list[int]], minimum: int) -> list[list[Pattern]]:
+def pattern_codes(present: np.ndarray, ranked: np.ndarray, split: tuple[int, ...]) -> np.ndarray:
+    """Each record's pattern of the split terms, read as a binary number (first term highest)."""
+    column = {int(t): i for i, t in enumerate(ranked)}
+    codes = np.zeros(len(present), dtype=np.int64)
+    for t in split:
+        codes = codes * 2 + present[:, column[t]]
+    return codes
+
+
+def _best_split(records: Records, positions: np.ndarray, search: SplitSearch
+                ) -> tuple[SplitChoice, np.ndarray] | None:
+    """The split of the records at ``positions`` and each one's pattern code."""
+    support = np.bincount(records.rows(positions)[1], minlength=len(records.names))
+    ranked = rank_candidates(support, len(positions), search.pool)
+    if not len(ranked):
+        return None
+    present = presence(records, positions, ranked)
+    choice = choose_split(split_stats(present, search), ranked, search)
+    return choice, pattern_codes(present, ranked, choice.terms)
+
+
+def _pattern_sizes(cols: list[int], stats: SplitStats) -> np.ndarray:
+    """How many records have each presence pattern of the split terms, indexed by the pattern
+    read as a binary number (first term highest)."""
+    n, single, pair = stats.n, stats.single, stats.pair
+    if len(cols) == 1:
+        (i,) = cols
+        return np.array([n - single[i], single[i]])
+    if len(cols) == 2:
+        i, j = cols
+        both = pair[i, j]
+        return np.array([n - single[i] - single[j] + both, single[j] - both, single[i] - both,
+                         both])
+    i, j, k = cols
+    ijk = stats.cube[tuple(sorted(cols))]
+    ij, ik, jk = pair[i, j], pair[i, k], pair[j, k]
+    only_i, only_j, only_k = (single[i] - ij - ik + ijk, single[j] - ij - jk + ijk,
+                              single[k] - ik - jk + ijk)
+    sizes = np.array([0, only_k, only_j, jk - ijk, only_i, ik - ijk, ij - ijk, ijk])
+    sizes[0] = n - sizes[1:].sum()
+    return sizes
+
+
+def _merge_small(sizes: dict[Pattern, int], minimum: int) -> list[list[Pattern]]:
     """Patterns grouped into children: big ones alone, small ones together (and that group
     folded into the smallest big child if it is still small)."""
-    big = [[p] for p in sorted(groups) if len(groups[p]) >= minimum]
-    small = [p for p in sorted(groups) if len(groups[p]) < minimum]
+    big = [[p] for p in sorted(sizes) if sizes[p] >= minimum]
+    small = [p for p in sorted(sizes) if sizes[p] < minimum]
     if small:
-        if sum(len(groups[p]) for p in small) >= minimum or not big:
+        if sum(sizes[p] for p in small) >= minimum or not big:
             big.append(small)
         else:
-            min(big, key=lambda ps: sum(len(groups[p]) for p in ps)).extend(small)
+            min(big, key=lambda ps: sum(sizes[p] for p in ps)).extend(small)
     return big
+
+
+def children_of(choice: SplitChoice | None, n: int, leaf_size: int,
+                max_share: float) -> list[list[Pattern]]:
+    """A node's children as groups of patterns; fewer than two make the node a leaf (no
+    useful split)."""
+    if n <= leaf_size or choice is None or max(choice.sizes) > max_share * n:
+        return []
+    width = len(choice.terms)
+    sizes = {format(code, f"0{width}b"): size for code, size in enumerate(choice.sizes) if size}
+    children = _merge_small(sizes, max(1, leaf_size // 4))
+    return children if len(children) >= 2 else []
 
 
 def grow_tree(records: Sequence[frozenset[str]], leaf_size: int, *, max_terms: int = 3,
               max_share: float = 0.95, pool: int = 32, combo_pool: int = 12) -> Tree:
+    """Grown depth first: a node's children are numbered when it is split, and the last
+    child is split next (the Spark engine numbers its nodes the same way)."""
     if leaf_size < 1:
         raise ValueError(f"leaf size must be at least 1, got {leaf_size}")
     if not 1 <= max_terms <= 3:
         raise ValueError(f"a split uses 1 to 3 terms, got {max_terms}")
+    records = _compact(records)
+    search = SplitSearch(max_terms, pool, combo_pool)
     nodes = [Node(0)]
-    pending = [(0, list(range(len(records))))]
+    pending = [(0, np.arange(len(records)))]
     while pending:
         node_id, positions = pending.pop()
         node = nodes[node_id]
-        found = None
-        if len(positions) > leaf_size:
-            found = best_split([records[p] for p in positions], max_terms, pool, combo_pool)
-        children: list[list[Pattern]] = []
-        if found is not None and max(found[2]) <= max_share * len(positions):
-            groups: dict[Pattern, list[int]] = {}
-            for p in positions:
-                pattern = "".join("1" if t in records[p] else "0" for t in found[0])
-                groups.setdefault(pattern, []).append(p)
-            children = _merge_small(groups, max(1, leaf_size // 4))
-        if len(children) < 2:  # no useful split: a leaf, cut into clusters
-            node.clusters = [positions[i:i + leaf_size]
-                             for i in range(0, len(positions), leaf_size)] if positions else []
+        found = _best_split(records, positions, search) if len(positions) > leaf_size else None
+        children = children_of(found and found[0], len(positions), leaf_size, max_share)
+        if not children:
+            node.clusters = cut_clusters(positions.tolist(), leaf_size)
             continue
-        node.split = found[0]
+        choice, codes = found
+        node.split = tuple(records.names[t] for t in choice.terms)
         for patterns in children:
             child = Node(len(nodes))
             nodes.append(child)
             node.children.update({pattern: child.id for pattern in patterns})
-            pending.append((child.id, sorted(p for pattern in patterns for p in groups[pattern])))
+            wanted = np.isin(codes, [int(p, 2) for p in patterns])
+            pending.append((child.id, positions[wanted]))
     return Tree(nodes)
+
+
+def cut_clusters(positions: list[int], leaf_size: int) -> list[list[int]]:
+    """A leaf's records, in input order, cut into clusters of ``leaf_size``."""
+    return [positions[i:i + leaf_size] for i in range(0, len(positions), leaf_size)]

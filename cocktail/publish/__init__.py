@@ -19,6 +19,7 @@ from ..overlay.layout import LayoutParams, build_layout
 from ..query.view import Publication
 from ..store import Store
 from ..versions import committed_versions, current_version, prune, sweep
+from .batch import collector_paused
 from .writer import VersionWriter, owner_key, partitions, units_manifest, write_layout
 
 DEFAULT_KEEP = 3
@@ -87,7 +88,7 @@ def log_legacy_release(store: Store, current: str) -> None:
     entry = builder.entry(current, publication.manifest["created"], params["k"], params["m"],
                           method=params["method"], records=len(publication.record_ids),
                           appended=len(publication.record_ids), buffered=0)
-    store.write("private", releases.entry_path(current), fmt.encode_json(entry), pri_label=True)
+    releases.write_entry(store, entry)
 
 
 def publish(dataset: Dataset, store: Store, params: PublishParams,
@@ -105,7 +106,7 @@ def publish(dataset: Dataset, store: Store, params: PublishParams,
                          "published")
     started = time.perf_counter()
     # The lock first: a read-only store or a running publish is reported before the work.
-    with store.publish_lock():
+    with store.publish_lock(), collector_paused():
         current = current_version(store)
         sweep(store, current)
         if current is not None:
@@ -113,7 +114,7 @@ def publish(dataset: Dataset, store: Store, params: PublishParams,
                 raise releases.refuse_rebase(store, current)
             log_legacy_release(store, current)
         layout = build_layout(dataset.records, params,
-                              lambda clusters: partitions(clusters, params, params.workers),
+                              lambda clusters, n: partitions(clusters, params, params.workers, n),
                               progress)
         existing = committed_versions(store)
         version = fmt.version_name(int(existing[-1][1:]) + 1 if existing else 1)
@@ -136,15 +137,14 @@ def publish(dataset: Dataset, store: Store, params: PublishParams,
             "pairs": {"public": totals["public_pairs"], "private": totals["private_pairs"]},
             "chunks": writer.chunks,
         }
-        leaf_of = layout.leaf_unit_of()
-        records_bytes = fmt.encode_records(dataset.ids, list(map(leaf_of.get, range(len(dataset)))))
+        records_bytes = fmt.encode_records(dataset.ids, layout.leaf_units(len(dataset)))
         release_entry = writer.release.entry(
             version, created, params.k, params.m, method=params.method, records=len(dataset),
             appended=len(dataset), buffered=0)
         writer.finish(public_manifest, private_manifest, records_bytes, release_entry,
                       now.timestamp(), phases)
         prune(store, version, params.keep)
-    pairs = sum(len(r) for r in dataset.records)
+    pairs = dataset.records.pairs()
     return PublishReport(
         store=store.url, version=version, method=params.method, k=params.k, m=params.m,
         records=len(dataset), clusters=sum(u.kind == "leaf" for u in layout.units),

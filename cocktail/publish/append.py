@@ -43,6 +43,7 @@ from ..query.view import Publication
 from ..store import Store, StoreError
 from ..versions import committed_versions, current_version, prune, sweep
 from . import PublishParams, log_legacy_release
+from .batch import collector_paused
 from .writer import (Placement, VersionWriter, owner_key, partitions, units_manifest,
                      write_layout)
 
@@ -193,7 +194,7 @@ def append(dataset: Dataset, store: Store, min_new: int | None = None,
            progress: Callable[[int, int], None] | None = None) -> AppendReport:
     """Add ``dataset``'s records to the current release of ``store`` as a new release."""
     started = time.perf_counter()
-    with store.publish_lock():
+    with store.publish_lock(), collector_paused():
         current = current_version(store)
         if current is None:
             raise StoreError(f"{store.url} holds no publication yet: publish one first "
@@ -214,9 +215,9 @@ def append(dataset: Dataset, store: Store, min_new: int | None = None,
         threshold = max(params.k, params.cluster_size // 4) if min_new is None else min_new
         layout = None
         if pool and len(pool) >= threshold:
-            layout = build_layout([terms_of[p] for p in pool], params,
-                                  lambda clusters: partitions(clusters, params, params.workers),
-                              progress)
+            layout = build_layout(
+                [terms_of[p] for p in pool], params,
+                lambda clusters, n: partitions(clusters, params, params.workers, n), progress)
         writer = VersionWriter(store, version, owner_key(store),
                                 releases.ReleaseBuilder("append"))
         previous = releases.read_log(store, current)[-1]
@@ -241,7 +242,7 @@ def append(dataset: Dataset, store: Store, min_new: int | None = None,
             added = write_layout(writer, ids, layout, where)
             tree.graft(layout.tree, len(units))
             units += units_manifest(layout, where)
-            for local, unit in layout.leaf_unit_of().items():
+            for local, unit in enumerate(layout.leaf_units(len(pool))):
                 unit_of[pool[local]] = where.unit(unit)
             _add(totals, added)
         if buffered:
