@@ -28,6 +28,7 @@ from .cluster.spec import ROLES, SIDES, SpecError, load_spec
 from .audit import DEFAULT_MAX_ITEMSETS, AuditReport, ReleaseAuditReport, audit, audit_releases
 from .dataset import FORMATS, InputError, load, write_fimi
 from .demo import DemoSettings, run_demo
+from .overlay.layout import PhaseProgress
 from .publish import DEFAULT_KEEP, PublishParams, publish
 from .dp.deadline import DEFAULT_DEADLINES, Deadlines
 from .dp.ledger import BudgetExhausted, Forbidden, Ledger, LedgerError, Unauthorized
@@ -85,13 +86,32 @@ def _failure(status: int, message: str, as_json: bool, **extra) -> None:
 
 
 @contextmanager
-def _progress(label: str, enabled: bool) -> Iterator[Callable[[int, int], None]]:
-    """A progress bar on stderr; ``update(done, total)`` moves it."""
+def _progress(label: str, enabled: bool, plain: bool = True) -> Iterator[PhaseProgress]:
+    """``update(phase, done, total)``: a bar per phase on a terminal (stderr); when stderr is
+    piped, a plain line as each phase ends (unless ``plain`` is off, e.g. with --json)."""
+    if not enabled:
+        yield lambda phase, done, total: None
+        return
+    if not err.is_terminal:
+        started, last = time.perf_counter(), {}
+
+        def line(phase: str, done: int, total: int) -> None:
+            if done >= total and last.get(phase) != done:
+                last[phase] = done
+                if plain:
+                    err.print(f"{label}: {phase} {done:,}/{total:,} "
+                              f"({time.perf_counter() - started:.1f}s)", highlight=False)
+        yield line
+        return
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err, transient=True,
-                  disable=not (enabled and err.is_terminal)) as bar:
-        task = bar.add_task(label, total=None)
-        yield lambda done, total: bar.update(task, completed=done, total=total)
+                  TimeElapsedColumn(), console=err, transient=True) as bar:
+        tasks: dict[str, int] = {}
+
+        def update(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(f"{label}: {phase}", total=total)
+            bar.update(tasks[phase], completed=done, total=total)
+        yield update
 
 
 def _emit(as_json: bool, payload: dict, human: Callable[[], None]) -> None:
@@ -138,7 +158,7 @@ def generate_cmd(output: Path, records: int, items: int, avg_len: float, pattern
 
 
 @main.command("publish")
-@click.argument("input_path", metavar="INPUT", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("input_path", metavar="INPUT")
 @store_option
 @click.option("--k", default=PublishParams.k, show_default=True, type=click.IntRange(2),
               help="Every published itemset of up to m terms occurs in at least k records.")
@@ -167,7 +187,17 @@ def generate_cmd(output: Path, records: int, items: int, avg_len: float, pattern
               "chunking composes with what the public cloud saw (docs/releases.md); recorded "
               "in the release log.")
 @click.option("--workers", default=PublishParams.workers, show_default=True,
-              type=click.IntRange(1), help="Processes partitioning clusters in parallel.")
+              type=click.IntRange(1), help="Processes partitioning clusters in parallel "
+              "(single-machine engine).")
+@click.option("--engine", type=click.Choice(["single", "spark"]), default="single",
+              show_default=True, help="Where the publish runs: this process (and a process "
+              "pool), or Spark (docs/engines.md says when to pick which). Both make the same "
+              "publication from the same input.")
+@click.option("--master", default="local[2]", show_default=True,
+              help="With --engine spark: the Spark master (local[N], yarn, spark://...).")
+@click.option("--spark-conf", "spark_conf", multiple=True, metavar="KEY=VALUE",
+              help="With --engine spark: a Spark setting (repeatable), e.g. "
+              "spark.yarn.executor.nodeLabelExpression=private.")
 @click.option("--overlay/--no-overlay", default=True, show_default=True,
               help="Cluster with the term-based overlay tree (else a fixed-size split).")
 @click.option("--aggregate/--no-aggregate", default=True, show_default=True,
@@ -177,17 +207,38 @@ def generate_cmd(output: Path, records: int, items: int, avg_len: float, pattern
               "re-partitions them itself instead of passing them up to the root.")
 @json_option
 @_fail_cleanly
-def publish_cmd(input_path: Path, store_spec: str, k: int, m: int, method: str,
+def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
                 cluster_size: int, input_format: str | None, skip_bad_lines: bool, keep: int,
                 appending: bool, min_new: int | None, rebase: bool, workers: int,
+                engine: str, master: str, spark_conf: tuple[str, ...],
                 overlay: bool, aggregate: bool, aggregate_volume: int, as_json: bool) -> None:
     """Partition INPUT and publish it as a new version of the store (owner command).
 
     INPUT is FIMI/SPMF (.dat, .txt), CSV of record_id,term pairs (.csv) or JSON Lines
-    ({"id":..., "terms":[...]}, .jsonl). The first publish of a store is its first release;
-    later ones --append (a second fresh partition is refused unless --rebase).
+    ({"id":..., "terms":[...]}, .jsonl); with --engine spark also an hdfs:// URL. The first
+    publish of a store is its first release; later ones --append (a second fresh partition
+    is refused unless --rebase).
     """
     context = click.get_current_context()
+    explicit = {name for name in ("master", "spark_conf", "workers")
+                if context.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE}
+    if min_new is not None and not appending:
+        raise click.UsageError("--min-new goes with --append")
+    if engine == "spark" and appending:
+        raise click.UsageError("--append runs on the single-machine engine (--engine single)")
+    if engine == "single" and explicit & {"master", "spark_conf"}:
+        raise click.UsageError("--master and --spark-conf go with --engine spark")
+    if engine == "spark" and "workers" in explicit:
+        raise click.UsageError("--workers is the single-machine engine's; on Spark, the "
+                               "master says how many executors (e.g. --master local[4])")
+    params = PublishParams(k=k, m=m, method=method, cluster_size=cluster_size, keep=keep,
+                           workers=workers, overlay=overlay, aggregate=aggregate,
+                           aggregate_volume=aggregate_volume)
+    if engine == "spark":
+        report = _publish_on_spark(input_path, store_spec, params, master, spark_conf,
+                                   input_format, skip_bad_lines, rebase, as_json)
+        _print_published(report, report.as_dict(), as_json)
+        return
     if appending:
         fixed = [f"--{name.replace('_', '-')}" for name in ("k", "m", "method", "cluster_size",
                                                           "overlay", "aggregate", "rebase")
@@ -195,15 +246,13 @@ def publish_cmd(input_path: Path, store_spec: str, k: int, m: int, method: str,
         if fixed:
             raise click.UsageError(f"--append keeps the store's own parameters; drop "
                                    f"{', '.join(fixed)}")
-    elif min_new is not None:
-        raise click.UsageError("--min-new goes with --append")
     started = time.perf_counter()
-    dataset = load(input_path, input_format, skip_bad_lines=skip_bad_lines)
+    dataset = load(Path(input_path), input_format, skip_bad_lines=skip_bad_lines)
     loading = round(time.perf_counter() - started, 3)
     if dataset.skipped_lines:
         err.print(f"[yellow]skipped {dataset.skipped_lines} malformed line(s) of {input_path}[/]")
     if appending:
-        with _progress("partitioning new clusters", True) as update:
+        with _progress("append", True, not as_json) as update:
             added = append(dataset, open_store(store_spec), min_new, progress=update)
         _emit(as_json, added.as_dict(), lambda: out.print(
             f"appended {added.appended_records:,} records as {added.version} to {added.store}: "
@@ -213,15 +262,37 @@ def publish_cmd(input_path: Path, store_spec: str, k: int, m: int, method: str,
             f"{added.public_chunks:,} public chunks, public coverage "
             f"{(added.public_coverage or 0):.2%}; {added.seconds:.1f}s", highlight=False))
         return
-    params = PublishParams(k=k, m=m, method=method, cluster_size=cluster_size, keep=keep,
-                           workers=workers, overlay=overlay, aggregate=aggregate,
-                           aggregate_volume=aggregate_volume)
-    with _progress("partitioning clusters", True) as update:
+    with _progress("publish", True, not as_json) as update:
         report = publish(dataset, open_store(store_spec), params, progress=update,
                          rebase=rebase)
-    before = report.private_before_aggregation
     payload = report.as_dict()
     payload["phase_seconds"] = {"load": loading, **report.phase_seconds}
+    _print_published(report, payload, as_json)
+
+
+def _publish_on_spark(source: str, store_spec: str, params: PublishParams, master: str,
+                      spark_conf: tuple[str, ...], input_format: str | None,
+                      skip_bad_lines: bool, rebase: bool, as_json: bool):
+    from .publish.spark import SparkSettings, publish_spark  # pyspark loads only when asked
+
+    settings = []
+    for item in spark_conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}",
+                                     param_hint="--spark-conf")
+        settings.append((key.strip(), value))
+    store = open_store(store_spec)
+    with _progress("publish", True, not as_json) as update:
+        return publish_spark(source, store, params, SparkSettings(master, tuple(settings)),
+                             data_format=input_format, skip_bad_lines=skip_bad_lines,
+                             rebase=rebase, progress=update)
+
+
+def _print_published(report, payload: dict, as_json: bool) -> None:
+    before = report.private_before_aggregation
+    if report.skipped_lines and report.engine == "spark":
+        err.print(f"[yellow]skipped {report.skipped_lines} malformed line(s)[/]")
     _emit(as_json, payload, lambda: out.print(
         f"published {report.version} to {report.store}: {report.records:,} records in "
         f"{report.clusters} clusters (+{report.aggregated_clusters} aggregated) -> "

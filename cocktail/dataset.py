@@ -168,8 +168,9 @@ class Dataset:
         return Dataset(self.ids[:n], self.records[:n], self.source, self.format)
 
 
-class _Malformed(Exception):
-    """A bad line, raised by the per-format parsers; the message says what is wrong."""
+class MalformedLine(ValueError):
+    """A bad line, raised by the per-line parsers; the message says what is wrong (the reader
+    adds the file and line)."""
 
 
 class _Lines:
@@ -206,7 +207,11 @@ def _read_bytes(path: PathLike) -> bytes:
     return data.removeprefix(codecs.BOM_UTF8)
 
 
-def _sniff(lines: Iterable[str]) -> str:
+def format_by_name(path: PathLike) -> str | None:
+    return _EXTENSIONS.get(Path(path).suffix.lower())
+
+
+def sniff_format(lines: Iterable[str]) -> str:
     """'spmf' if the first data line ends with the SPMF end-of-sequence marker, else 'fimi'."""
     for line in lines:
         tokens = line.split()
@@ -217,12 +222,12 @@ def _sniff(lines: Iterable[str]) -> str:
 
 def detect_format(path: PathLike) -> str:
     """The format of a file: from its extension, else from its content (SPMF or FIMI)."""
-    by_name = _EXTENSIONS.get(Path(path).suffix.lower())
+    by_name = format_by_name(path)
     if by_name:
         return by_name
     try:
         with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
-            return _sniff(f)
+            return sniff_format(f)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except OSError as e:
@@ -237,7 +242,7 @@ def load(path: PathLike, format: str | None = None, *, skip_bad_lines: bool = Fa
     data = _read_bytes(path)
     if format is None:
         # sniff the bytes already read rather than opening the file twice
-        format = _EXTENSIONS.get(Path(path).suffix.lower()) or _sniff(
+        format = format_by_name(path) or sniff_format(
             raw.decode("utf-8", "replace") for raw in data.splitlines())
     lines = _Lines(source, data, skip_bad_lines)
     ids, records, duplicates = _READERS[format](lines)
@@ -256,12 +261,18 @@ def _read_fimi(lines: _Lines) -> _Parsed:
     records = RecordsBuilder()
     duplicates = 0
     for number, text in lines:
-        tokens = text.split()
-        if tokens and tokens[0][0] in "#%":
+        tokens = fimi_line(text)
+        if tokens is None:
             continue
         duplicates += len(tokens) - records.add(tokens)
         ids.append(str(number))
     return ids, records.build(), duplicates
+
+
+def fimi_line(text: str) -> list[str] | None:
+    """A FIMI line's terms (an empty line is an empty record); None for a comment."""
+    tokens = text.split()
+    return None if tokens and tokens[0][0] in "#%" else tokens
 
 
 def _read_spmf(lines: _Lines) -> _Parsed:
@@ -272,11 +283,11 @@ def _read_spmf(lines: _Lines) -> _Parsed:
         text = text.strip()
         try:
             if text.startswith("@ITEM="):
-                _parse_item_name(text, number, names)
-            elif text and text[0] not in "@#%":
-                raw_records.append(_parse_spmf_sequence(text))
+                spmf_item_name(text, number, names)
+            elif spmf_is_sequence(text):
+                raw_records.append(spmf_sequence(text))
                 ids.append(str(number))
-        except _Malformed as e:
+        except MalformedLine as e:
             lines.bad(number, str(e))
     # names apply to the whole file, wherever their @ITEM line stands
     records = RecordsBuilder()
@@ -285,27 +296,33 @@ def _read_spmf(lines: _Lines) -> _Parsed:
     return ids, records.build(), duplicates
 
 
-def _parse_item_name(text: str, number: int, names: dict[str, tuple[str, int]]) -> None:
+def spmf_item_name(text: str, number: int, names: dict[str, tuple[str, int]]) -> None:
     parts = text.split("=", 2)
     if len(parts) != 3 or not parts[1].strip() or not parts[2].strip():
-        raise _Malformed(f"expected '@ITEM=<id>=<name>', got {text!r}")
+        raise MalformedLine(f"expected '@ITEM=<id>=<name>', got {text!r}")
     item, name = parts[1].strip(), parts[2].strip()
     if item in names and names[item][0] != name:
-        raise _Malformed(f"item {item!r} already named {names[item][0]!r} on line {names[item][1]}")
+        raise MalformedLine(f"item {item!r} already named {names[item][0]!r} "
+                            f"on line {names[item][1]}")
     names[item] = (name, number)
 
 
-def _parse_spmf_sequence(text: str) -> list[str]:
+def spmf_is_sequence(text: str) -> bool:
+    """Whether a stripped SPMF line is a sequence (not blank, a comment or metadata)."""
+    return bool(text) and text[0] not in "@#%"
+
+
+def spmf_sequence(text: str) -> list[str]:
     tokens = text.split()
     if tokens[-1] != "-2":
-        raise _Malformed("an SPMF sequence must end with -2")
+        raise MalformedLine("an SPMF sequence must end with -2")
     items = []
     for token in tokens[:-1]:
         if token == "-2":
-            raise _Malformed("tokens after the end-of-sequence marker -2")
+            raise MalformedLine("tokens after the end-of-sequence marker -2")
         if token != "-1":
             if _NEGATIVE_NUMBER.fullmatch(token):
-                raise _Malformed(f"unexpected negative token {token!r} "
+                raise MalformedLine(f"unexpected negative token {token!r} "
                                  "(only -1 and -2 are markers)")
             items.append(token)
     return items
@@ -320,27 +337,37 @@ def _read_csv(lines: _Lines) -> _Parsed:
             continue
         is_first, first_row = first_row, False
         try:
-            row = next(csv.reader([text], strict=True, skipinitialspace=True))
-        except csv.Error as e:
-            lines.bad(number, f"malformed CSV ({e})")
+            row = csv_row(text, may_be_header=is_first)
+        except MalformedLine as e:
+            lines.bad(number, str(e))
             continue
-        fields = [f.strip() for f in row]
-        if is_first and [f.lower() for f in fields] == _CSV_HEADER:
+        if row is None:
             continue
-        if len(fields) != 2:
-            plural = "" if len(fields) == 1 else "s"
-            lines.bad(number, f"expected 'record_id,term', got {len(fields)} field{plural}")
-            continue
-        record_id, term = fields
-        if not record_id:
-            lines.bad(number, "empty record id")
-            continue
+        record_id, term = row
         terms = terms_of.setdefault(record_id, set())
         if term:
             if term in terms:
                 duplicates += 1
             terms.add(term)
     return list(terms_of), Records.build(terms_of.values()), duplicates
+
+
+def csv_row(text: str, may_be_header: bool) -> tuple[str, str] | None:
+    """A non-blank CSV line's (record id, term; empty for a record without terms); None for
+    the header, allowed on the first non-blank line."""
+    try:
+        row = next(csv.reader([text], strict=True, skipinitialspace=True))
+    except csv.Error as e:
+        raise MalformedLine(f"malformed CSV ({e})") from None
+    fields = [f.strip() for f in row]
+    if may_be_header and [f.lower() for f in fields] == _CSV_HEADER:
+        return None
+    if len(fields) != 2:
+        plural = "" if len(fields) == 1 else "s"
+        raise MalformedLine(f"expected 'record_id,term', got {len(fields)} field{plural}")
+    if not fields[0]:
+        raise MalformedLine("empty record id")
+    return fields[0], fields[1]
 
 
 def _read_jsonl(lines: _Lines) -> _Parsed:
@@ -351,16 +378,19 @@ def _read_jsonl(lines: _Lines) -> _Parsed:
         if not text.strip():
             continue
         try:
-            record_id, terms = _parse_json_record(text)
+            record_id, terms = json_record(text)
             if record_id in first_line:
-                raise _Malformed(f"duplicate record id {record_id!r} "
-                                 f"(first on line {first_line[record_id]})")
-        except _Malformed as e:
+                raise MalformedLine(duplicate_id(record_id, first_line[record_id]))
+        except MalformedLine as e:
             lines.bad(number, str(e))
             continue
         first_line[record_id] = number
         duplicates += len(terms) - records.add(terms)
     return list(first_line), records.build(), duplicates
+
+
+def duplicate_id(record_id: str, first: int) -> str:
+    return f"duplicate record id {record_id!r} (first on line {first})"
 
 
 def _is_str_or_int(value: object) -> bool:
@@ -376,32 +406,53 @@ def _json_type(value: object) -> str:
     return "null"
 
 
-def _parse_json_record(text: str) -> tuple[str, list[str]]:
+def json_record(text: str) -> tuple[str, list[str]]:
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as e:
-        raise _Malformed(f"invalid JSON ({e.msg} at column {e.colno})") from None
+        raise MalformedLine(f"invalid JSON ({e.msg} at column {e.colno})") from None
     if not isinstance(obj, dict):
-        raise _Malformed(f"expected a JSON object, got {_json_type(obj)}")
+        raise MalformedLine(f"expected a JSON object, got {_json_type(obj)}")
     for key in ("id", "terms"):
         if key not in obj:
-            raise _Malformed(f"missing {key!r}")
+            raise MalformedLine(f"missing {key!r}")
     if not _is_str_or_int(obj["id"]):
-        raise _Malformed(f"'id' must be a string or an integer, got {_json_type(obj['id'])}")
+        raise MalformedLine(f"'id' must be a string or an integer, got {_json_type(obj['id'])}")
     record_id = str(obj["id"]).strip()
     if not record_id:
-        raise _Malformed("empty record id")
+        raise MalformedLine("empty record id")
     if not isinstance(obj["terms"], list):
-        raise _Malformed(f"'terms' must be a list, got {_json_type(obj['terms'])}")
+        raise MalformedLine(f"'terms' must be a list, got {_json_type(obj['terms'])}")
     terms = []
     for term in obj["terms"]:
         if not _is_str_or_int(term):
-            raise _Malformed(f"a term must be a string or an integer, got {_json_type(term)}")
+            raise MalformedLine(f"a term must be a string or an integer, got {_json_type(term)}")
         term = str(term).strip()
         if not term:
-            raise _Malformed("empty term")
+            raise MalformedLine("empty term")
         terms.append(term)
     return record_id, terms
+
+
+def parse_line(data_format: str, text: str, number: int, names: dict | None = None,
+               header_line: int = 1) -> tuple | None:
+    """One line read on its own (the Spark engine's reader): (record id, terms), for CSV
+    (record id, term), or None for a line that holds no record.  ``names`` are SPMF's @ITEM
+    names; ``header_line`` is CSV's first non-blank line.  Raises MalformedLine."""
+    if data_format == "fimi":
+        terms = fimi_line(text)
+        return None if terms is None else (str(number), terms)
+    text = text.strip()
+    if data_format == "spmf":
+        if not spmf_is_sequence(text):
+            return None
+        names = names or {}
+        return str(number), [names[t][0] if t in names else t for t in spmf_sequence(text)]
+    if not text:
+        return None
+    if data_format == "csv":
+        return csv_row(text, may_be_header=number == header_line)
+    return json_record(text)
 
 
 _READERS = {"fimi": _read_fimi, "spmf": _read_spmf, "csv": _read_csv, "jsonl": _read_jsonl}

@@ -92,6 +92,16 @@ def decode_multiset(encoded: Iterable[Sequence]) -> Counter:
 _NO_KEYS = np.zeros(0, dtype=np.uint64)
 
 
+def chunk_record(unit: int, terms: Iterable[str], members: Sequence[tuple[str, Sequence[str]]],
+                 sha256: str, carried_sha256: str | None = None,
+                 carried_subrecords: int = 0) -> dict:
+    """A public chunk's entry in the log; ``members``: (record id, subrecord) it adds."""
+    return {"unit": unit, "terms": sorted(terms),
+            "subrecords": carried_subrecords + len(members), "sha256": sha256,
+            "carried_sha256": carried_sha256,
+            "added": encode_multiset(Counter(tuple(sorted(sub)) for _, sub in members))}
+
+
 @dataclass
 class ReleaseBuilder:
     """Collects one release's entry while its chunks are written.  A unit's member names are
@@ -130,10 +140,14 @@ class ReleaseBuilder:
         if private:
             return
         record["public"].update(keys)
-        self.chunks[chunk_id] = {
-            "unit": unit, "terms": sorted(terms), "subrecords": carried_subrecords + len(members),
-            "sha256": sha256, "carried_sha256": carried_sha256,
-            "added": encode_multiset(Counter(tuple(sorted(sub)) for _, sub in members))}
+        self.chunks[chunk_id] = chunk_record(unit, terms, members, sha256, carried_sha256,
+                                             carried_subrecords)
+
+    def add_keys(self, unit: int, kind: str, added: np.ndarray, public: np.ndarray) -> None:
+        """A unit's member names, gathered elsewhere (by the Spark engine's executors)."""
+        record = self.unit(unit, kind)
+        record["added_keys"] = np.union1d(record["added_keys"], added)
+        record["public_keys"] = np.union1d(record["public_keys"], public)
 
     def carry(self, unit: int, logged_unit: dict, logged_chunks: dict[str, dict]) -> None:
         """A unit of the previous release: its record count, and its public chunks that this

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -238,8 +239,12 @@ def test_file_metadata_reveals_no_clusters(tmp_path):
     49 clusters of 874 chunks, against 850 for a random order)."""
     store = LocalStore(tmp_path / "s")
     publish(load(dataset_path("bms-webview-1.dat")), store, PublishParams(k=5, m=3))
-    publication = Publication.open(store)
-    public = tmp_path / "s" / "public" / publication.version
+    assert_metadata_reveals_no_clusters(tmp_path / "s")
+
+
+def assert_metadata_reveals_no_clusters(root: Path) -> None:
+    publication = Publication.open(LocalStore(root))
+    public = root / "public" / publication.version
     for kind in (fmt.CHUNK_DIR, fmt.INDEX_DIR):
         files = [(path, path.stat()) for path in (public / kind).iterdir()]
         assert len({st.st_mtime_ns for _, st in files}) == 1  # one common time per version
@@ -248,7 +253,7 @@ def test_file_metadata_reveals_no_clusters(tmp_path):
             getattr(f[1], key), f[0].name))] for key in ("st_ino", "st_mtime_ns", "st_ctime_ns")}
         assert len(set(cluster.values())) > 40
         assert_no_grouping(orders)
-    for path in (tmp_path / "s" / "private").rglob("*"):
+    for path in (root / "private").rglob("*"):
         if path.is_file():
             assert path.stat().st_mode & 0o077 == 0, path  # the owner's alone
 

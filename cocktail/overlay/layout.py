@@ -22,6 +22,8 @@ from ..anonymity import Partition, partition
 from .tree import Node, Tree, grow_tree
 
 Subrecords = list[tuple[int, frozenset[str]]]  # (record position, the terms to partition)
+PhaseProgress = Callable[[str, int, int], None]  # (phase, done, total): what a publish reports
+
 # (the clusters' records, read lazily; how many records in all) -> (partition, CPU seconds) each
 PartitionMany = Callable[[Iterable[list[frozenset[str]]], int],
                          Iterator[tuple[Partition, float]]]
@@ -106,13 +108,16 @@ def _stats(parts: Iterable[Subrecords]) -> dict[str, int]:
 
 def build_layout(records: Sequence[frozenset[str]], params: LayoutParams,
                  partition_many: PartitionMany,
-                 progress: Callable[[int, int], None] | None = None) -> Layout:
+                 progress: PhaseProgress | None = None) -> Layout:
+    progress = progress or (lambda phase, done, total: None)
     started = time.perf_counter()
+    progress("tree", 0, 1)
     tree = grow_tree(records, params.cluster_size) if params.overlay \
         else flat_tree(len(records), params.cluster_size)
     leaves = [(leaf.id, positions) for leaf in tree.leaves() for positions in leaf.clusters]
     layout = Layout(tree, [], params.aggregate)
     layout.seconds["tree"] = time.perf_counter() - started
+    progress("tree", 1, 1)
     started = time.perf_counter()
     results = partition_many(([records[p] for p in positions] for _, positions in leaves),
                              len(records))
@@ -124,13 +129,14 @@ def build_layout(records: Sequence[frozenset[str]], params: LayoutParams,
         tree.nodes[node].units.append(number)
         layout.partition_seconds += cpu
         pending.setdefault(node, []).append(_private_parts(members, split.private))
-        if progress:
-            progress(number + 1, len(leaves))
+        progress("partition", number + 1, len(leaves))
     layout.stats["before"] = _stats(part for parts in pending.values() for part in parts)
     layout.seconds["partition"] = time.perf_counter() - started
     started = time.perf_counter()
     if params.aggregate:
+        progress("aggregate", 0, 1)
         _aggregate(tree, layout, pending, params)
+        progress("aggregate", 1, 1)
     layout.seconds["aggregate"] = time.perf_counter() - started
     kept = [_private_parts(u.members, u.partition.private) for u in layout.units
             if u.keeps_private]

@@ -15,7 +15,8 @@ from datetime import datetime, timezone
 from .. import chunkformat as fmt
 from .. import releases
 from ..dataset import Dataset
-from ..overlay.layout import LayoutParams, build_layout
+from ..overlay.layout import LayoutParams, PhaseProgress, build_layout
+from ..overlay.tree import Tree
 from ..query.view import Publication
 from ..store import Store
 from ..versions import committed_versions, current_version, prune, sweep
@@ -51,6 +52,7 @@ class PublishReport:
     method: str
     k: int
     m: int
+    engine: str              # "single" (this process) or "spark"
     records: int
     clusters: int
     public_chunks: int
@@ -91,19 +93,62 @@ def log_legacy_release(store: Store, current: str) -> None:
     releases.write_entry(store, entry)
 
 
+@dataclass
+class Built:
+    """What an engine made of the records: all the release needs besides the chunk files."""
+
+    tree: Tree
+    units: list[dict]          # the units' manifest entries, by unit id
+    stats: dict                # private subrecords and terms before and after aggregation
+    totals: dict[str, int]     # chunks, subrecords and (record, term) pairs, public and private
+    records: bytes             # records.jsonl
+    source: dict               # the input: path, format, records, skipped lines
+    pairs: int                 # (record, term) pairs of the input
+    partition_seconds: float
+    phases: dict[str, float]   # wall seconds of the engine's phases
+
+
 def publish(dataset: Dataset, store: Store, params: PublishParams,
-            progress: Callable[[int, int], None] | None = None, *,
+            progress: PhaseProgress | None = None, *,
             rebase: bool = False) -> PublishReport:
     """Partition, pseudonymise and write ``dataset`` as the first release of ``store``, or, with
     ``rebase``, as a fresh re-partition of a store that has released before (the owner accepts
     that the two chunkings compose; the release log records it).
 
-    ``progress(done, total)`` is called after each leaf cluster.
+    ``progress(phase, done, total)`` follows the phases (tree, partition: after each leaf
+    cluster, aggregate, write).
     """
     params.check()
-    if params.k > len(dataset):
-        raise ValueError(f"k={params.k} exceeds the {len(dataset):,} records: nothing could be "
+    check_size(params, len(dataset))
+
+    def build(writer: VersionWriter, mtime: float) -> Built:
+        layout = build_layout(dataset.records, params,
+                              lambda clusters, n: partitions(clusters, params, params.workers, n),
+                              progress)
+        started = time.perf_counter()
+        totals = write_layout(writer, dataset.ids, layout, progress=progress)
+        phases = dict(layout.seconds, write=time.perf_counter() - started)
+        return Built(layout.tree, units_manifest(layout), layout.stats, totals,
+                     fmt.encode_records(dataset.ids, layout.leaf_units(len(dataset))),
+                     {"path": dataset.source, "format": dataset.format, "records": len(dataset),
+                      "skipped_lines": dataset.skipped_lines},
+                     dataset.records.pairs(), layout.partition_seconds, phases)
+
+    return release(store, params, build, rebase=rebase, engine="single")
+
+
+def check_size(params: PublishParams, records: int) -> None:
+    if params.k > records:
+        raise ValueError(f"k={params.k} exceeds the {records:,} records: nothing could be "
                          "published")
+
+
+def release(store: Store, params: PublishParams,
+            build: Callable[[VersionWriter, float], Built], *, rebase: bool,
+            engine: str) -> PublishReport:
+    """The release around an engine's ``build(writer, mtime)``: the lock, the version, the
+    manifests, the release log entry and the commit point, the same whichever engine
+    partitioned.  Every public file gets ``mtime``."""
     started = time.perf_counter()
     # The lock first: a read-only store or a running publish is reported before the work.
     with store.publish_lock(), collector_paused():
@@ -113,50 +158,46 @@ def publish(dataset: Dataset, store: Store, params: PublishParams,
             if not rebase:
                 raise releases.refuse_rebase(store, current)
             log_legacy_release(store, current)
-        layout = build_layout(dataset.records, params,
-                              lambda clusters, n: partitions(clusters, params, params.workers, n),
-                              progress)
         existing = committed_versions(store)
         version = fmt.version_name(int(existing[-1][1:]) + 1 if existing else 1)
         writer = VersionWriter(store, version, owner_key(store),
                                 releases.ReleaseBuilder("rebase" if current else "fresh"))
-        started_writing = time.perf_counter()
-        totals = write_layout(writer, dataset.ids, layout)
-        phases = dict(layout.seconds, write=time.perf_counter() - started_writing)
         now = datetime.now(timezone.utc).replace(microsecond=0)
+        built = build(writer, now.timestamp())
+        phases = dict(built.phases)
         created = now.isoformat(timespec="seconds")
         public_manifest = writer.public_manifest(created, params.k, params.m)
+        records = built.source["records"]
         private_manifest = {
             "format": fmt.FORMAT, "version": version, "created": created,
-            "params": asdict(params),
-            "source": {"path": dataset.source, "format": dataset.format,
-                       "records": len(dataset), "skipped_lines": dataset.skipped_lines},
-            "tree": layout.tree.to_manifest(), "roots": layout.tree.roots,
-            "units": units_manifest(layout),
-            "aggregation": layout.stats,
-            "pairs": {"public": totals["public_pairs"], "private": totals["private_pairs"]},
+            "params": asdict(params), "source": built.source,
+            "tree": built.tree.to_manifest(), "roots": built.tree.roots,
+            "units": built.units, "aggregation": built.stats,
+            "pairs": {"public": built.totals["public_pairs"],
+                      "private": built.totals["private_pairs"]},
             "chunks": writer.chunks,
         }
-        records_bytes = fmt.encode_records(dataset.ids, layout.leaf_units(len(dataset)))
         release_entry = writer.release.entry(
-            version, created, params.k, params.m, method=params.method, records=len(dataset),
-            appended=len(dataset), buffered=0)
-        writer.finish(public_manifest, private_manifest, records_bytes, release_entry,
+            version, created, params.k, params.m, method=params.method, records=records,
+            appended=records, buffered=0)
+        writer.finish(public_manifest, private_manifest, built.records, release_entry,
                       now.timestamp(), phases)
         prune(store, version, params.keep)
-    pairs = dataset.records.pairs()
+    totals = built.totals
     return PublishReport(
         store=store.url, version=version, method=params.method, k=params.k, m=params.m,
-        records=len(dataset), clusters=sum(u.kind == "leaf" for u in layout.units),
+        engine=engine, records=records,
+        clusters=sum(u["kind"] == "leaf" for u in built.units),
         public_chunks=totals["public"], private_chunks=totals["private"],
         public_subrecords=totals["public_subrecords"],
         private_subrecords=totals["private_subrecords"],
-        private_terms=layout.stats["after"]["private_terms"],
-        private_term_share=round(totals["private_pairs"] / pairs, 6) if pairs else 0.0,
-        aggregated_clusters=sum(u.kind == "aggregate" for u in layout.units),
-        private_before_aggregation=layout.stats["before"],
-        skipped_lines=dataset.skipped_lines,
-        partition_seconds=round(layout.partition_seconds, 3),
+        private_terms=built.stats["after"]["private_terms"],
+        private_term_share=round(totals["private_pairs"] / built.pairs, 6)
+        if built.pairs else 0.0,
+        aggregated_clusters=sum(u["kind"] == "aggregate" for u in built.units),
+        private_before_aggregation=built.stats["before"],
+        skipped_lines=built.source["skipped_lines"],
+        partition_seconds=round(built.partition_seconds, 3),
         seconds=round(time.perf_counter() - started, 3),
         phase_seconds={phase: round(t, 3) for phase, t in phases.items()},
     )

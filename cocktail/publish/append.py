@@ -28,7 +28,7 @@ from __future__ import annotations
 import copy
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from itertools import combinations
@@ -36,7 +36,7 @@ from itertools import combinations
 from .. import chunkformat as fmt
 from .. import releases
 from ..dataset import Dataset
-from ..overlay.layout import build_layout
+from ..overlay.layout import PhaseProgress, build_layout
 from ..overlay.planner import aggregates_above
 from ..overlay.tree import Node, Tree
 from ..query.view import Publication
@@ -191,7 +191,7 @@ def _buffered(publication: Publication) -> dict[int, frozenset[str]]:
 
 
 def append(dataset: Dataset, store: Store, min_new: int | None = None,
-           progress: Callable[[int, int], None] | None = None) -> AppendReport:
+           progress: PhaseProgress | None = None) -> AppendReport:
     """Add ``dataset``'s records to the current release of ``store`` as a new release."""
     started = time.perf_counter()
     with store.publish_lock(), collector_paused():

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from .. import chunkformat as fmt
 from .. import releases
 from ..anonymity import Partition, partition
-from ..overlay.layout import Layout, LayoutParams, Unit
+from ..overlay.layout import Layout, LayoutParams, PhaseProgress
 from ..store import Store, StoreError
 from .batch import collector_paused
 
@@ -41,6 +41,47 @@ def pseudonyms(key: bytes, chunk_id: str, record_ids: Iterable[str]) -> list[str
         state.update(record_id.encode("utf-8", "surrogatepass"))
         names.append(state.hexdigest())
     return names
+
+
+@dataclass(frozen=True)
+class BuiltChunk:
+    """One chunk's files, built from its members (what either engine then writes)."""
+
+    chunk_id: str
+    rows: list[tuple[str, tuple[str, int, list[str]]]]  # (pseudonym, member), by pseudonym
+    chunk: bytes
+    index: bytes
+
+    @property
+    def sha256(self) -> dict[str, str]:
+        return {"chunk": hashlib.sha256(self.chunk).hexdigest(),
+                "index": hashlib.sha256(self.index).hexdigest()}
+
+    def files(self) -> list[tuple[str, bytes]]:
+        return [(f"{fmt.CHUNK_DIR}/{self.chunk_id}.tsv", self.chunk),
+                (f"{fmt.INDEX_DIR}/{self.chunk_id}.tsv", self.index)]
+
+    def map_rows(self) -> list[tuple[str, str, int]]:
+        """The pseudonym map's (chunk id, pseudonym, record position) rows."""
+        return [(self.chunk_id, name, position) for name, (_, position, _) in self.rows]
+
+    def entry(self, unit: int, private: bool, terms: Iterable[str]) -> dict:
+        """The chunk's entry in the private manifest."""
+        return {"unit": unit, "priLabel": private, "terms": sorted(terms),
+                "subrecords": len(self.rows), "sha256": self.sha256}
+
+
+def build_chunk(key: bytes, chunk_id: str, members: Sequence[tuple[str, int, list[str]]]
+                ) -> BuiltChunk | None:
+    """``members``: (record id, record position, subrecord terms).  None if two of them got
+    the same pseudonym (the caller draws another chunk id)."""
+    names = pseudonyms(key, chunk_id, [record_id for record_id, _, _ in members])
+    if len(set(names)) != len(names):
+        return None
+    rows = sorted(zip(names, members))
+    subrecords = [(name, sorted(sub)) for name, (_, _, sub) in rows]
+    return BuiltChunk(chunk_id, rows, fmt.encode_chunk(subrecords),
+                      fmt.encode_index(chunk_id, fmt.build_index(subrecords)))
 
 
 def owner_key(store: Store) -> bytes:
@@ -80,38 +121,28 @@ class VersionWriter:
         self._spooled.append((zone, f"{self.staging}/{name}", f"{old_version}/{name}", 0,
                               zone == "private"))
 
-    def _new_chunk_id(self, record_ids: Sequence[str]) -> tuple[str, list[str]]:
-        """A fresh random id, and its pseudonyms, distinct within the chunk.  Across chunks
-        80-bit pseudonyms collide with probability about n²/2^81 (4e-12 for 3 million); the
-        auditor checks that none does, so nothing needs to remember them all."""
+    def _new_chunk(self, members: Sequence[tuple[str, int, list[str]]]) -> BuiltChunk:
+        """The chunk's files under a fresh random id whose pseudonyms are distinct."""
         while True:
             chunk_id = secrets.token_hex(fmt.CHUNK_ID_HEX // 2)
-            names = pseudonyms(self.key, chunk_id, record_ids)
-            if chunk_id not in self.chunks and len(set(names)) == len(names):
-                return chunk_id, names
+            built = build_chunk(self.key, chunk_id, members) if chunk_id not in self.chunks \
+                else None
+            if built is not None:
+                return built
 
     def add_chunk(self, unit: int, unit_kind: str, private: bool, terms: frozenset[str],
                   members: Sequence[tuple[str, int, list[str]]]) -> None:
         """``members``: (record id, record position, subrecord terms) of every non-empty
         subrecord."""
-        chunk_id, names = self._new_chunk_id([record_id for record_id, _, _ in members])
-        rows = sorted(zip(names, members))
-        subrecords = [(name, sorted(sub)) for name, (_, _, sub) in rows]
+        built = self._new_chunk(members)
         zone = "private" if private else "public"
-        chunk_bytes = fmt.encode_chunk(subrecords)
-        index_bytes = fmt.encode_index(chunk_id, fmt.build_index(subrecords))
-        self._put(zone, f"{fmt.CHUNK_DIR}/{chunk_id}.tsv", chunk_bytes, private)
-        self._put(zone, f"{fmt.INDEX_DIR}/{chunk_id}.tsv", index_bytes, private)
-        self.unit_map.extend((chunk_id, name, position) for name, (_, position, _) in rows)
-        self.chunks[chunk_id] = {
-            "unit": unit, "priLabel": private, "terms": sorted(terms),
-            "subrecords": len(subrecords),
-            "sha256": {"chunk": hashlib.sha256(chunk_bytes).hexdigest(),
-                       "index": hashlib.sha256(index_bytes).hexdigest()},
-        }
-        self.release.add_chunk(chunk_id, unit, unit_kind, private, terms,
+        for name, data in built.files():
+            self._put(zone, name, data, private)
+        self.unit_map.extend(built.map_rows())
+        self.chunks[built.chunk_id] = built.entry(unit, private, terms)
+        self.release.add_chunk(built.chunk_id, unit, unit_kind, private, terms,
                                [(record_id, sub) for record_id, _, sub in members],
-                               self.chunks[chunk_id]["sha256"]["chunk"])
+                               built.sha256["chunk"])
 
     def extend_chunk(self, chunk_id: str, unit: int, unit_kind: str, private: bool,
                      terms: Sequence[str], old_rows: list[tuple[str, list[str]]],
@@ -201,20 +232,20 @@ class VersionWriter:
         self.store.sync()
 
 
-def _split_unit(unit: Unit, chunk_terms: Sequence[frozenset[str]]
-                ) -> list[list[tuple[int, list[str]]]]:
-    """For each chunk, the (position, subrecord) of the unit's members that meet it; terms in
-    no chunk (a private part passed up the tree) are left out."""
+def split_members(members: Iterable[tuple[int, frozenset[str]]],
+                  chunk_terms: Sequence[frozenset[str]]) -> list[list[tuple[int, list[str]]]]:
+    """For each chunk, the (position, subrecord) of the members that meet it; terms in no
+    chunk (a private part passed up the tree) are left out."""
     owner = {term: i for i, terms in enumerate(chunk_terms) for term in terms}
-    members: list[list[tuple[int, list[str]]]] = [[] for _ in chunk_terms]
-    for position, terms in unit.members:
+    members_of: list[list[tuple[int, list[str]]]] = [[] for _ in chunk_terms]
+    for position, terms in members:
         parts: dict[int, list[str]] = {}
         for term in terms:
             if term in owner:
                 parts.setdefault(owner[term], []).append(term)
         for i, sub in parts.items():
-            members[i].append((position, sub))
-    return members
+            members_of[i].append((position, sub))
+    return members_of
 
 
 def _partition_job(job: tuple[str, list[frozenset[str]], int, int]) -> tuple[Partition, float]:
@@ -246,7 +277,8 @@ def partitions(clusters: Iterable[list[frozenset[str]]], params: LayoutParams,
 
 
 def write_layout(writer: VersionWriter, record_ids: Sequence[str], layout: Layout,
-                 where: Placement | None = None) -> dict[str, int]:
+                 where: Placement | None = None,
+                 progress: PhaseProgress | None = None) -> dict[str, int]:
     """Write every unit of ``layout``; ``where`` places a layout built over some records
     (an append's) among all of the publication's."""
     where = where or Placement()
@@ -256,7 +288,7 @@ def write_layout(writer: VersionWriter, record_ids: Sequence[str], layout: Layou
         split = unit.partition
         stored_private = [split.private] if unit.keeps_private and split.private else []
         chunk_terms = [*split.public, *stored_private]
-        for i, members in enumerate(_split_unit(unit, chunk_terms)):
+        for i, members in enumerate(split_members(unit.members, chunk_terms)):
             private = i >= len(split.public)
             writer.add_chunk(where.unit(unit.id), unit.kind, private, chunk_terms[i],
                              [(record_ids[where.record(p)], where.record(p), sub)
@@ -266,6 +298,8 @@ def write_layout(writer: VersionWriter, record_ids: Sequence[str], layout: Layou
             totals[f"{kind}_subrecords"] += len(members)
             totals[f"{kind}_pairs"] += sum(len(sub) for _, sub in members)
         writer.close_unit(where.unit(unit.id))
+        if progress:
+            progress("write", unit.id + 1, len(layout.units))
     return totals
 
 

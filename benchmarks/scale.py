@@ -1,0 +1,165 @@
+"""Publishing at scale: both engines on synthetic baskets of growing size.
+
+    python benchmarks/scale.py [--sizes 100k,1m,3m,10m] [--engines single,spark]
+                               [--executors 1m] [--no-audit] [--json] [--data DIR]
+
+Each run is `cocktail publish --json` in its own process on data from `cocktail generate`
+(seed 1, k=5, m=3, improved), then `cocktail audit --json`.  The table gives wall time,
+records per second, the peak RSS of the largest process of the run's process tree (sampled
+from /proc every 0.2 s: the Python driver, Spark's JVM and its Python workers), public
+chunks and the audit result.  ``--executors SIZE`` adds Spark runs on local[1] and local[2]
+at that size (the throughput of one executor against two).  Generated data is kept in
+``--data`` (default: a temporary directory) and reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+SIZES = {"100k": 100_000, "300k": 300_000, "1m": 1_000_000, "3m": 3_000_000,
+         "10m": 10_000_000}
+COCKTAIL = [sys.executable, "-m", "cocktail.cli"]
+
+
+def descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry))
+    found, pending = [], [root]
+    while pending:
+        pid = pending.pop()
+        found.append(pid)
+        pending.extend(children.get(pid, []))
+    return found
+
+
+def rss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def run_measured(command: list[str]) -> tuple[subprocess.CompletedProcess, float, int]:
+    """The command's result, wall seconds and the largest single-process peak RSS (KB)."""
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    peak = 0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max([peak, *map(rss_kb, descendants(process.pid))])
+            done.wait(0.2)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, err = process.communicate()
+    done.set()
+    sampler.join()
+    seconds = time.perf_counter() - started
+    return subprocess.CompletedProcess(command, process.returncode, out, err), seconds, peak
+
+
+def dataset(directory: Path, size: str) -> Path:
+    path = directory / f"synthetic-{size}.dat"
+    if not path.exists():
+        subprocess.run([*COCKTAIL, "generate", str(path), "--records", str(SIZES[size]),
+                        "--seed", "1"], check=True, capture_output=True)
+    return path
+
+
+def one_run(data: Path, engine: str, master: str | None, audit: bool,
+            work: Path) -> dict:
+    store = Path(tempfile.mkdtemp(prefix="scale-store-", dir=work))
+    command = [*COCKTAIL, "publish", str(data), "--store", str(store), "--json",
+               "--engine", engine]
+    if master:
+        command += ["--master", master]
+    done, seconds, peak = run_measured(command)
+    if done.returncode != 0:
+        return {"error": done.stderr[-500:]}
+    report = json.loads(done.stdout)
+    row = {"records": report["records"], "wall_seconds": round(seconds, 1),
+           "records_per_second": round(report["records"] / seconds),
+           "peak_rss_mb": round(peak / 1024), "public_chunks": report["public_chunks"],
+           "phase_seconds": report["phase_seconds"]}
+    if audit:
+        checked, audit_seconds, _ = run_measured([*COCKTAIL, "audit", "--store", str(store),
+                                                  "--json"])
+        row["audit"] = "PASS" if checked.returncode == 0 and json.loads(checked.stdout)["ok"] \
+            else "FAIL"
+        row["audit_seconds"] = round(audit_seconds, 1)
+    subprocess.run(["rm", "-rf", str(store)], check=True)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="100k,1m,3m,10m")
+    parser.add_argument("--engines", default="single,spark")
+    parser.add_argument("--executors", default="1m",
+                        help="size for the local[1] vs local[2] Spark runs ('' to skip)")
+    parser.add_argument("--single-up-to", default="3m",
+                        help="largest size the single-machine engine runs (its memory grows "
+                        "with the records)")
+    parser.add_argument("--no-audit", action="store_true")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--data", type=Path)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="cocktail-scale-"))
+    data_dir = args.data or work
+    data_dir.mkdir(parents=True, exist_ok=True)
+    rows = []
+    runs = [(size, engine, "local[2]" if engine == "spark" else None)
+            for size in args.sizes.split(",") for engine in args.engines.split(",")
+            if engine == "spark" or SIZES[size] <= SIZES[args.single_up_to]]
+    if args.executors:
+        runs += [(args.executors, "spark", "local[1]"), (args.executors, "spark", "local[2]")]
+    for size, engine, master in runs:
+        row = one_run(dataset(data_dir, size), engine, master, not args.no_audit, work)
+        rows.append({"size": size, "engine": engine, "master": master, **row})
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    if args.json:
+        print(json.dumps(rows))
+        return
+    table = Table(title="Publishing at scale (k=5, m=3, improved; synthetic, seed 1)")
+    for column in ("size", "engine", "wall s", "records/s", "peak RSS MB (largest process)",
+                   "public chunks", "audit"):
+        table.add_column(column, justify="right")
+    for row in rows:
+        if "error" in row:
+            table.add_row(row["size"], row["engine"], "error", row["error"][-60:], "", "", "")
+            continue
+        engine = row["engine"] + (f" {row['master']}" if row["master"] else "")
+        table.add_row(row["size"], engine, f"{row['wall_seconds']:.1f}",
+                      f"{row['records_per_second']:,}", f"{row['peak_rss_mb']:,}",
+                      f"{row['public_chunks']:,}", row.get("audit", "-"))
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    main()

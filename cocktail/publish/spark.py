@@ -1,0 +1,744 @@
+"""The publish pipeline on Spark: ``cocktail publish --engine spark [--master URL]``.
+
+It makes the same publication as the single-machine engine (:func:`cocktail.publish.publish`)
+from the same input: the same overlay tree, clusters, chunk term sets and subrecord multisets;
+only the random chunk ids and pseudonyms differ.  The pure pieces are shared, not copied: the
+tree's split statistics (:mod:`cocktail.overlay.tree`), the partitioners, the chunk codecs and
+the chunk builder.  What differs is where they run:
+
+* the input is read by Spark (a local path or ``hdfs://``) and parsed line by line by the same
+  parsers, so bad lines get the same messages and numbers;
+* the tree grows level by level: per node, term supports and then split statistics are summed
+  over the records' partitions; only those sums and each node's choice reach the driver;
+* each leaf cluster is partitioned inside an executor; the private parts pooled up the tree
+  (paper 5.2) are re-partitioned level by level, deepest first, in a second round;
+* chunk, index and pseudonym-map files are written by the executors straight into the store's
+  staging area, after a shuffle that sends every file to a random task and writes each task's
+  files in a random order (no file order groups a cluster's chunks); the manifests, the release
+  entry and the commit point stay at the driver, so the atomic version switch and the audit are
+  the single-machine engine's.
+
+Chunk ids are drawn from a keyed hash of a fresh per-publish secret, the unit and the chunk's
+rank, so that a task Spark re-runs writes the same files under the same names.
+
+The driver holds the tree, the per-cluster summaries and the manifests; the one thing that grows
+with the records there is the release log's member names (8 bytes a record, kept as arrays).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import sys
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+from pyspark import StorageLevel
+
+from .. import chunkformat as fmt
+from .. import releases
+from ..anonymity import partition
+from ..dataset import (InputError, MalformedLine, Records, detect_format, format_by_name,
+                       parse_line, sniff_format, spmf_item_name)
+from ..overlay.layout import PhaseProgress
+from ..overlay.tree import (Node, SplitSearch, Tree, children_of, choose_split, presence,
+                            rank_candidates, split_stats)
+from ..store import Store, open_store
+from . import Built, PublishParams, PublishReport, check_size, release
+from .batch import collector_paused
+from .writer import VersionWriter, build_chunk, split_members
+
+_NO_JOB = type("NoJob", (), {"stageIds": ()})()  # a job the tracker has already forgotten
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    master: str = "local[2]"
+    conf: tuple[tuple[str, str], ...] = ()  # extra spark.* settings
+
+
+def spark_session(settings: SparkSettings):
+    """A session whose executors run this interpreter (it has cocktail installed)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = (SparkSession.builder.master(settings.master).appName("cocktail-publish")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")  # ours is per phase
+               .config("spark.log.level", "WARN")
+               .config("spark.driver.memory", "1g")
+               .config("spark.python.worker.reuse", "true"))
+    for key, value in settings.conf:
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+# -- input ---------------------------------------------------------------------------------
+
+def read_records(sc, source: str, data_format: str | None, skip_bad_lines: bool) -> Input:
+    """The records in input order, as (position, record id, sorted term ids).  The first bad
+    line stops the publish with its number, as the single-machine loader does."""
+    data_format = data_format or _detect(sc, source)
+    lines = sc.textFile(source, minPartitions=max(2, sc.defaultParallelism),
+                        use_unicode=False).zipWithIndex()
+    names, bad_names = {}, []
+    if data_format == "spmf":  # @ITEM names apply to the whole file, wherever they stand
+        named = lines.filter(lambda line: line[0].lstrip().startswith(b"@ITEM="))
+        names, bad_names = spmf_names(named.map(lambda line: (line[1] + 1, line[0])).collect())
+    header = 1
+    if data_format == "csv":  # the header may stand on the first non-blank line
+        header = lines.filter(lambda line: line[0].strip()).map(lambda line: line[1] + 1).min()
+    parsed = lines.map(lambda line: _parse(data_format, line[0], line[1] + 1, names, header))
+    parsed = parsed.filter(lambda item: item is not None)
+    if data_format == "csv":
+        parsed = _csv_records(parsed)
+    elif data_format == "jsonl":
+        parsed = _without_duplicate_ids(parsed)
+    parsed.persist(StorageLevel.MEMORY_AND_DISK)
+    bad = parsed.filter(lambda item: item[0] == "bad")
+    first_bad = sorted(bad.map(lambda item: (item[1], item[2])).takeOrdered(1) + bad_names)
+    skipped = 0
+    if first_bad:
+        if not skip_bad_lines:
+            number, message = first_bad[0]
+            if message == NOT_UTF8:
+                message = _utf8_error(sc, source, number)
+            raise InputError(f"{source}:{number}: {message}")
+        skipped = bad.count() + len(bad_names)
+    good = parsed.filter(lambda item: item[0] == "record")
+    vocabulary = sorted(good.flatMap(lambda item: item[3]).distinct().collect())
+    if good.isEmpty():
+        skipped_note = f"; {skipped} malformed line(s) skipped" if skipped else ""
+        raise InputError(f"{source}: no records (empty file){skipped_note}")
+    ids = sc.broadcast({term: i for i, term in enumerate(vocabulary)})
+    records = good.zipWithIndex().map(
+        lambda item: (item[1], item[0][2], tuple(sorted({ids.value[t] for t in item[0][3]}))))
+    return Input(records, tuple(vocabulary), skipped, data_format, source)
+
+
+NOT_UTF8 = "not valid UTF-8"
+
+
+def _utf8_error(sc, source: str, number: int) -> str:
+    """The loader's message for a line that is not UTF-8, from the line's own bytes (Spark's
+    text reader has already replaced them): read again, whole, by one task.  The error path
+    only."""
+    raw = sc.binaryFiles(source).map(lambda item: item[1].splitlines()[number - 1]).first()
+    if number == 1:
+        raw = raw.removeprefix(b"\xef\xbb\xbf")
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return f"{NOT_UTF8} (byte 0x{raw[e.start]:02x} at column {e.start + 1})"
+    return f"{NOT_UTF8} (it holds U+FFFD, which the Spark engine cannot tell from a bad byte)"
+
+
+def _detect(sc, source: str) -> str:
+    if "://" not in source:
+        return detect_format(source)
+    return format_by_name(source) or sniff_format(sc.textFile(source).take(1000))
+
+
+def _parse(data_format: str, raw: bytes, number: int, names: dict,
+           header: int) -> tuple | None:
+    """("record", number, id, terms), ("row", number, id, term) for CSV, ("bad", number,
+    message), or None for a line that holds nothing."""
+    if number == 1:
+        raw = raw.removeprefix(b"\xef\xbb\xbf")
+    text = raw.decode("utf-8")
+    if "\ufffd" in text:  # the JVM replaced bytes that are not UTF-8 (or the input holds U+FFFD)
+        return "bad", number, NOT_UTF8
+    try:
+        parsed = parse_line(data_format, text, number, names, header)
+    except MalformedLine as e:
+        return "bad", number, str(e)
+    if parsed is None:
+        return None
+    return (("row" if data_format == "csv" else "record"), number, *parsed)
+
+
+def spmf_names(lines: list[tuple[int, bytes]]) -> tuple[dict, list[tuple[int, str]]]:
+    """SPMF's @ITEM names, and the (line, message) of the bad ones."""
+    names: dict[str, tuple[str, int]] = {}
+    bad = []
+    for number, raw in sorted(lines):
+        try:
+            spmf_item_name(raw.decode("utf-8").strip(), number, names)
+        except MalformedLine as e:
+            bad.append((number, str(e)))
+        except UnicodeDecodeError:
+            pass  # the line's own parse reports it
+    return names, bad
+
+
+def _csv_records(rows):
+    """CSV rows grouped into records, in order of each id's first row."""
+    data = rows.filter(lambda item: item[0] == "row")
+    grouped = data.map(lambda item: (item[2], (item[1], item[3]))).groupByKey().map(
+        lambda kv: (min(n for n, _ in kv[1]), kv[0],
+                    [term for _, term in sorted(kv[1]) if term]))
+    records = grouped.sortBy(lambda item: item[0]).map(
+        lambda item: ("record", item[0], item[1], item[2]))
+    return records.union(rows.filter(lambda item: item[0] == "bad"))
+
+
+def _without_duplicate_ids(parsed):
+    """A record id met again is a bad line naming the line it was first met on."""
+    records = parsed.filter(lambda item: item[0] == "record")
+    seen = records.map(lambda item: (item[2], item[1])).groupByKey().mapValues(sorted)
+    repeated = seen.filter(lambda kv: len(kv[1]) > 1).flatMap(
+        lambda kv: [(number, kv[0], kv[1][0]) for number in kv[1][1:]]).collect()
+    if not repeated:
+        return parsed
+    first = {number: (record_id, line) for number, record_id, line in repeated}
+    return parsed.map(lambda item: item if item[0] != "record" or item[1] not in first else (
+        "bad", item[1], f"duplicate record id {first[item[1]][0]!r} "
+                        f"(first on line {first[item[1]][1]})"))
+
+
+# -- the tree, level by level ----------------------------------------------------------------
+
+def grow_tree_distributed(sc, records, names: tuple[str, ...], total: int, leaf_size: int,
+                          search: SplitSearch, max_share: float = 0.95):
+    """The overlay tree of :func:`cocktail.overlay.tree.grow_tree`, and each record's leaf.
+    Nodes get temporary ids while the levels are grown, then the single-machine engine's ids
+    (depth first, the last child first)."""
+    assigned = records.map(lambda r: (0, r)).persist(StorageLevel.MEMORY_AND_DISK)
+    frontier = {0: total}
+    splits: dict[int, tuple[tuple[int, ...], list[tuple[list[str], int]]]] = {}
+    leaves: dict[int, int] = {}
+    next_id = 1
+    while frontier:
+        sizes = {node: n for node, n in frontier.items() if n > leaf_size}
+        leaves.update({node: n for node, n in frontier.items() if n <= leaf_size})
+        if not sizes:
+            break
+        ranked = _ranked(sc, assigned, sizes, len(names), search.pool)
+        choices = _choices(sc, assigned, ranked, len(names), search)
+        frontier, routes = {}, {}
+        for node, n in sorted(sizes.items()):
+            choice = choices.get(node)
+            groups = children_of(choice, n, leaf_size, max_share)
+            if not groups:
+                leaves[node] = n
+                continue
+            children = []
+            for patterns in groups:
+                children.append((patterns, next_id))
+                frontier[next_id] = sum(choice.sizes[int(p, 2)] for p in patterns)
+                routes.update({(node, int(p, 2)): next_id for p in patterns})
+                next_id += 1
+            splits[node] = (choice.terms, children)
+        split_terms = sc.broadcast({node: terms for node, (terms, _) in splits.items()
+                                    if node in sizes})
+        route = sc.broadcast(routes)
+        moved = assigned.map(lambda item: _route(item, split_terms.value, route.value))
+        moved.persist(StorageLevel.MEMORY_AND_DISK)
+        moved.count()
+        assigned.unpersist()
+        assigned = moved
+    final, tree = _number(splits, names)
+    return tree, assigned.map(lambda item: (final[item[0]], item[1])), \
+        {final[node]: n for node, n in leaves.items()}
+
+
+def _ranked(sc, assigned, sizes: dict[int, int], vocabulary: int, pool: int) -> dict:
+    wanted = sc.broadcast(sizes)
+
+    def supports(items: Iterator) -> Iterator:
+        ids = defaultdict(list)
+        for node, (_, _, terms) in items:
+            if node in wanted.value:
+                ids[node].extend(terms)
+        for node, held in ids.items():
+            yield node, np.bincount(np.asarray(held, dtype=np.int64), minlength=vocabulary)
+
+    summed = assigned.mapPartitions(supports).reduceByKey(np.add)
+    return dict(summed.map(lambda kv: (kv[0], rank_candidates(
+        kv[1], wanted.value[kv[0]], pool))).collect())
+
+
+def _choices(sc, assigned, ranked: dict, vocabulary: int, search: SplitSearch) -> dict:
+    candidates = sc.broadcast({node: terms for node, terms in ranked.items() if len(terms)})
+
+    def stats(items: Iterator) -> Iterator:
+        rows = defaultdict(list)
+        for node, (_, _, terms) in items:
+            if node in candidates.value:
+                rows[node].append(terms)
+        for node, held in rows.items():
+            records = _as_records(held, vocabulary)
+            present = presence(records, np.arange(len(held)), candidates.value[node])
+            yield node, split_stats(present, search)
+
+    summed = assigned.mapPartitions(stats).reduceByKey(lambda a, b: a + b)
+    return dict(summed.map(lambda kv: (kv[0], choose_split(
+        kv[1], candidates.value[kv[0]], search))).collect())
+
+
+def _as_records(rows: list[tuple[int, ...]], vocabulary: int) -> Records:
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    indices = np.fromiter((t for row in rows for t in row), dtype=np.int32,
+                          count=int(indptr[-1]))
+    return Records(range(vocabulary), indptr, indices)
+
+
+def _route(item: tuple, split_terms: dict, routes: dict) -> tuple:
+    node, record = item
+    terms = split_terms.get(node)
+    if terms is None:
+        return item
+    held = set(record[2])
+    code = 0
+    for term in terms:
+        code = code * 2 + (term in held)
+    return routes[node, code], record
+
+
+def _number(splits: dict, names: tuple[str, ...]) -> tuple[dict[int, int], Tree]:
+    """Temporary ids to the ids :func:`grow_tree` gives: children numbered when their parent
+    is split, the last child split first."""
+    final = {0: 0}
+    nodes = [Node(0)]
+    pending = [0]
+    while pending:
+        temporary = pending.pop()
+        if temporary not in splits:
+            continue
+        node = nodes[final[temporary]]
+        terms, children = splits[temporary]
+        node.split = tuple(names[t] for t in terms)
+        for patterns, child in children:
+            final[child] = len(nodes)
+            nodes.append(Node(len(nodes)))
+            node.children.update({pattern: final[child] for pattern in patterns})
+            pending.append(child)
+    return final, Tree(nodes)
+
+
+# -- clusters, partitions and chunk files on the executors ------------------------------------
+
+@dataclass(frozen=True)
+class UnitJob:
+    """What an executor needs to partition and write units (broadcast once)."""
+
+    names: tuple[str, ...]
+    method: str
+    k: int
+    m: int
+    aggregate: bool
+    key: bytes          # the owner's pseudonym key: executors run on private hosts only
+    secret: bytes       # this publish's chunk-id and write-order key
+    store: str
+    staging: str
+    mtime: float
+
+
+def chunk_id_for(secret: bytes, unit: int, rank: int, attempt: int) -> str:
+    """A chunk id only this publish can predict, and the same when a task is re-run."""
+    digest = hashlib.blake2b(f"{unit}:{rank}:{attempt}".encode(), key=secret,
+                             digest_size=fmt.CHUNK_ID_HEX // 2)
+    return digest.hexdigest()
+
+
+def unit_outputs(job: UnitJob, unit: int, kind: str, members: list[tuple[int, str, frozenset]],
+                 chunk_terms: list[frozenset[str]], public: int) -> Iterator[tuple]:
+    """A partitioned unit's chunks: ("file", zone, path, bytes, private) for its chunk, index
+    and pseudonym-map files and ("chunk", id, manifest entry, release entry or None) for the
+    driver, and ("keys", unit, added, public) with its records' names for the release log."""
+    record_ids = {position: record_id for position, record_id, _ in members}
+    rows, added, shown = [], set(), set()
+    parts = split_members(((p, terms) for p, _, terms in members), chunk_terms)
+    for rank, part in enumerate(parts):
+        private = rank >= public
+        chunk_members = [(record_ids[p], p, sub) for p, sub in part]
+        attempt, built = 0, None
+        while built is None:
+            built = build_chunk(job.key, chunk_id_for(job.secret, unit, rank, attempt),
+                                chunk_members)
+            attempt += 1
+        zone = "private" if private else "public"
+        for name, data in built.files():
+            yield "file", zone, f"{job.staging}/{name}", data, private
+        rows.extend(built.map_rows())
+        keys = {releases.member_key(record_id) for record_id, _, _ in chunk_members}
+        added |= keys
+        logged = None
+        if not private:
+            shown |= keys
+            logged = releases.chunk_record(unit, chunk_terms[rank],
+                                           [(record_id, sub) for record_id, _, sub in
+                                            chunk_members], built.sha256["chunk"])
+        yield "chunk", built.chunk_id, built.entry(unit, private, chunk_terms[rank]), logged, \
+            sum(len(sub) for _, _, sub in chunk_members)
+    yield ("file", "private", f"{job.staging}/{fmt.PSEUDONYM_DIR}/{unit}.tsv",
+           fmt.encode_pseudonym_map(rows), True)
+    yield "keys", unit, kind, np.array(sorted(added), dtype=np.uint64), \
+        np.array(sorted(shown), dtype=np.uint64)
+
+
+def partition_leaves(job_b, leaf_of_unit_b):
+    """Per leaf unit: partition its records, write its chunks, pass its private part up."""
+
+    def run(units: Iterator) -> Iterator[tuple]:
+        job, leaf_of_unit = job_b.value, leaf_of_unit_b.value
+        with collector_paused():
+            for unit, rows in units:
+                rows = sorted(rows)
+                members = [(p, record_id, frozenset(job.names[t] for t in ids))
+                           for p, record_id, ids in rows]
+                started = time.process_time()
+                split = partition(job.method, [terms for _, _, terms in members], job.k, job.m)
+                cpu = time.process_time() - started
+                node, cluster = leaf_of_unit[unit]
+                stored = [] if job.aggregate or not split.private else [split.private]
+                yield "unit", unit, _unit_summary("leaf", node, len(members), split,
+                                                  not job.aggregate, cpu, members)
+                yield from unit_outputs(job, unit, "leaf", members,
+                                        [*split.public, *stored], len(split.public))
+                if job.aggregate:
+                    for p, record_id, terms in members:
+                        if terms & split.private:
+                            yield "pool", node, (cluster, p), p, record_id, terms & split.private
+
+    return run
+
+
+def _unit_summary(kind: str, node: int, size: int, split, keeps_private: bool, cpu: float,
+                  members: list) -> dict:
+    parts = [terms & split.private for _, _, terms in members if terms & split.private]
+    return {"kind": kind, "node": node, "members": size,
+            "passed_up": [] if keeps_private else sorted(split.private),
+            "notes": split.notes, "cpu": cpu, "keeps_private": keeps_private,
+            "private_subrecords": len(parts),
+            "private_terms": sorted(set().union(*parts)) if parts else []}
+
+
+def write_files(job_b):
+    """A task's share of the files, written in a random order and the public ones stamped
+    with the publish's one modification time."""
+
+    def run(items: Iterator) -> Iterator[int]:
+        job = job_b.value
+        store = open_store(job.store)
+        files = sorted(items, key=lambda item: item[0])  # the keyed hash: a random order
+        for _, (_, zone, path, data, private) in files:
+            store.write(zone, path, data, pri_label=private)
+            if zone == "public":
+                store.stamp(zone, path, job.mtime)
+        yield len(files)
+
+    return run
+
+
+def _order(secret: bytes, path: str) -> bytes:
+    return hashlib.blake2b(path.encode(), key=secret, digest_size=8, person=b"order").digest()
+
+
+# -- the aggregation round -------------------------------------------------------------------
+
+def aggregate_pools(job_b, volume: int, parents_b):
+    """The aggregation pass (paper 5.2, as :func:`cocktail.overlay.layout._aggregate`), in one
+    task over all the private parts the leaves passed up (a small share of the subrecords):
+    nodes in descending id (children before parents), each pooling what its sources passed
+    up in the single-machine order (sources by descending child id, a leaf's clusters in
+    order, records by position).  A big enough pool from two or more sources, and the root's,
+    is partitioned; what stays private goes up."""
+
+    def run(items: Iterator) -> Iterator[tuple]:
+        job, parents = job_b.value, parents_b.value
+        pools = defaultdict(list)
+        for _, node, key, p, record_id, terms in items:
+            pools[node].append((key, p, record_id, terms))
+        with collector_paused():
+            while pools:
+                node = max(pools)
+                yield from _pool_step(job, node, sorted(pools.pop(node), key=lambda i: i[0]),
+                                      volume, parents.get(node), pools)
+
+    return run
+
+
+def _pool_step(job: UnitJob, node: int, items: list, volume: int, parent: int | None,
+               pools: dict) -> Iterator[tuple]:
+    sources = len({key[0] for key, _, _, _ in items})
+    is_root = parent is None
+    if is_root or (sources > 1 and len(items) >= volume):
+        members = [(p, record_id, terms) for _, p, record_id, terms in items]
+        started = time.process_time()
+        split = partition(job.method, [terms for _, _, terms in members], job.k, job.m)
+        cpu = time.process_time() - started
+        stored = [split.private] if is_root and split.private else []
+        yield ("aggregate", node, _unit_summary("aggregate", node, len(members), split,
+                                                is_root, cpu, members),
+               members, [*split.public, *stored], len(split.public))
+        items = [(key, p, record_id, terms & split.private)
+                 for key, p, record_id, terms in items if terms & split.private]
+    if not is_root:
+        pools[parent].extend((((-node, *key), p, record_id, terms)
+                              for key, p, record_id, terms in items))
+
+
+def write_aggregates(job_b, unit_of_b):
+    def run(found: Iterator) -> Iterator[tuple]:
+        job, unit_of = job_b.value, unit_of_b.value
+        with collector_paused():
+            for _, node, _, members, chunk_terms, public in found:
+                yield from unit_outputs(job, unit_of[node], "aggregate", members, chunk_terms,
+                                        public)
+
+    return run
+
+
+# -- the driver ------------------------------------------------------------------------------
+
+def publish_spark(source: str, store: Store, params: PublishParams, settings: SparkSettings,
+                  *, data_format: str | None = None, skip_bad_lines: bool = False,
+                  rebase: bool = False, progress: PhaseProgress | None = None) -> PublishReport:
+    """:func:`cocktail.publish.publish` on Spark, reading ``source`` (a path or hdfs://).
+    A session already active in this process (a notebook's, the tests') is used as it is,
+    ``settings`` aside, and left running."""
+    from pyspark.sql import SparkSession
+
+    params.check()
+    progress = progress or (lambda phase, done, total: None)
+    active = SparkSession.getActiveSession()
+    spark = active or spark_session(settings)
+    try:
+        sc = spark.sparkContext
+        started = time.perf_counter()
+        progress("load", 0, 1)
+        data = read_records(sc, source, data_format, skip_bad_lines)
+        total = data.records.persist(StorageLevel.MEMORY_AND_DISK).count()
+        check_size(params, total)
+        progress("load", 1, 1)
+        loading = time.perf_counter() - started
+        engine = _Run(sc, data, total, params, store, progress)
+        report = release(store, params, engine.build, rebase=rebase, engine="spark")
+    finally:
+        if active is None:
+            spark.stop()
+    report.phase_seconds["load"] = round(loading, 3)
+    return report
+
+
+@dataclass
+class Input:
+    records: object          # RDD of (position, record id, sorted term ids)
+    names: tuple[str, ...]   # term ids' names
+    skipped: int
+    format: str
+    source: str
+
+
+class _Run:
+    """One publish's Spark work, from the parsed records to the files in staging."""
+
+    def __init__(self, sc, data: Input, total: int, params: PublishParams, store: Store,
+                 progress: PhaseProgress) -> None:
+        self.sc, self.data, self.total, self.params = sc, data, total, params
+        self.store, self.progress = store, progress
+        self.phases: dict[str, float] = {}
+        self.tasks = max(2, sc.defaultParallelism * 2)  # partitions of each shuffle
+
+    def _timed(self, phase: str, started: float) -> None:
+        self.phases[phase] = time.perf_counter() - started
+
+    def _tracked(self, phase: str, action: Callable[[], object]) -> object:
+        """Run a Spark action, reporting its tasks as the phase's progress."""
+        tracker, done = self.sc.statusTracker(), threading.Event()
+        result: dict = {}
+
+        def run() -> None:
+            self.sc.setJobGroup(phase, phase)
+            try:
+                result["value"] = action()
+            except BaseException as exc:  # re-raised in the caller's thread
+                result["error"] = exc
+            finally:
+                done.set()
+
+        worker = threading.Thread(target=run, daemon=True)
+        worker.start()
+        total = 1
+        while not done.wait(0.5):
+            stages = [tracker.getStageInfo(stage) for job in tracker.getJobIdsForGroup(phase)
+                      for stage in (tracker.getJobInfo(job) or _NO_JOB).stageIds]
+            stages = [stage for stage in stages if stage]
+            if stages:
+                total = sum(s.numTasks for s in stages)
+                self.progress(phase, sum(s.numCompletedTasks for s in stages), total)
+        worker.join()
+        self.progress(phase, total, total)
+        if "error" in result:
+            raise result["error"]
+        return result["value"]
+
+    def build(self, writer: VersionWriter, mtime: float) -> Built:
+        sc, params, names = self.sc, self.params, self.data.names
+        job = sc.broadcast(UnitJob(names, params.method, params.k, params.m, params.aggregate,
+                                   writer.key, secrets.token_bytes(32), self.store.url,
+                                   writer.staging, mtime))
+        started = time.perf_counter()
+        self.progress("tree", 0, 1)
+        if params.overlay:
+            tree, leaf_of, leaves = grow_tree_distributed(
+                sc, self.data.records, names, self.total, params.cluster_size, SplitSearch())
+        else:
+            tree, leaf_of, leaves = Tree([Node(0)]), \
+                self.data.records.map(lambda record: (0, record)), {0: self.total}
+        units, leaf_units = self._clusters(tree, leaf_of, leaves)
+        self.progress("tree", 1, 1)
+        self._timed("tree", started)
+
+        started = time.perf_counter()
+        outputs = units.groupByKey(self.tasks).mapPartitions(
+            partition_leaves(job, sc.broadcast(leaf_units))).persist(StorageLevel.MEMORY_AND_DISK)
+        self._tracked("partition", outputs.count)
+        summaries = {}
+        found = _Collected()
+        for item in outputs.filter(lambda item: item[0] != "file" and item[0] != "pool"
+                                   ).toLocalIterator():  # from the cache, a partition at a time
+            if item[0] == "unit":
+                summaries[item[1]] = item[2]
+            else:
+                found.add(item)
+        self._timed("partition", started)
+
+        started = time.perf_counter()
+        files = [outputs.filter(lambda item: item[0] == "file")]
+        if params.aggregate:
+            files.append(self._aggregate(tree, outputs, job, summaries, found))
+        self._timed("aggregate", started)
+
+        started = time.perf_counter()
+        keyed = sc.union(files).map(lambda item: (_order(job.value.secret, item[2]), item))
+        self._tracked("write", keyed.partitionBy(self.tasks).mapPartitions(write_files(job)).count)
+        found.into(writer)
+        records = self._records_file(units)
+        self._timed("write", started)
+        outputs.unpersist()
+        return Built(tree, _units_manifest(summaries), _stats(summaries), found.totals,
+                     records, {"path": self.data.source, "format": self.data.format,
+                               "records": self.total, "skipped_lines": self.data.skipped},
+                     self.data.records.map(lambda r: len(r[2])).sum(),
+                     sum(s["cpu"] for s in summaries.values()),
+                     dict(self.phases))
+
+    def _clusters(self, tree: Tree, leaf_of, leaves: dict[int, int]):
+        """Each leaf's records cut into clusters in input order, as :func:`cut_clusters`:
+        a record's rank in its leaf is the count before it in earlier partitions plus its
+        rank in its own (partitions keep input order)."""
+        size = self.params.cluster_size
+        counts = leaf_of.mapPartitionsWithIndex(
+            lambda i, items: [(i, Counter(node for node, _ in items))]).collect()
+        offsets, seen = {}, Counter()
+        for index, counted in sorted(counts):
+            offsets[index] = dict(seen)
+            seen.update(counted)
+        base, leaf_units = {}, {}
+        for leaf in sorted(leaves):
+            base[leaf] = len(leaf_units)
+            clusters = -(-leaves[leaf] // size)
+            tree.nodes[leaf].units = list(range(base[leaf], base[leaf] + clusters))
+            leaf_units.update({base[leaf] + c: (leaf, c) for c in range(clusters)})
+        offsets_b, base_b = self.sc.broadcast(offsets), self.sc.broadcast(base)
+
+        def number(index: int, items: Iterator) -> Iterator:
+            rank = Counter(offsets_b.value[index])
+            for node, record in items:
+                yield base_b.value[node] + rank[node] // size, record
+                rank[node] += 1
+
+        units = leaf_of.mapPartitionsWithIndex(number).persist(StorageLevel.MEMORY_AND_DISK)
+        return units, leaf_units
+
+    def _aggregate(self, tree: Tree, outputs, job, summaries: dict, found: _Collected):
+        """The second round: the pools, in one task; returns the aggregated units' files."""
+        parents_b = self.sc.broadcast(tree.parents())
+        pooled = outputs.filter(lambda item: item[0] == "pool").coalesce(1).mapPartitions(
+            aggregate_pools(job, self.params.aggregate_volume, parents_b)).persist(
+            StorageLevel.MEMORY_AND_DISK)
+        aggregated = pooled.map(lambda item: (item[1], item[2])).collect()
+        first = len(summaries)
+        unit_of = {}
+        for number, (node, summary) in enumerate(sorted(aggregated, key=lambda a: -a[0])):
+            unit_of[node] = first + number
+            summaries[first + number] = summary
+            tree.nodes[node].aggregate = first + number
+        unit_of_b = self.sc.broadcast(unit_of)
+        written = pooled.repartition(self.tasks).mapPartitions(
+            write_aggregates(job, unit_of_b)).persist(StorageLevel.MEMORY_AND_DISK)
+        for item in written.filter(lambda item: item[0] != "file").toLocalIterator():
+            found.add(item)
+        return written.filter(lambda item: item[0] == "file")
+
+    def _records_file(self, units) -> bytes:
+        """records.jsonl: each record's id and leaf unit, streamed from the executors."""
+        out = bytearray()
+        batch_ids, batch_units = [], []
+        for unit, (_, record_id, _) in units.toLocalIterator():
+            batch_ids.append(record_id)
+            batch_units.append(unit)
+            if len(batch_ids) >= 100_000:
+                out += fmt.encode_records(batch_ids, batch_units)
+                batch_ids, batch_units = [], []
+        out += fmt.encode_records(batch_ids, batch_units)
+        return bytes(out)
+
+
+class _Collected:
+    """The chunks' manifest and release entries and the units' member names, as the
+    executors report them."""
+
+    def __init__(self) -> None:
+        self.chunks: dict[str, dict] = {}
+        self.logged: dict[str, dict] = {}
+        self.keys: list[tuple] = []
+        self.totals = {"public": 0, "private": 0, "public_subrecords": 0,
+                       "private_subrecords": 0, "public_pairs": 0, "private_pairs": 0}
+
+    def add(self, item: tuple) -> None:
+        if item[0] == "keys":
+            self.keys.append(item[1:])
+            return
+        _, chunk_id, entry, logged, pairs = item
+        if chunk_id in self.chunks:
+            raise RuntimeError(f"two chunks drew the id {chunk_id}: publish again")
+        self.chunks[chunk_id] = entry
+        kind = "private" if entry["priLabel"] else "public"
+        self.totals[kind] += 1
+        self.totals[f"{kind}_subrecords"] += entry["subrecords"]
+        self.totals[f"{kind}_pairs"] += pairs
+        if logged is not None:
+            self.logged[chunk_id] = logged
+
+    def into(self, writer: VersionWriter) -> None:
+        writer.chunks.update(self.chunks)
+        writer.release.chunks.update(self.logged)
+        for unit, kind, added, public in self.keys:
+            writer.release.add_keys(unit, kind, added, public)
+
+
+def _units_manifest(summaries: dict[int, dict]) -> list[dict]:
+    return [{"id": unit, "kind": s["kind"], "node": s["node"], "members": s["members"],
+             "passed_up": s["passed_up"], "notes": s["notes"]}
+            for unit, s in sorted(summaries.items())]
+
+
+def _stats(summaries: dict[int, dict]) -> dict[str, dict[str, int]]:
+    def count(units: list[dict]) -> dict[str, int]:
+        return {"private_subrecords": sum(s["private_subrecords"] for s in units),
+                "private_terms": len(set().union(*(s["private_terms"] for s in units)))}
+
+    leaves = [s for s in summaries.values() if s["kind"] == "leaf"]
+    return {"before": count(leaves),
+            "after": count([s for s in summaries.values() if s["keeps_private"]])}

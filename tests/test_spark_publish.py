@@ -1,0 +1,148 @@
+"""The Spark publish engine (local[2]): the same publication as the single-machine engine, the
+same input errors, and files whose metadata groups nothing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from cocktail.audit import audit
+from cocktail.dataset import InputError, load, write_fimi
+from cocktail.publish import PublishParams, publish
+from cocktail.query.view import Publication
+from cocktail.store.local import LocalStore
+from cocktail.synthetic import SyntheticSpec, generate
+
+from .conftest import dataset_path
+from .test_publication import assert_metadata_reveals_no_clusters
+
+pytestmark = pytest.mark.xdist_group("spark")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def session():
+    """One local[2] session for the module (publish_spark uses an active one): a session
+    each would cost ten seconds."""
+    if shutil.which("java") is None:
+        pytest.skip("the Spark engine needs a Java runtime (java is not on PATH)")
+    pytest.importorskip("pyspark", reason="pyspark is installed by the test extra")
+    from cocktail.publish.spark import SparkSettings, spark_session
+
+    spark = spark_session(SparkSettings("local[2]"))
+    yield spark
+    spark.stop()
+
+
+def publish_spark(source, root, k=5, **options):
+    from cocktail.publish.spark import SparkSettings, publish_spark as on_spark
+
+    return on_spark(str(source), LocalStore(root), PublishParams(k=k, m=3),
+                    SparkSettings("local[2]"), **options)
+
+
+def content(root):
+    """What must not depend on the engine: the tree, the units (clusters), and per chunk its
+    unit, zone, term set and subrecords by record position (chunk ids and pseudonyms are
+    random)."""
+    publication = Publication.open(LocalStore(root))
+    chunks = []
+    for chunk in publication.chunks.values():
+        positions = publication.record_positions(chunk.id)
+        subrecords = sorted((positions[p], tuple(sorted(terms)))
+                            for p, terms in publication.subrecords(chunk.id))
+        chunks.append((chunk.unit, chunk.private, tuple(sorted(chunk.terms)), subrecords))
+    manifest = publication.manifest
+    return {"tree": manifest["tree"], "units": manifest["units"], "chunks": sorted(chunks),
+            "aggregation": manifest["aggregation"], "records": publication.record_ids}
+
+
+@pytest.fixture(scope="module")
+def synthetic_200k(tmp_path_factory):
+    path = tmp_path_factory.mktemp("synthetic") / "s200k.dat"
+    write_fimi(generate(SyntheticSpec(records=200_000, seed=1)), path)
+    return path
+
+
+@pytest.mark.parametrize("source", ["bms-webview-1", "bms-webview-2", "synthetic-200k"])
+def test_both_engines_publish_the_same(source, tmp_path, request):
+    path = request.getfixturevalue("synthetic_200k") if source == "synthetic-200k" \
+        else dataset_path(f"{source}.dat")
+    on_spark = publish_spark(path, tmp_path / "spark")
+    single = publish(load(path), LocalStore(tmp_path / "single"), PublishParams(k=5, m=3))
+    assert on_spark.engine == "spark" and single.engine == "single"
+    spark_content, single_content = content(tmp_path / "spark"), content(tmp_path / "single")
+    for part in single_content:
+        assert spark_content[part] == single_content[part], part
+    assert audit(LocalStore(tmp_path / "spark")).ok
+    for field in ("public_chunks", "private_chunks", "clusters", "aggregated_clusters",
+                  "public_subrecords", "private_subrecords", "private_terms",
+                  "private_term_share", "private_before_aggregation"):
+        assert getattr(on_spark, field) == getattr(single, field), field
+    if source == "bms-webview-1":
+        assert_metadata_reveals_no_clusters(tmp_path / "spark")
+
+
+BAD_INPUTS = {
+    "bad.dat": b"1 2 3\n4 \xff 5\n6\n",
+    "bad.jsonl": b'{"id": "a", "terms": ["x"]}\n{"id": "b", "terms": ["y"]}\n'
+                 b'{"id": "a", "terms": ["z"]}\n',
+    "bad.csv": b"record_id,term\nr1,x\nr3,y\nr2,y,z\n",
+    "bad.txt": b"@CONVERTED_FROM_TEXT\n@ITEM=1=apple\n1 -1 2 -1 -2\n3 -1 -3 -1 -2\n4 -1 -2\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_INPUTS))
+def test_bad_lines_are_reported_as_the_loader_does(name, tmp_path):
+    path = tmp_path / name
+    path.write_bytes(BAD_INPUTS[name])
+    with pytest.raises(InputError) as single:
+        load(path)
+    with pytest.raises(InputError) as on_spark:
+        publish_spark(path, tmp_path / "store")
+    assert str(on_spark.value) == str(single.value)
+    skipped = publish_spark(path, tmp_path / "skipping", k=2, skip_bad_lines=True)
+    assert skipped.skipped_lines == load(path, skip_bad_lines=True).skipped_lines
+    assert skipped.records == len(load(path, skip_bad_lines=True))
+
+
+def test_every_input_format_reads_the_same_records(tmp_path):
+    """CSV rows grouped by id in order of first appearance (with a header, a record without
+    terms and a repeated term), SPMF names applied, JSONL ids: the two engines publish the
+    same record ids and records."""
+    csv_rows = "".join(f"r{(i * 7) % 30},t{i % 9}\n" for i in range(120))
+    files = {
+        "r.csv": "record_id,term\n" + csv_rows + "empty,\nr3,t1\n",
+        "r.jsonl": "".join(json.dumps({"id": f"r{i}", "terms": [f"t{i % 7}", f"t{i % 3}"]})
+                           + "\n" for i in range(40)),
+        "r.txt": "@ITEM=1=apple\n" + "".join(f"{i % 5 + 1} -1 {i % 4 + 6} -1 -2\n"
+                                             for i in range(40)),
+    }
+    for name, text in files.items():
+        path = tmp_path / name
+        path.write_text(text)
+        data = load(path)
+        report = publish_spark(path, tmp_path / f"store-{name}")
+        publication = Publication.open(LocalStore(tmp_path / f"store-{name}"))
+        assert list(publication.record_ids) == list(data.ids), name
+        assert report.records == len(data)
+
+
+def test_the_cli_reports_the_engine_and_its_phases(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "cocktail.cli", "publish", str(dataset_path("bms-webview-1.dat")),
+         "--store", str(tmp_path / "s"), "--engine", "spark", "--json"],
+        capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    assert report["engine"] == "spark" and report["public_chunks"] > 0
+    assert set(report["phase_seconds"]) >= {"load", "tree", "partition", "aggregate", "write",
+                                            "commit"}
+    refused = subprocess.run(
+        [sys.executable, "-m", "cocktail.cli", "publish", str(dataset_path("bms-webview-1.dat")),
+         "--store", str(tmp_path / "s"), "--engine", "spark", "--append"],
+        capture_output=True, text=True, timeout=600)
+    assert refused.returncode == 2 and "single-machine engine" in refused.stderr
