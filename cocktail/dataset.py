@@ -41,7 +41,7 @@ class Records(Sequence[frozenset[str]]):
     gives a frozenset, built on demand."""
 
     def __init__(self, names: Sequence[str], indptr: np.ndarray, indices: np.ndarray) -> None:
-        self.names = tuple(names)
+        self.names = names
         self.indptr = indptr
         self.indices = indices
 
@@ -124,7 +124,7 @@ class RecordsBuilder:
             else np.zeros(0, dtype=np.int32)
         indptr = np.zeros(len(self._lengths) + 1, dtype=np.int64)
         np.cumsum(np.frombuffer(self._lengths, dtype=np.int64), out=indptr[1:])
-        return Records(names, indptr, indices)
+        return Records(tuple(names), indptr, indices)
 
 
 @dataclass(frozen=True)

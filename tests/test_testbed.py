@@ -148,6 +148,7 @@ def deploy_and_fail(testbed: Rehearsal, sample, tmp_path: Path) -> None:
     started = time.monotonic()
     assert testbed.json_on(NAMENODE, on_yarn)["answers"] == truth
     testbed.timed("20 queries on YARN", started)
+    spark_publish_on_yarn(testbed, path, on_yarn, truth)
     labels = succeeded_label_expressions(
         lambda *args: testbed.on(NAMENODE, " ".join(("hadoop", "application", *args))))
     assert "private" in labels and "<Not set>" in labels, labels
@@ -159,6 +160,28 @@ def deploy_and_fail(testbed: Rehearsal, sample, tmp_path: Path) -> None:
     assert testbed.json_on(NAMENODE, on_yarn)["answers"] == truth
     testbed.timed("public datanode stopped, 20 queries on YARN", started)
     assert testbed.json_on(NAMENODE, AUDIT)["ok"]
+
+
+def spark_publish_on_yarn(testbed: Rehearsal, path: Path, on_yarn: str,
+                          truth: list[int]) -> None:
+    """The Spark engine on YARN republishes the sample from HDFS (--rebase): the application
+    master and every executor on the private host only, the audit clean, answers exact."""
+    started = time.monotonic()
+    published = testbed.on(NAMENODE, f"{REPO}/scripts/spark-publish {path} --rebase --json")
+    testbed.timed("spark publish on YARN (scripts/spark-publish, with its audit)", started)
+    report = json.loads(published.splitlines()[0])
+    assert report["engine"] == "spark" and report["records"] == 3000
+    assert "audit PASS" in published
+    audit = testbed.json_on(NAMENODE, AUDIT)
+    assert audit["ok"] and audit["placement"]["replicas_outside_private_racks"] == 0
+    assert testbed.json_on(NAMENODE, on_yarn)["answers"] == truth
+    listing = testbed.on(NAMENODE, "hadoop application -list -appStates ALL -appTypes SPARK")
+    app = re.findall(r"application_\d+_\d+", listing)[-1]
+    status = testbed.on(NAMENODE, f"hadoop application -status {app}")
+    assert re.search(r"AM container Node Label Expression\s*:\s*private", status), status
+    ran_on = {host for host in HOSTS
+              if (testbed.state / "hosts" / host / "data" / "yarn" / "logs" / app).exists()}
+    assert ran_on == {PRIVATE_2}, ran_on  # the only NodeManager labelled private
 
 
 def publish_and_audit(testbed: Rehearsal, path: Path) -> None:

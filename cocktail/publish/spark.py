@@ -46,8 +46,8 @@ from ..anonymity import partition
 from ..dataset import (InputError, MalformedLine, Records, detect_format, format_by_name,
                        parse_line, sniff_format, spmf_item_name)
 from ..overlay.layout import PhaseProgress
-from ..overlay.tree import (Node, SplitSearch, Tree, children_of, choose_split, presence,
-                            rank_candidates, split_stats)
+from ..overlay.tree import (Node, SplitSearch, Tree, children_of, choose_split,
+                            pattern_codes, presence, rank_candidates, split_stats)
 from ..store import Store, open_store
 from . import Built, PublishParams, PublishReport, check_size, release
 from .batch import collector_paused
@@ -207,9 +207,12 @@ def _without_duplicate_ids(parsed):
 def grow_tree_distributed(sc, records, names: tuple[str, ...], total: int, leaf_size: int,
                           search: SplitSearch, max_share: float = 0.95):
     """The overlay tree of :func:`cocktail.overlay.tree.grow_tree`, and each record's leaf.
-    Nodes get temporary ids while the levels are grown, then the single-machine engine's ids
-    (depth first, the last child first)."""
-    assigned = records.map(lambda r: (0, r)).persist(StorageLevel.MEMORY_AND_DISK)
+    Each partition's records are one :class:`Block`, so a pass over a level is a few numpy
+    operations per node.  Nodes get temporary ids while the levels are grown, then the
+    single-machine engine's ids (depth first, the last child first)."""
+    vocabulary = len(names)
+    blocks = records.mapPartitions(lambda items: [Block.of(list(items), vocabulary)])
+    blocks.persist(StorageLevel.MEMORY_AND_DISK)
     frontier = {0: total}
     splits: dict[int, tuple[tuple[int, ...], list[tuple[list[str], int]]]] = {}
     leaves: dict[int, int] = {}
@@ -219,8 +222,8 @@ def grow_tree_distributed(sc, records, names: tuple[str, ...], total: int, leaf_
         leaves.update({node: n for node, n in frontier.items() if n <= leaf_size})
         if not sizes:
             break
-        ranked = _ranked(sc, assigned, sizes, len(names), search.pool)
-        choices = _choices(sc, assigned, ranked, len(names), search)
+        ranked = _ranked(sc, blocks, sizes, vocabulary, search.pool)
+        choices = _choices(sc, blocks, ranked, search)
         frontier, routes = {}, {}
         for node, n in sorted(sizes.items()):
             choice = choices.get(node)
@@ -228,56 +231,89 @@ def grow_tree_distributed(sc, records, names: tuple[str, ...], total: int, leaf_
             if not groups:
                 leaves[node] = n
                 continue
-            children = []
+            children, route = [], np.full(2 ** len(choice.terms), -1, dtype=np.int64)
             for patterns in groups:
                 children.append((patterns, next_id))
                 frontier[next_id] = sum(choice.sizes[int(p, 2)] for p in patterns)
-                routes.update({(node, int(p, 2)): next_id for p in patterns})
+                route[[int(p, 2) for p in patterns]] = next_id
                 next_id += 1
             splits[node] = (choice.terms, children)
-        split_terms = sc.broadcast({node: terms for node, (terms, _) in splits.items()
-                                    if node in sizes})
-        route = sc.broadcast(routes)
-        moved = assigned.map(lambda item: _route(item, split_terms.value, route.value))
+            routes[node] = (ranked[node], choice.terms, route)
+        routes_b = sc.broadcast(routes)
+        moved = blocks.map(lambda block: block.routed(routes_b.value))
         moved.persist(StorageLevel.MEMORY_AND_DISK)
         moved.count()
-        assigned.unpersist()
-        assigned = moved
+        blocks.unpersist()
+        blocks = moved
     final, tree = _number(splits, names)
-    return tree, assigned.map(lambda item: (final[item[0]], item[1])), \
+    final_b = sc.broadcast(final)
+    return tree, blocks.flatMap(lambda block: block.items(final_b.value)), \
         {final[node]: n for node, n in leaves.items()}
 
 
-def _ranked(sc, assigned, sizes: dict[int, int], vocabulary: int, pool: int) -> dict:
+@dataclass
+class Block:
+    """One partition's records while the tree grows: term ids in compressed rows and each
+    record's current node, so that a pass is numpy work per node, not a loop per record."""
+
+    positions: np.ndarray  # input positions, ascending
+    ids: list[str]         # record ids
+    records: Records       # term ids (names: the vocabulary's range)
+    node: np.ndarray       # each record's current node
+
+    @classmethod
+    def of(cls, items: list[tuple[int, str, tuple[int, ...]]], vocabulary: int) -> Block:
+        return cls(np.array([p for p, _, _ in items], dtype=np.int64),
+                   [record_id for _, record_id, _ in items],
+                   _as_records([terms for _, _, terms in items], vocabulary),
+                   np.zeros(len(items), dtype=np.int64))
+
+    def by_node(self, wanted) -> Iterator[tuple[int, np.ndarray]]:
+        """(node, the rows at that node, ascending) for the nodes in ``wanted``."""
+        order = np.argsort(self.node, kind="stable")
+        nodes, starts = np.unique(self.node[order], return_index=True)
+        ends = [*starts[1:].tolist(), len(order)]
+        for node, start, end in zip(nodes.tolist(), starts.tolist(), ends):
+            if node in wanted:
+                yield node, order[start:end]
+
+    def routed(self, routes: dict) -> Block:
+        node = self.node.copy()
+        for at, rows in self.by_node(routes):
+            ranked, split, route = routes[at]
+            node[rows] = route[pattern_codes(presence(self.records, rows, ranked), ranked,
+                                             split)]
+        return Block(self.positions, self.ids, self.records, node)
+
+    def items(self, final: dict[int, int]) -> Iterator[tuple[int, tuple]]:
+        """(leaf, (position, record id, term ids)) per record, in input order."""
+        indptr, indices = self.records.indptr.tolist(), self.records.indices.tolist()
+        for i, (position, record_id, node) in enumerate(zip(self.positions.tolist(), self.ids,
+                                                            self.node.tolist())):
+            yield final[node], (position, record_id, tuple(indices[indptr[i]:indptr[i + 1]]))
+
+
+def _ranked(sc, blocks, sizes: dict[int, int], vocabulary: int, pool: int) -> dict:
     wanted = sc.broadcast(sizes)
 
-    def supports(items: Iterator) -> Iterator:
-        ids = defaultdict(list)
-        for node, (_, _, terms) in items:
-            if node in wanted.value:
-                ids[node].extend(terms)
-        for node, held in ids.items():
-            yield node, np.bincount(np.asarray(held, dtype=np.int64), minlength=vocabulary)
+    def supports(block: Block) -> Iterator:
+        for node, rows in block.by_node(wanted.value):
+            yield node, np.bincount(block.records.rows(rows)[1], minlength=vocabulary)
 
-    summed = assigned.mapPartitions(supports).reduceByKey(np.add)
+    summed = blocks.flatMap(supports).reduceByKey(np.add)
     return dict(summed.map(lambda kv: (kv[0], rank_candidates(
         kv[1], wanted.value[kv[0]], pool))).collect())
 
 
-def _choices(sc, assigned, ranked: dict, vocabulary: int, search: SplitSearch) -> dict:
+def _choices(sc, blocks, ranked: dict, search: SplitSearch) -> dict:
     candidates = sc.broadcast({node: terms for node, terms in ranked.items() if len(terms)})
 
-    def stats(items: Iterator) -> Iterator:
-        rows = defaultdict(list)
-        for node, (_, _, terms) in items:
-            if node in candidates.value:
-                rows[node].append(terms)
-        for node, held in rows.items():
-            records = _as_records(held, vocabulary)
-            present = presence(records, np.arange(len(held)), candidates.value[node])
-            yield node, split_stats(present, search)
+    def stats(block: Block) -> Iterator:
+        for node, rows in block.by_node(candidates.value):
+            yield node, split_stats(presence(block.records, rows, candidates.value[node]),
+                                    search)
 
-    summed = assigned.mapPartitions(stats).reduceByKey(lambda a, b: a + b)
+    summed = blocks.flatMap(stats).reduceByKey(lambda a, b: a + b)
     return dict(summed.map(lambda kv: (kv[0], choose_split(
         kv[1], candidates.value[kv[0]], search))).collect())
 
@@ -289,18 +325,6 @@ def _as_records(rows: list[tuple[int, ...]], vocabulary: int) -> Records:
     indices = np.fromiter((t for row in rows for t in row), dtype=np.int32,
                           count=int(indptr[-1]))
     return Records(range(vocabulary), indptr, indices)
-
-
-def _route(item: tuple, split_terms: dict, routes: dict) -> tuple:
-    node, record = item
-    terms = split_terms.get(node)
-    if terms is None:
-        return item
-    held = set(record[2])
-    code = 0
-    for term in terms:
-        code = code * 2 + (term in held)
-    return routes[node, code], record
 
 
 def _number(splits: dict, names: tuple[str, ...]) -> tuple[dict[int, int], Tree]:
