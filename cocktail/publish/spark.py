@@ -85,7 +85,7 @@ def read_records(sc, source: str, data_format: str | None, skip_bad_lines: bool)
     """The records in input order, as (position, record id, sorted term ids).  The first bad
     line stops the publish with its number, as the single-machine loader does."""
     data_format = data_format or _detect(sc, source)
-    lines = sc.textFile(source, minPartitions=max(2, sc.defaultParallelism),
+    lines = sc.textFile(source, minPartitions=_input_partitions(sc, source),
                         use_unicode=False).zipWithIndex()
     names, bad_names = {}, []
     if data_format == "spmf":  # @ITEM names apply to the whole file, wherever they stand
@@ -100,7 +100,7 @@ def read_records(sc, source: str, data_format: str | None, skip_bad_lines: bool)
         parsed = _csv_records(parsed)
     elif data_format == "jsonl":
         parsed = _without_duplicate_ids(parsed)
-    parsed.persist(StorageLevel.MEMORY_AND_DISK)
+    parsed.persist(StorageLevel.DISK_ONLY)
     bad = parsed.filter(lambda item: item[0] == "bad")
     first_bad = sorted(bad.map(lambda item: (item[1], item[2])).takeOrdered(1) + bad_names)
     skipped = 0
@@ -123,6 +123,16 @@ def read_records(sc, source: str, data_format: str | None, skip_bad_lines: bool)
 
 
 NOT_UTF8 = "not valid UTF-8"
+INPUT_SPLIT = 8 << 20       # bytes of input per partition: a partition is one tree block
+RECORDS_PER_TASK = 50_000   # records per task of each shuffle
+
+
+def _input_partitions(sc, source: str) -> int:
+    """Enough partitions that each holds a few MB: a partition's records are one block of
+    the tree passes, and its outputs are cached whole in the JVM."""
+    path = sc._jvm.org.apache.hadoop.fs.Path(source)
+    length = path.getFileSystem(sc._jsc.hadoopConfiguration()).getContentSummary(path).getLength()
+    return max(2, sc.defaultParallelism, -(-length // INPUT_SPLIT))
 
 
 def _utf8_error(sc, source: str, number: int) -> str:
@@ -212,7 +222,7 @@ def grow_tree_distributed(sc, records, names: tuple[str, ...], total: int, leaf_
     single-machine engine's ids (depth first, the last child first)."""
     vocabulary = len(names)
     blocks = records.mapPartitions(lambda items: [Block.of(list(items), vocabulary)])
-    blocks.persist(StorageLevel.MEMORY_AND_DISK)
+    blocks.persist(StorageLevel.DISK_ONLY)
     frontier = {0: total}
     splits: dict[int, tuple[tuple[int, ...], list[tuple[list[str], int]]]] = {}
     leaves: dict[int, int] = {}
@@ -241,7 +251,7 @@ def grow_tree_distributed(sc, records, names: tuple[str, ...], total: int, leaf_
             routes[node] = (ranked[node], choice.terms, route)
         routes_b = sc.broadcast(routes)
         moved = blocks.map(lambda block: block.routed(routes_b.value))
-        moved.persist(StorageLevel.MEMORY_AND_DISK)
+        moved.persist(StorageLevel.DISK_ONLY)
         moved.count()
         blocks.unpersist()
         blocks = moved
@@ -541,7 +551,9 @@ def publish_spark(source: str, store: Store, params: PublishParams, settings: Sp
         started = time.perf_counter()
         progress("load", 0, 1)
         data = read_records(sc, source, data_format, skip_bad_lines)
-        total = data.records.persist(StorageLevel.MEMORY_AND_DISK).count()
+        # On disk, not in the heap: the driver's JVM is the local executors' too, and each
+        # cached partition would have to fit in it whole.
+        total = data.records.persist(StorageLevel.DISK_ONLY).count()
         check_size(params, total)
         progress("load", 1, 1)
         loading = time.perf_counter() - started
@@ -571,7 +583,8 @@ class _Run:
         self.sc, self.data, self.total, self.params = sc, data, total, params
         self.store, self.progress = store, progress
         self.phases: dict[str, float] = {}
-        self.tasks = max(2, sc.defaultParallelism * 2)  # partitions of each shuffle
+        # partitions of each shuffle: small ones, as each is cached whole in the JVM's heap
+        self.tasks = max(2, sc.defaultParallelism * 2, total // RECORDS_PER_TASK)
 
     def _timed(self, phase: str, started: float) -> None:
         self.phases[phase] = time.perf_counter() - started
@@ -625,7 +638,7 @@ class _Run:
 
         started = time.perf_counter()
         outputs = units.groupByKey(self.tasks).mapPartitions(
-            partition_leaves(job, sc.broadcast(leaf_units))).persist(StorageLevel.MEMORY_AND_DISK)
+            partition_leaves(job, sc.broadcast(leaf_units))).persist(StorageLevel.DISK_ONLY)
         self._tracked("partition", outputs.count)
         summaries = {}
         found = _Collected()
@@ -682,7 +695,7 @@ class _Run:
                 yield base_b.value[node] + rank[node] // size, record
                 rank[node] += 1
 
-        units = leaf_of.mapPartitionsWithIndex(number).persist(StorageLevel.MEMORY_AND_DISK)
+        units = leaf_of.mapPartitionsWithIndex(number).persist(StorageLevel.DISK_ONLY)
         return units, leaf_units
 
     def _aggregate(self, tree: Tree, outputs, job, summaries: dict, found: _Collected):
@@ -690,7 +703,7 @@ class _Run:
         parents_b = self.sc.broadcast(tree.parents())
         pooled = outputs.filter(lambda item: item[0] == "pool").coalesce(1).mapPartitions(
             aggregate_pools(job, self.params.aggregate_volume, parents_b)).persist(
-            StorageLevel.MEMORY_AND_DISK)
+            StorageLevel.DISK_ONLY)
         aggregated = pooled.map(lambda item: (item[1], item[2])).collect()
         first = len(summaries)
         unit_of = {}
@@ -700,7 +713,7 @@ class _Run:
             tree.nodes[node].aggregate = first + number
         unit_of_b = self.sc.broadcast(unit_of)
         written = pooled.repartition(self.tasks).mapPartitions(
-            write_aggregates(job, unit_of_b)).persist(StorageLevel.MEMORY_AND_DISK)
+            write_aggregates(job, unit_of_b)).persist(StorageLevel.DISK_ONLY)
         for item in written.filter(lambda item: item[0] != "file").toLocalIterator():
             found.add(item)
         return written.filter(lambda item: item[0] == "file")
