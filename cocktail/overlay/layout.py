@@ -144,6 +144,12 @@ def build_layout(records: Sequence[frozenset[str]], params: LayoutParams,
     return layout
 
 
+def partitions_pool(is_root: bool, sources: int, pooled: int, volume: int) -> bool:
+    """Whether a node re-partitions its pool itself: the root always, another node once the
+    pool holds ``volume`` subrecords from two or more sources (both engines ask this)."""
+    return is_root or (sources > 1 and pooled >= volume)
+
+
 def _aggregate(tree: Tree, layout: Layout, pending: dict[int, list[Subrecords]],
                params: LayoutParams) -> None:
     """Bottom-up: children are listed after their parents, so walk the nodes backwards."""
@@ -154,7 +160,7 @@ def _aggregate(tree: Tree, layout: Layout, pending: dict[int, list[Subrecords]],
         if not pool:
             continue
         is_root = node.id == 0
-        if is_root or (len(sources) > 1 and len(pool) >= params.aggregate_volume):
+        if partitions_pool(is_root, len(sources), len(pool), params.aggregate_volume):
             started = time.process_time()
             split = partition(params.method, [terms for _, terms in pool], params.k, params.m)
             layout.partition_seconds += time.process_time() - started

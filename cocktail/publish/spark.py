@@ -45,7 +45,7 @@ from .. import releases
 from ..anonymity import partition
 from ..dataset import (InputError, MalformedLine, Records, detect_format, format_by_name,
                        parse_line, sniff_format, spmf_item_name)
-from ..overlay.layout import PhaseProgress
+from ..overlay.layout import PhaseProgress, partitions_pool
 from ..overlay.tree import (Node, SplitSearch, Tree, children_of, choose_split,
                             pattern_codes, presence, rank_candidates, split_stats)
 from ..store import Store, open_store
@@ -505,7 +505,7 @@ def _pool_step(job: UnitJob, node: int, items: list, volume: int, parent: int | 
                pools: dict) -> Iterator[tuple]:
     sources = len({key[0] for key, _, _, _ in items})
     is_root = parent is None
-    if is_root or (sources > 1 and len(items) >= volume):
+    if partitions_pool(is_root, sources, len(items), volume):
         members = [(p, record_id, terms) for _, p, record_id, terms in items]
         started = time.process_time()
         split = partition(job.method, [terms for _, _, terms in members], job.k, job.m)
