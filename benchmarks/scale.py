@@ -6,7 +6,8 @@
 Each run is `cocktail publish --json` in its own process on data from `cocktail generate`
 (seed 1, k=5, m=3, improved), then `cocktail audit --json`.  The table gives wall time,
 records per second, the peak RSS of the largest process of the run's process tree (sampled
-from /proc every 0.2 s: the Python driver, Spark's JVM and its Python workers), public
+from /proc every 0.2 s: the Python driver, Spark's JVM and its Python workers; ``--json``
+gives each one's peak), public
 chunks and the audit result.  ``--executors SIZE`` adds Spark runs on local[1] and local[2]
 at that size (the throughput of one executor against two).  Generated data is kept in
 ``--data`` (default: a temporary directory) and reused.
@@ -61,18 +62,31 @@ def rss_kb(pid: int) -> int:
     return 0
 
 
-def run_measured(command: list[str]) -> tuple[subprocess.CompletedProcess, float, int]:
-    """The command's result, wall seconds and the largest single-process peak RSS (KB)."""
+def role(pid: int, root: int) -> str:
+    """Which part of a run a process is: the Python driver, Spark's JVM or a Python worker."""
+    if pid == root:
+        return "driver"
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return "jvm" if f.read().strip() == "java" else "workers"
+    except OSError:
+        return "workers"
+
+
+def run_measured(command: list[str]) -> tuple[subprocess.CompletedProcess, float, dict]:
+    """The command's result, wall seconds and each role's largest single-process peak RSS
+    (KB)."""
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
-    peak = 0
+    peak: dict[str, int] = {}
     done = threading.Event()
 
     def sample() -> None:
-        nonlocal peak
         while not done.is_set():
-            peak = max([peak, *map(rss_kb, descendants(process.pid))])
+            for pid in descendants(process.pid):
+                kind = role(pid, process.pid)
+                peak[kind] = max(peak.get(kind, 0), rss_kb(pid))
             done.wait(0.2)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -105,7 +119,9 @@ def one_run(data: Path, engine: str, master: str | None, audit: bool,
     report = json.loads(done.stdout)
     row = {"records": report["records"], "wall_seconds": round(seconds, 1),
            "records_per_second": round(report["records"] / seconds),
-           "peak_rss_mb": round(peak / 1024), "public_chunks": report["public_chunks"],
+           "peak_rss_mb": round(max(peak.values()) / 1024),
+           "peak_rss_mb_by_process": {kind: round(kb / 1024) for kind, kb in peak.items()},
+           "public_chunks": report["public_chunks"],
            "phase_seconds": report["phase_seconds"]}
     if audit:
         checked, audit_seconds, _ = run_measured([*COCKTAIL, "audit", "--store", str(store),

@@ -17,6 +17,7 @@ before the commit point; a version that never became current loses its entry wit
 from __future__ import annotations
 
 import hashlib
+import tempfile
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -49,8 +50,33 @@ def entry_path(version: str) -> str:
 
 
 def write_entry(store: Store, entry: dict) -> None:
-    store.write("private", entry_path(entry["version"]), fmt.encode_json(entry, compact=True),
-                pri_label=True)
+    """The entry as compact JSON, spooled to a private temporary file unit by unit: its member
+    names are 16 bytes a record as arrays and would be ~80 as a list of strings."""
+    with tempfile.TemporaryFile() as spool:
+        units = entry["units"]
+        head = fmt.encode_json({k: v for k, v in entry.items() if k != "units"}, compact=True)
+        spool.write(head.rstrip()[:-1] + b',"units":{')
+        for number, (unit, record) in enumerate(units.items()):
+            spool.write(b"%s\"%s\":{\"added_members\":[" % (b"," if number else b"",
+                                                             unit.encode()))
+            spool.write(_hex_list(record["added_members"]))
+            rest = fmt.encode_json({k: v for k, v in record.items() if k != "added_members"},
+                                   compact=True)
+            spool.write(b"]," + rest.rstrip()[1:])
+        spool.write(b"}}\n")
+        store.write("private", entry_path(entry["version"]), spool, pri_label=True)
+
+
+def _hex_list(keys: np.ndarray) -> bytes:
+    """``"<16 hex digits>",...`` for 64-bit keys, without a Python string per key."""
+    if not len(keys):
+        return b""
+    digits = np.frombuffer(keys.astype(">u8").tobytes().hex().encode(), dtype=np.uint8)
+    out = np.empty((len(keys), 19), dtype=np.uint8)
+    out[:, 0] = out[:, 17] = ord('"')
+    out[:, 1:17] = digits.reshape(-1, 16)
+    out[:, 18] = ord(",")
+    return out.tobytes()[:-1]
 
 
 def read_log(store: Store, up_to: str | None = None) -> list[dict]:
@@ -162,8 +188,6 @@ class ReleaseBuilder:
             self.settle(unit)
         return {"format": 1, "version": version, "kind": self.kind, "created": created,
                 "k": k, "m": m, **extra, "chunks": self.chunks,
-                "units": {str(u): {"kind": v["kind"],
-                                   "added_members": [f"{key:016x}" for key in
-                                                     v["added_keys"].tolist()],
+                "units": {str(u): {"kind": v["kind"], "added_members": v["added_keys"],
                                    "public_records": v["carried_public"] + len(v["public_keys"])}
                           for u, v in sorted(self.units.items())}}

@@ -7,9 +7,23 @@ current; the next publish sweeps what the crash left behind.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from . import chunkformat as fmt
 from . import releases
 from .store import Store, StoreError
+
+
+def commit(store: Store, staging: str, version: str, log: Callable[[], None]) -> None:
+    """Move a staged version into place in both zones, ``log`` it, and make it current by
+    replacing the pointer: the one atomic step, after everything is durable."""
+    for zone in ("public", "private"):
+        store.rename(zone, staging, version)
+    log()
+    store.sync()
+    store.write("public", fmt.POINTER + ".tmp", f"{version}\n".encode(), pri_label=False)
+    store.rename("public", fmt.POINTER + ".tmp", fmt.POINTER)  # the commit point
+    store.sync()
 
 
 def current_version(store: Store) -> str | None:

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
+from typing import BinaryIO
 
 from .. import chunkformat as fmt
 from .. import releases
@@ -101,7 +102,7 @@ class Built:
     units: list[dict]          # the units' manifest entries, by unit id
     stats: dict                # private subrecords and terms before and after aggregation
     totals: dict[str, int]     # chunks, subrecords and (record, term) pairs, public and private
-    records: bytes             # records.jsonl
+    records: bytes | BinaryIO  # records.jsonl, or a file it was spooled to
     source: dict               # the input: path, format, records, skipped lines
     pairs: int                 # (record, term) pairs of the input
     partition_seconds: float
@@ -180,8 +181,12 @@ def release(store: Store, params: PublishParams,
         release_entry = writer.release.entry(
             version, created, params.k, params.m, method=params.method, records=records,
             appended=records, buffered=0)
-        writer.finish(public_manifest, private_manifest, built.records, release_entry,
-                      now.timestamp(), phases)
+        try:
+            writer.finish(public_manifest, private_manifest, built.records, release_entry,
+                          now.timestamp(), phases)
+        finally:
+            if not isinstance(built.records, bytes):
+                built.records.close()
         prune(store, version, params.keep)
     totals = built.totals
     return PublishReport(

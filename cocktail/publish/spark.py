@@ -31,11 +31,13 @@ import hashlib
 import os
 import secrets
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import BinaryIO
 
 import numpy as np
 from pyspark import StorageLevel
@@ -718,18 +720,19 @@ class _Run:
             found.add(item)
         return written.filter(lambda item: item[0] == "file")
 
-    def _records_file(self, units) -> bytes:
-        """records.jsonl: each record's id and leaf unit, streamed from the executors."""
-        out = bytearray()
+    def _records_file(self, units) -> BinaryIO:
+        """records.jsonl: each record's id and leaf unit, streamed from the executors into a
+        private temporary file, so the driver never holds it."""
+        spool = tempfile.TemporaryFile()
         batch_ids, batch_units = [], []
         for unit, (_, record_id, _) in units.toLocalIterator():
             batch_ids.append(record_id)
             batch_units.append(unit)
             if len(batch_ids) >= 100_000:
-                out += fmt.encode_records(batch_ids, batch_units)
+                spool.write(fmt.encode_records(batch_ids, batch_units))
                 batch_ids, batch_units = [], []
-        out += fmt.encode_records(batch_ids, batch_units)
-        return bytes(out)
+        spool.write(fmt.encode_records(batch_ids, batch_units))
+        return spool
 
 
 class _Collected:

@@ -16,9 +16,10 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from .. import chunkformat as fmt
-from .. import releases
+from .. import releases, versions
 from ..anonymity import Partition, partition
 from ..overlay.layout import Layout, LayoutParams, PhaseProgress
 from ..store import Store, StoreError
@@ -206,12 +207,13 @@ class VersionWriter:
                             "terms": len(c["terms"]), "sha256": c["sha256"]}
                            for cid, c in sorted(self.chunks.items()) if not c["priLabel"]]}
 
-    def finish(self, public_manifest: dict, private_manifest: dict, records: bytes,
+    def finish(self, public_manifest: dict, private_manifest: dict, records: bytes | BinaryIO,
                release_entry: dict, mtime: float, seconds: dict[str, float]) -> None:
         """Write every file, then commit: ``seconds`` gets the time of each."""
         started = time.perf_counter()
         self._put("public", fmt.MANIFEST, fmt.encode_json(public_manifest), False)
-        self._put("private", fmt.RECORDS, records, True)
+        # straight to the store: a private file (its order shows nothing) that may be large
+        self.store.write("private", f"{self.staging}/{fmt.RECORDS}", records, pri_label=True)
         self._put("private", fmt.MANIFEST, fmt.encode_json(private_manifest), True)
         self._write_spooled()
         for path in sorted(p for zone, p, *_ in self._spooled if zone == "public"):
@@ -222,14 +224,8 @@ class VersionWriter:
         seconds["commit"] = time.perf_counter() - started
 
     def _commit(self, release_entry: dict) -> None:
-        for zone in ("public", "private"):
-            self.store.rename(zone, self.staging, self.version)
-        releases.write_entry(self.store, release_entry)
-        self.store.sync()
-        self.store.write("public", fmt.POINTER + ".tmp", f"{self.version}\n".encode(),
-                         pri_label=False)
-        self.store.rename("public", fmt.POINTER + ".tmp", fmt.POINTER)  # the commit point
-        self.store.sync()
+        versions.commit(self.store, self.staging, self.version,
+                        lambda: releases.write_entry(self.store, release_entry))
 
 
 def split_members(members: Iterable[tuple[int, frozenset[str]]],

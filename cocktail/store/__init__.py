@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import ZONES, PrivacyViolation, Store, StoreError, StoreUnavailable, ZoneReader
+from .base import ZONES, Prefixed, PrivacyViolation, Store, StoreError, StoreUnavailable, ZoneReader
 from .local import LocalStore
 from .webhdfs import WebHdfsStore
 
@@ -18,5 +18,5 @@ def open_store(spec: str) -> Store:
     return LocalStore(spec)
 
 
-__all__ = ["ZONES", "LocalStore", "PrivacyViolation", "Store", "StoreError", "StoreUnavailable",
-           "WebHdfsStore", "ZoneReader", "open_store"]
+__all__ = ["ZONES", "LocalStore", "Prefixed", "PrivacyViolation", "Store", "StoreError",
+           "StoreUnavailable", "WebHdfsStore", "ZoneReader", "open_store"]

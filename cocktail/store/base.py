@@ -10,6 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
+from typing import BinaryIO
 
 ZONES = ("private", "public")
 
@@ -34,15 +35,17 @@ def check_zone(zone: str) -> None:
 class Store(ABC):
     url: str
 
-    def write(self, zone: str, path: str, data: bytes, *, pri_label: bool) -> None:
-        """Write a file; private files (``pri_label``) are refused in the public zone."""
+    def write(self, zone: str, path: str, data: bytes | BinaryIO, *, pri_label: bool) -> None:
+        """Write a file, from bytes or from a binary file read from its start (a file the
+        writer spooled rather than held); private files (``pri_label``) are refused in the
+        public zone."""
         check_zone(zone)
         if pri_label and zone == "public":
             raise PrivacyViolation(f"refusing to write private file {path!r} to the public zone")
         self._write(zone, path, data, pri_label)
 
     @abstractmethod
-    def _write(self, zone: str, path: str, data: bytes, pri_label: bool) -> None: ...
+    def _write(self, zone: str, path: str, data: bytes | BinaryIO, pri_label: bool) -> None: ...
 
     @abstractmethod
     def read(self, zone: str, path: str) -> bytes: ...
@@ -123,3 +126,56 @@ class ZoneReader:
 
     def pri_label(self, path: str) -> str | None:
         return self._store.pri_label(self.name, path)
+
+
+class Prefixed(Store):
+    """A store inside another one, under ``prefix/`` in both zones: a table's releases keep
+    their own CURRENT pointer and versions beside the set-valued publication's."""
+
+    def __init__(self, store: Store, prefix: str) -> None:
+        self.inner, self.prefix = store, prefix.strip("/")
+        self.url = f"{store.url}#{self.prefix}"
+        self.private_racks = store.private_racks
+
+    def _in(self, path: str) -> str:
+        return f"{self.prefix}/{path}" if path else self.prefix
+
+    def _write(self, zone: str, path: str, data: bytes | BinaryIO, pri_label: bool) -> None:
+        self.inner.write(zone, self._in(path), data, pri_label=pri_label)
+
+    def read(self, zone: str, path: str) -> bytes:
+        return self.inner.read(zone, self._in(path))
+
+    def exists(self, zone: str, path: str) -> bool:
+        return self.inner.exists(zone, self._in(path))
+
+    def list(self, zone: str, path: str = "") -> list[str]:
+        return self.inner.list(zone, self._in(path))
+
+    def walk(self, zone: str, path: str) -> Iterator[str]:
+        cut = len(self.prefix) + 1
+        return (found[cut:] for found in self.inner.walk(zone, self._in(path)))
+
+    def rename(self, zone: str, src: str, dst: str) -> None:
+        self.inner.rename(zone, self._in(src), self._in(dst))
+
+    def remove(self, zone: str, path: str) -> None:
+        self.inner.remove(zone, self._in(path))
+
+    def copy(self, zone: str, src: str, dst: str) -> None:
+        self.inner.copy(zone, self._in(src), self._in(dst))
+
+    def stamp(self, zone: str, path: str, mtime: float) -> None:
+        self.inner.stamp(zone, self._in(path), mtime)
+
+    def location(self, zone: str, path: str) -> str:
+        return self.inner.location(zone, self._in(path))
+
+    def publish_lock(self) -> AbstractContextManager[None]:
+        return self.inner.publish_lock()
+
+    def sync(self) -> None:
+        self.inner.sync()
+
+    def pri_label(self, zone: str, path: str) -> str | None:
+        return self.inner.pri_label(zone, self._in(path))

@@ -6,6 +6,7 @@ import fcntl
 import os
 import shutil
 from collections.abc import Iterator
+from typing import BinaryIO
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -32,7 +33,7 @@ class LocalStore(Store):
             (self.root / zone).mkdir(parents=True, exist_ok=True)
             os.chmod(self.root / zone, mode)
 
-    def _write(self, zone: str, path: str, data: bytes, pri_label: bool) -> None:
+    def _write(self, zone: str, path: str, data: bytes | BinaryIO, pri_label: bool) -> None:
         target = self._path(zone, path)
         try:
             if target.parent not in self._made:
@@ -44,7 +45,11 @@ class LocalStore(Store):
             handle = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
             with open(handle, "wb") as stream:
                 os.fchmod(handle, mode)
-                stream.write(data)
+                if isinstance(data, bytes):
+                    stream.write(data)
+                else:
+                    data.seek(0)
+                    shutil.copyfileobj(data, stream, 1 << 20)
         except OSError as exc:
             raise StoreUnavailable(f"cannot write {target}: {exc.strerror}") from exc
 

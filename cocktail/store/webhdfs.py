@@ -23,6 +23,7 @@ import json
 import posixpath
 import time
 from collections.abc import Iterator
+from typing import BinaryIO
 from contextlib import contextmanager
 from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit, urlunsplit
@@ -92,12 +93,14 @@ class WebHdfsClient(InsecureClient):
         found = self._get_file_block_locations(path).json()["BlockLocations"]["BlockLocation"]
         return [list(block["topologyPaths"]) for block in found]
 
-    def create(self, path: str, data: bytes, *, overwrite: bool,
+    def create(self, path: str, data: bytes | BinaryIO, *, overwrite: bool,
                exclude: tuple[str, ...] = ()) -> None:
         """CREATE (two steps: the namenode names a datanode, the bytes go there), keeping the
         upload off the ``exclude``d datanodes (``ip:xferPort``), which `write` cannot."""
         params = {"excludedatanodes": ",".join(exclude)} if exclude else {}
         location = self._create(path, overwrite=overwrite, **params).headers["location"]
+        if not isinstance(data, bytes):
+            data.seek(0)  # streamed by requests; from the start again when retried
         response = self._request(method="PUT", url=location, data=data)
         if not response.ok:
             raise HdfsError(f"cannot write {path}: {response.status_code} {response.text[:300]}")
@@ -224,7 +227,7 @@ class WebHdfsStore(Store):
                                           if not rack.startswith(self.private_racks)))
         return self._excluded
 
-    def _write(self, zone: str, path: str, data: bytes, pri_label: bool) -> None:
+    def _write(self, zone: str, path: str, data: bytes | BinaryIO, pri_label: bool) -> None:
         self.ensure_zones()
         client, full = self._full(zone, path)
         exclude = self._public_datanodes() if zone == "private" else ()
