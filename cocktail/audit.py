@@ -28,6 +28,7 @@ from . import chunkformat as fmt
 from . import releases
 from .attacks.joint_view import ChunkView, TooLarge, attack
 from .store import Store, StoreError, ZoneReader
+from .tables.release import TABLES
 
 DEFAULT_MAX_ITEMSETS = 20_000_000  # combinations enumerated per chunk before giving up
 EXAMPLES = 5                        # violating itemsets reported per chunk
@@ -186,8 +187,8 @@ class _Auditor:
 
 def _check_zone_top(zone: ZoneReader, report: AuditReport) -> None:
     for name in zone.list():
-        if name in (fmt.POINTER, fmt.POINTER + ".tmp") or fmt.VERSION_RE.match(name) \
-                or name.startswith(fmt.STAGING_PREFIX):
+        if name in (fmt.POINTER, fmt.POINTER + ".tmp", TABLES) or fmt.VERSION_RE.match(name) \
+                or name.startswith(fmt.STAGING_PREFIX):  # tables: `cocktail table audit`
             continue
         report.violations.append(Violation("private-data", name,
                                            "unexpected file in the public zone"))

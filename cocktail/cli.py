@@ -11,122 +11,30 @@ import logging
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from functools import wraps
 from pathlib import Path
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from .anonymity import METHODS
+from .cli_support import (EXIT_STATUS, OWNER, emit, err, fail_cleanly, failure, json_option,
+                          out, progress_bars, store_option)
 from .publish.append import append
 from .cluster.render import CLUSTER_SETTINGS, render_host, write_host
-from .cluster.spec import ROLES, SIDES, SpecError, load_spec
+from .cluster.spec import ROLES, SIDES, load_spec
 from .audit import DEFAULT_MAX_ITEMSETS, AuditReport, ReleaseAuditReport, audit, audit_releases
-from .dataset import FORMATS, InputError, load, write_fimi
+from .dataset import FORMATS, load, write_fimi
 from .demo import DemoSettings, run_demo
-from .overlay.layout import PhaseProgress
 from .publish import DEFAULT_KEEP, PublishParams, publish
 from .dp.deadline import DEFAULT_DEADLINES, Deadlines
-from .dp.ledger import BudgetExhausted, Forbidden, Ledger, LedgerError, Unauthorized
+from .dp.ledger import Ledger
 from .private_config import ledger_location, set_ledger_location
-from .releases import RebaseRefused
-from .querylang import QuerySyntaxError, Workload, parse_batch, parse_count
+from .querylang import Workload, parse_batch, parse_count
 from .query import BACKENDS, Engine, Publication, describe
 from .query.backends.streaming import tasks_json
-from .store import StoreError, StoreUnavailable, open_store
+from .store import open_store
 from .synthetic import SyntheticSpec, generate
-
-err = Console(stderr=True, soft_wrap=True)  # never break a path or message in two
-out = Console(soft_wrap=True)
-
-EXPECTED_ERRORS = (InputError, StoreError, QuerySyntaxError, LedgerError, SpecError, ValueError,
-                   OSError)
-OWNER = "Owner command: it reads the store's private zone; analysts never run it."
-
-
-EXIT_STATUS = """\b
-Exit status: 0 done; 1 a check found problems (audit) or the service is unreachable; 2 bad
-usage or input; 3 refused (token, or a publish that would re-partition); 4 budget exhausted;
-5 the store or the system failed."""
-
-
-def _status(exc: Exception) -> int:
-    if isinstance(exc, BudgetExhausted):
-        return 4
-    if isinstance(exc, (Unauthorized, Forbidden, RebaseRefused)):
-        return 3
-    if isinstance(exc, StoreUnavailable) or (isinstance(exc, OSError)
-                                             and not isinstance(exc, FileNotFoundError)):
-        return 5
-    return 2
-
-
-def _fail_cleanly(command: Callable) -> Callable:
-    """Turn the errors a user can cause into one clear line (one JSON object with --json) and
-    the exit status that says what kind of error it was."""
-    @wraps(command)
-    def wrapper(*args, **kwargs):
-        try:
-            return command(*args, **kwargs)
-        except EXPECTED_ERRORS as exc:
-            _failure(_status(exc), str(exc), kwargs.get("as_json", False))
-    return wrapper
-
-
-def _failure(status: int, message: str, as_json: bool, **extra) -> None:
-    if as_json:
-        click.echo(json.dumps({"error": message, "code": status, **extra}, ensure_ascii=False))
-    else:
-        err.print(f"[bold red]error:[/] {message}", highlight=False, markup=False)
-    sys.exit(status)
-
-
-@contextmanager
-def _progress(label: str, enabled: bool, plain: bool = True) -> Iterator[PhaseProgress]:
-    """``update(phase, done, total)``: a bar per phase on a terminal (stderr); when stderr is
-    piped, a plain line as each phase ends (unless ``plain`` is off, e.g. with --json)."""
-    if not enabled:
-        yield lambda phase, done, total: None
-        return
-    if not err.is_terminal:
-        started, last = time.perf_counter(), {}
-
-        def line(phase: str, done: int, total: int) -> None:
-            if done >= total and last.get(phase) != done:
-                last[phase] = done
-                if plain:
-                    err.print(f"{label}: {phase} {done:,}/{total:,} "
-                              f"({time.perf_counter() - started:.1f}s)", highlight=False)
-        yield line
-        return
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err, transient=True) as bar:
-        tasks: dict[str, int] = {}
-
-        def update(phase: str, done: int, total: int) -> None:
-            if phase not in tasks:
-                tasks[phase] = bar.add_task(f"{label}: {phase}", total=total)
-            bar.update(tasks[phase], completed=done, total=total)
-        yield update
-
-
-def _emit(as_json: bool, payload: dict, human: Callable[[], None]) -> None:
-    if as_json:
-        click.echo(json.dumps(payload, ensure_ascii=False))
-    else:
-        human()
-
-
-store_option = click.option(
-    "--store", "store_spec", default="cocktail-store", envvar="COCKTAIL_STORE", show_default=True,
-    help="Where the publication lives: a directory (the embedded local store) or local:PATH.")
-json_option = click.option("--json", "as_json", is_flag=True,
-                           help="Print one JSON object instead of text.")
-
+from .tables.commands import table_group
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]},
              epilog=EXIT_STATUS)
@@ -145,7 +53,7 @@ def main() -> None:
               type=click.IntRange(1), help="Number of correlated patterns.")
 @click.option("--seed", default=SyntheticSpec.seed, show_default=True, type=int)
 @json_option
-@_fail_cleanly
+@fail_cleanly
 def generate_cmd(output: Path, records: int, items: int, avg_len: float, patterns: int,
                  seed: int, as_json: bool) -> None:
     """Write a synthetic IBM Quest-style basket dataset (FIMI format) to OUTPUT."""
@@ -153,7 +61,7 @@ def generate_cmd(output: Path, records: int, items: int, avg_len: float, pattern
                          patterns=patterns, seed=seed)
     data = generate(spec)
     write_fimi(data, output)
-    _emit(as_json, {"output": str(output), "records": len(data), "seed": seed},
+    emit(as_json, {"output": str(output), "records": len(data), "seed": seed},
           lambda: err.print(f"wrote {len(data):,} records to {output}"))
 
 
@@ -206,7 +114,7 @@ def generate_cmd(output: Path, records: int, items: int, avg_len: float, pattern
               type=click.IntRange(1), help="Pooled private subrecords at which a tree node "
               "re-partitions them itself instead of passing them up to the root.")
 @json_option
-@_fail_cleanly
+@fail_cleanly
 def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
                 cluster_size: int, input_format: str | None, skip_bad_lines: bool, keep: int,
                 appending: bool, min_new: int | None, rebase: bool, workers: int,
@@ -252,9 +160,9 @@ def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
     if dataset.skipped_lines:
         err.print(f"[yellow]skipped {dataset.skipped_lines} malformed line(s) of {input_path}[/]")
     if appending:
-        with _progress("append", True, not as_json) as update:
+        with progress_bars("append", True, not as_json) as update:
             added = append(dataset, open_store(store_spec), min_new, progress=update)
-        _emit(as_json, added.as_dict(), lambda: out.print(
+        emit(as_json, added.as_dict(), lambda: out.print(
             f"appended {added.appended_records:,} records as {added.version} to {added.store}: "
             f"{added.extended_records:,} extend {added.extended_clusters} clusters, "
             f"{added.new_cluster_records:,} form {added.new_clusters} new clusters, "
@@ -262,7 +170,7 @@ def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
             f"{added.public_chunks:,} public chunks, public coverage "
             f"{(added.public_coverage or 0):.2%}; {added.seconds:.1f}s", highlight=False))
         return
-    with _progress("publish", True, not as_json) as update:
+    with progress_bars("publish", True, not as_json) as update:
         report = publish(dataset, open_store(store_spec), params, progress=update,
                          rebase=rebase)
     payload = report.as_dict()
@@ -283,7 +191,7 @@ def _publish_on_spark(source: str, store_spec: str, params: PublishParams, maste
                                      param_hint="--spark-conf")
         settings.append((key.strip(), value))
     store = open_store(store_spec)
-    with _progress("publish", True, not as_json) as update:
+    with progress_bars("publish", True, not as_json) as update:
         return publish_spark(source, store, params, SparkSettings(master, tuple(settings)),
                              data_format=input_format, skip_bad_lines=skip_bad_lines,
                              rebase=rebase, progress=update)
@@ -293,7 +201,7 @@ def _print_published(report, payload: dict, as_json: bool) -> None:
     before = report.private_before_aggregation
     if report.skipped_lines and report.engine == "spark":
         err.print(f"[yellow]skipped {report.skipped_lines} malformed line(s)[/]")
-    _emit(as_json, payload, lambda: out.print(
+    emit(as_json, payload, lambda: out.print(
         f"published {report.version} to {report.store}: {report.records:,} records in "
         f"{report.clusters} clusters (+{report.aggregated_clusters} aggregated) -> "
         f"{report.public_chunks:,} public chunks, {report.private_chunks:,} private chunks; "
@@ -330,7 +238,7 @@ def _print_audit(report: AuditReport) -> None:
               "the private release log and the public files that remain, and run the "
               "joint-view attacker on small clusters of all releases together.")
 @json_option
-@_fail_cleanly
+@fail_cleanly
 def audit_cmd(store_spec: str, version: str | None, k: int | None, m: int | None,
               max_itemsets: int, whole_history: bool, as_json: bool) -> None:
     """Independently verify what the public zone holds; exit status 1 on any violation.
@@ -341,10 +249,10 @@ def audit_cmd(store_spec: str, version: str | None, k: int | None, m: int | None
     """
     if whole_history:
         history = audit_releases(open_store(store_spec), max_itemsets=max_itemsets)
-        _emit(as_json, history.as_dict(), lambda: _print_release_audit(history))
+        emit(as_json, history.as_dict(), lambda: _print_release_audit(history))
         sys.exit(0 if history.ok else 1)
     report = audit(open_store(store_spec), version=version, k=k, m=m, max_itemsets=max_itemsets)
-    _emit(as_json, report.as_dict(), lambda: _print_audit(report))
+    emit(as_json, report.as_dict(), lambda: _print_audit(report))
     sys.exit(0 if report.ok else 1)
 
 
@@ -380,7 +288,7 @@ def _ledger(store_spec: str) -> Ledger:
               help="With --exact: where map tasks run, in-process (fast) or as an mrjob job.")
 @click.option("-v", "--verbose", is_flag=True, help="With --exact: show the plan and the tasks.")
 @json_option
-@_fail_cleanly
+@fail_cleanly
 def query_cmd(expression: str | None, batch_file, url: str | None, token: str | None,
               exact: bool, store_spec: str, runner: str, verbose: bool, as_json: bool) -> None:
     """Answer a query: 'count(a & b)', '2*count(a) - count(b)', or a --batch file.
@@ -419,7 +327,7 @@ def query_cmd(expression: str | None, batch_file, url: str | None, token: str | 
         _exact_batch(engine, workload, started, as_json)
         return
     answer = engine.count(query)
-    _emit(as_json, {"query": str(query), "answer": answer, "exact": True, "runner": runner,
+    emit(as_json, {"query": str(query), "answer": answer, "exact": True, "runner": runner,
                     "version": engine.version,
                     "seconds": round(time.perf_counter() - started, 4)},
           lambda: out.print(f"{query} = {answer}  (exact, {engine.version})",
@@ -438,17 +346,17 @@ def _ask_service(url: str, token: str, text: str, source: str, as_json: bool) ->
         response = httpx.post(url.rstrip("/") + "/v1/query", json={"query": text},
                               headers={"Authorization": f"Bearer {token}"}, timeout=900)
     except httpx.HTTPError as exc:
-        _failure(1, f"cannot reach the overlay service at {url}: {exc}", as_json)
+        failure(1, f"cannot reach the overlay service at {url}: {exc}", as_json)
     try:
         body = response.json()
     except ValueError:
         body = {"detail": response.text[:200]}
     if response.status_code != 200:
         detail = body.get("detail", body)
-        _failure(ANALYST_EXIT.get(response.status_code, 5),
+        failure(ANALYST_EXIT.get(response.status_code, 5),
                  detail if isinstance(detail, str) else json.dumps(detail), as_json,
                  http_status=response.status_code)
-    _emit(as_json, body, lambda: _print_noisy(parse_batch(text, source), body))
+    emit(as_json, body, lambda: _print_noisy(parse_batch(text, source), body))
 
 
 def _exact_batch(engine: Engine, workload: Workload, started: float, as_json: bool) -> None:
@@ -457,7 +365,7 @@ def _exact_batch(engine: Engine, workload: Workload, started: float, as_json: bo
     payload = {"queries": [str(q) for q in workload.queries], "answers": answers, "exact": True,
                "runner": engine.backend_name, "version": engine.version,
                "seconds": round(time.perf_counter() - started, 4)}
-    _emit(as_json, payload, lambda: [out.print(f"{q} = {a:g}", highlight=False, markup=False)
+    emit(as_json, payload, lambda: [out.print(f"{q} = {a:g}", highlight=False, markup=False)
                                      for q, a in zip(payload["queries"], answers)])
 
 
@@ -484,7 +392,7 @@ def roles_group() -> None:
 @click.option("--budget", type=click.FloatRange(min=0), required=True,
               help="Total α each user of the role may spend.")
 @store_option
-@_fail_cleanly
+@fail_cleanly
 def roles_add(name: str, alpha: float, budget: float, store_spec: str) -> None:
     """Create or update a role (owner command)."""
     _ledger(store_spec).add_role(name, alpha, budget)
@@ -494,11 +402,11 @@ def roles_add(name: str, alpha: float, budget: float, store_spec: str) -> None:
 @roles_group.command("list")
 @store_option
 @json_option
-@_fail_cleanly
+@fail_cleanly
 def roles_list(store_spec: str, as_json: bool) -> None:
     """List roles (owner command)."""
     roles = _ledger(store_spec).roles()
-    _emit(as_json, {"roles": roles}, lambda: [out.print(
+    emit(as_json, {"roles": roles}, lambda: [out.print(
         f"{r['name']}: α={r['alpha']:g} per query, budget {r['budget']:g}", markup=False)
         for r in roles])
 
@@ -513,22 +421,22 @@ def users_group() -> None:
 @click.option("--role", required=True)
 @store_option
 @json_option
-@_fail_cleanly
+@fail_cleanly
 def users_add(name: str, role: str, store_spec: str, as_json: bool) -> None:
     """Create a user and print its token, shown once: it is stored only as a hash (owner
     command)."""
     token = _ledger(store_spec).add_user(name, role)
-    _emit(as_json, {"user": name, "role": role, "token": token}, lambda: out.print(token))
+    emit(as_json, {"user": name, "role": role, "token": token}, lambda: out.print(token))
 
 
 @users_group.command("list")
 @store_option
 @json_option
-@_fail_cleanly
+@fail_cleanly
 def users_list(store_spec: str, as_json: bool) -> None:
     """List users with the α they have spent (owner command)."""
     users = _ledger(store_spec).users()
-    _emit(as_json, {"users": users}, lambda: [out.print(
+    emit(as_json, {"users": users}, lambda: [out.print(
         f"{u['name']} ({u['role']}{'' if u['active'] else ', disabled'}): spent {u['spent']:g}",
         markup=False) for u in users])
 
@@ -536,7 +444,7 @@ def users_list(store_spec: str, as_json: bool) -> None:
 @users_group.command("disable")
 @click.argument("name")
 @store_option
-@_fail_cleanly
+@fail_cleanly
 def users_disable(name: str, store_spec: str) -> None:
     """Refuse the user's token from now on, 403 (owner command)."""
     _ledger(store_spec).set_active(name, False)
@@ -545,7 +453,7 @@ def users_disable(name: str, store_spec: str) -> None:
 @users_group.command("enable")
 @click.argument("name")
 @store_option
-@_fail_cleanly
+@fail_cleanly
 def users_enable(name: str, store_spec: str) -> None:
     """Accept the user's token again (owner command)."""
     _ledger(store_spec).set_active(name, True)
@@ -557,13 +465,13 @@ def users_enable(name: str, store_spec: str) -> None:
               help="Set the dataset-wide budget that caps all users together.")
 @store_option
 @json_option
-@_fail_cleanly
+@fail_cleanly
 def budget_cmd(total: float | None, store_spec: str, as_json: bool) -> None:
     ledger = _ledger(store_spec)
     if total is not None:
         ledger.set_dataset_budget(total)
-    status = ledger.budget_status()
-    _emit(as_json, status, lambda: out.print(
+    status = ledger.budgetexit_status()
+    emit(as_json, status, lambda: out.print(
         f"dataset budget {status['dataset_budget']}, spent {status['dataset_spent']:g}"))
 
 
@@ -576,14 +484,14 @@ def ledger_group() -> None:
 @click.argument("path", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @store_option
 @json_option
-@_fail_cleanly
+@fail_cleanly
 def ledger_path_cmd(path: Path | None, store_spec: str, as_json: bool) -> None:
     """Print the ledger's path, or record PATH as the ledger of this store (in its private
     zone; needed once for HDFS stores, whose ledger is a file on the overlay host). Owner
     command."""
     store = open_store(store_spec)
     location = set_ledger_location(store, path) if path else ledger_location(store)
-    _emit(as_json, {"ledger": str(location)}, lambda: click.echo(str(location)))
+    emit(as_json, {"ledger": str(location)}, lambda: click.echo(str(location)))
 
 
 @main.command("serve", help="Serve the analysts' HTTP API: token auth, JSON, noisy answers "
@@ -599,7 +507,7 @@ def ledger_path_cmd(path: Path | None, store_spec: str, as_json: bool) -> None:
               help="Added to a fresh answer's reply time per conjunctive count it needs, "
                    "counts rounded up to a power of two (default per runner; fast: 1).")
 @click.option("--access-log", is_flag=True, help="Log every request.")
-@_fail_cleanly
+@fail_cleanly
 def serve_cmd(store_spec: str, host: str, port: int, runner: str,
               deadline_base_ms: float | None, deadline_count_ms: float | None,
               access_log: bool) -> None:
@@ -626,7 +534,7 @@ def serve_cmd(store_spec: str, host: str, port: int, runner: str,
               help="Also write the tasks as the streaming scripts' TASKS.json, for a "
               "hand-run `hadoop jar hadoop-streaming.jar` (docs/overlay.md).")
 @json_option
-@_fail_cleanly
+@fail_cleanly
 def plan_cmd(expression: str, store_spec: str, tasks_file: Path | None, as_json: bool) -> None:
     query = parse_count(expression)
     publication = Publication.open(open_store(store_spec))
@@ -652,7 +560,7 @@ def plan_cmd(expression: str, store_spec: str, tasks_file: Path | None, as_json:
                           ", ".join(map(str, task["clusters"])))
         out.print(table)
 
-    _emit(as_json, payload, human)
+    emit(as_json, payload, human)
 
 
 @main.command("demo")
@@ -667,15 +575,15 @@ def plan_cmd(expression: str, store_spec: str, tasks_file: Path | None, as_json:
 @click.option("--method", default=PublishParams.method, show_default=True,
               type=click.Choice(list(METHODS)))
 @json_option
-@_fail_cleanly
+@fail_cleanly
 def demo_cmd(workdir: Path, records: int, seed: int, k: int, m: int, method: str,
              as_json: bool) -> None:
     """Generate synthetic baskets, publish, audit and query them, and print a short report."""
     settings = DemoSettings(workdir=workdir, records=records, seed=seed,
                             params=PublishParams(k=k, m=m, method=method))
-    with _progress("publishing", not as_json) as update:
+    with progress_bars("publishing", not as_json) as update:
         result = run_demo(settings, progress=update)
-    _emit(as_json, result, lambda: _print_demo(result))
+    emit(as_json, result, lambda: _print_demo(result))
     sys.exit(0 if result["ok"] else 1)
 
 
@@ -736,7 +644,7 @@ def cluster_group() -> None:
 @click.option("--field", type=click.Choice(["name", "address", "rack", "side", "roles"]),
               default="name", show_default=True, help="What to print for each host.")
 @json_option
-@_fail_cleanly
+@fail_cleanly
 def cluster_hosts(spec_path: Path, role: str | None, side: str | None, field: str,
                   as_json: bool) -> None:
     """List the hosts, one per line (for scripts), or all their fields with --json."""
@@ -752,13 +660,13 @@ def cluster_hosts(spec_path: Path, role: str | None, side: str | None, field: st
             value = host[field]
             click.echo(" ".join(value) if isinstance(value, list) else value)
 
-    _emit(as_json, payload, human)
+    emit(as_json, payload, human)
 
 
 @cluster_group.command("get")
 @spec_option
 @click.argument("key", type=click.Choice(sorted(CLUSTER_SETTINGS)))
-@_fail_cleanly
+@fail_cleanly
 def cluster_get(spec_path: Path, key: str) -> None:
     """Print one setting of the cluster file (for scripts)."""
     click.echo(CLUSTER_SETTINGS[key](load_spec(spec_path)))
@@ -776,7 +684,7 @@ def cluster_get(spec_path: Path, key: str) -> None:
 @click.option("--set", "settings", multiple=True, metavar="FILE:NAME=VALUE",
               help="Set one more property, e.g. hdfs-site.xml:dfs.heartbeat.interval=1.")
 @json_option
-@_fail_cleanly
+@fail_cleanly
 def cluster_render(spec_path: Path, out_dir: Path, host_names: tuple[str, ...],
                    home: str | None, data: str | None, settings: tuple[str, ...],
                    as_json: bool) -> None:
@@ -793,7 +701,7 @@ def cluster_render(spec_path: Path, out_dir: Path, host_names: tuple[str, ...],
                             conf_dir=str(target.resolve()), overrides=overrides)
         write_host(target, files)
         written[host.name] = str(target)
-    _emit(as_json, {"cluster": spec.name, "written": written},
+    emit(as_json, {"cluster": spec.name, "written": written},
           lambda: [click.echo(f"{name}: {path}") for name, path in written.items()])
 
 
@@ -807,6 +715,8 @@ def _overrides(settings: tuple[str, ...]) -> dict[str, dict[str, str]]:
         overrides.setdefault(file, {})[name] = value
     return overrides
 
+
+main.add_command(table_group)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

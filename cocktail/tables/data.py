@@ -1,0 +1,112 @@
+"""Tables read from CSV: quasi-identifier columns and one numeric sensitive column.
+
+A tuple is ``(id, QI values, S)``; ids number the tuples in the order the owner gave them,
+across appends, and never leave the private zone.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..dataset import InputError
+
+
+@dataclass(frozen=True)
+class Row:
+    id: int
+    qi: tuple[str, ...]
+    s: float
+
+
+@dataclass
+class Table:
+    qi: tuple[str, ...]
+    sensitive: str
+    rows: list[Row]
+
+    def values(self) -> dict[int, float]:
+        return {row.id: row.s for row in self.rows}
+
+    def by_id(self) -> dict[int, Row]:
+        return {row.id: row for row in self.rows}
+
+
+def columns(spec: str | Sequence[str]) -> tuple[str, ...]:
+    names = spec.split(",") if isinstance(spec, str) else list(spec)
+    names = tuple(name.strip() for name in names if name.strip())
+    if not names:
+        raise InputError("give at least one quasi-identifier column")
+    return names
+
+
+def read_table(path: str | Path, qi: Sequence[str], sensitive: str, first_id: int = 0) -> Table:
+    """The table's tuples; any problem is an :class:`InputError` naming the file, the row (line
+    number) and the column."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader, None)
+    if not header:
+        raise InputError(f"{path}: empty file (expected a header line)")
+    header = [name.strip() for name in header]
+    if sensitive in qi:
+        raise InputError(f"{sensitive!r} is both a quasi-identifier and the sensitive column")
+    missing = [name for name in (*qi, sensitive) if name not in header]
+    if missing:
+        raise InputError(f"{path}: no column {', '.join(map(repr, missing))} (the header has "
+                         f"{', '.join(header)})")
+    where = [header.index(name) for name in qi]
+    at = header.index(sensitive)
+    rows = []
+    for line, fields in enumerate(reader, start=2):
+        if not fields or not any(f.strip() for f in fields):
+            continue
+        if len(fields) != len(header):
+            raise InputError(f"{path}:{line}: {len(fields)} fields, the header has "
+                             f"{len(header)}")
+        rows.append(Row(first_id + len(rows), tuple(fields[i].strip() for i in where),
+                        sensitive_value(fields[at], path, line, sensitive)))
+    if not rows:
+        raise InputError(f"{path}: no rows after the header")
+    return Table(tuple(qi), sensitive, rows)
+
+
+def sensitive_value(text: str, path: Path, line: int, column: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"{path}:{line}: column {column!r} is {text.strip()!r}, not a "
+                         f"number (the sensitive attribute must be numeric)") from None
+    if not math.isfinite(value):
+        raise InputError(f"{path}:{line}: column {column!r} is {text.strip()!r}, not a "
+                         f"finite number")
+    return value
+
+
+def number(value: float) -> int | float:
+    """An S value as written back: integral values without a trailing '.0'."""
+    return int(value) if value.is_integer() else value
+
+
+def encode_csv(header: Sequence[str], rows: Iterable[Sequence[object]]) -> bytes:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return buffer.getvalue().encode("utf-8")
+
+
+def decode_csv(data: bytes) -> tuple[list[str], list[list[str]]]:
+    reader = csv.reader(io.StringIO(data.decode("utf-8")))
+    header = next(reader)
+    return header, list(reader)
