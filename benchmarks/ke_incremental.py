@@ -148,7 +148,7 @@ def main() -> None:
             f"{last['fresh_se']:g}", str(max(r["ours_buffered"] for r in mine)),
             f"{last['ours_attack']}/{last['paper_attack']}/"
             f"{'-' if last['naive_attack'] is None else last['naive_attack']}")
-    Console().print(table)
+    Console(width=200).print(table)
     print(f"wrote {args.out / 'ke_incremental.csv'} and {args.out / 'ke_incremental.png'}")
 
 

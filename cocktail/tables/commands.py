@@ -65,7 +65,8 @@ def publish_cmd(path: str | None, append_path: str | None, qi: str | None,
         try:
             report = publish_ke(tstore, path, qi, sensitive, k, e, keep)
         except Infeasible as exc:
-            raise ValueError(f"{path}: {exc}; nothing was written") from None
+            raise ValueError(f"{path}: column {sensitive!r}: {exc}; nothing was "
+                             f"written") from None
     emit(as_json, report.as_dict(), lambda: out.print(
         f"{report.version} ({report.kind}): {report.tuples:,} tuples in {report.partitions:,} "
         f"partitions, sum of ranges {report.sum_of_errors:,}; {report.buffered:,} buffered "

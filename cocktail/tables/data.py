@@ -10,7 +10,7 @@ import csv
 import io
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..dataset import InputError
@@ -20,7 +20,7 @@ from ..dataset import InputError
 class Row:
     id: int
     qi: tuple[str, ...]
-    s: float
+    s: float | str  # a number, or a category for the models whose sensitive value is one
 
 
 @dataclass
@@ -28,6 +28,7 @@ class Table:
     qi: tuple[str, ...]
     sensitive: str
     rows: list[Row]
+    persons: dict[int, str] = field(default_factory=dict)  # tuple id -> person id, if given
 
     def values(self) -> dict[int, float]:
         return {row.id: row.s for row in self.rows}
@@ -44,9 +45,12 @@ def columns(spec: str | Sequence[str]) -> tuple[str, ...]:
     return names
 
 
-def read_table(path: str | Path, qi: Sequence[str], sensitive: str, first_id: int = 0) -> Table:
+def read_table(path: str | Path, qi: Sequence[str], sensitive: str, first_id: int = 0,
+               numeric: bool = True, person: str | None = None) -> Table:
     """The table's tuples; any problem is an :class:`InputError` naming the file, the row (line
-    number) and the column."""
+    number) and the column.  ``numeric``: the sensitive value must be a number (else it is a
+    category, which must not be empty); ``person``: a column naming the individual (kept
+    private, for measuring attacks across publishers)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -61,24 +65,28 @@ def read_table(path: str | Path, qi: Sequence[str], sensitive: str, first_id: in
     header = [name.strip() for name in header]
     if sensitive in qi:
         raise InputError(f"{sensitive!r} is both a quasi-identifier and the sensitive column")
-    missing = [name for name in (*qi, sensitive) if name not in header]
+    missing = [name for name in (*qi, sensitive, *([person] if person else []))
+               if name not in header]
     if missing:
         raise InputError(f"{path}: no column {', '.join(map(repr, missing))} (the header has "
                          f"{', '.join(header)})")
     where = [header.index(name) for name in qi]
     at = header.index(sensitive)
-    rows = []
+    rows, persons = [], {}
     for line, fields in enumerate(reader, start=2):
         if not fields or not any(f.strip() for f in fields):
             continue
         if len(fields) != len(header):
             raise InputError(f"{path}:{line}: {len(fields)} fields, the header has "
                              f"{len(header)}")
-        rows.append(Row(first_id + len(rows), tuple(fields[i].strip() for i in where),
-                        sensitive_value(fields[at], path, line, sensitive)))
+        value = sensitive_value(fields[at], path, line, sensitive) if numeric \
+            else category(fields[at], path, line, sensitive)
+        if person:
+            persons[first_id + len(rows)] = fields[header.index(person)].strip()
+        rows.append(Row(first_id + len(rows), tuple(fields[i].strip() for i in where), value))
     if not rows:
         raise InputError(f"{path}: no rows after the header")
-    return Table(tuple(qi), sensitive, rows)
+    return Table(tuple(qi), sensitive, rows, persons)
 
 
 def sensitive_value(text: str, path: Path, line: int, column: str) -> float:
@@ -91,6 +99,12 @@ def sensitive_value(text: str, path: Path, line: int, column: str) -> float:
         raise InputError(f"{path}:{line}: column {column!r} is {text.strip()!r}, not a "
                          f"finite number")
     return value
+
+
+def category(text: str, path: Path, line: int, column: str) -> str:
+    if not text.strip():
+        raise InputError(f"{path}:{line}: column {column!r} is empty")
+    return text.strip()
 
 
 def number(value: float) -> int | float:

@@ -105,15 +105,17 @@ def log_entry(tstore: Store, version: str) -> dict:
 
 def encode_tuples(table: Table) -> bytes:
     return encode_csv(["id", *table.qi, table.sensitive],
-                      ([row.id, *row.qi, number(row.s)] for row in table.rows))
+                      ([row.id, *row.qi, row.s if isinstance(row.s, str) else number(row.s)]
+                       for row in table.rows))
 
 
 def read_tuples(tstore: Store, version: str, state: dict) -> Table:
     """Every tuple the owner has given so far, from the private zone."""
     header, rows = decode_csv(tstore.read("private", f"{version}/{TUPLES}"))
     width = len(state["qi"])
+    value = float if state.get("numeric", True) else str
     return Table(tuple(state["qi"]), state["sensitive"],
-                 [Row(int(r[0]), tuple(r[1:1 + width]), float(r[1 + width])) for r in rows])
+                 [Row(int(r[0]), tuple(r[1:1 + width]), value(r[1 + width])) for r in rows])
 
 
 def timed() -> Callable[[], float]:
