@@ -17,6 +17,7 @@ import click
 from rich.table import Table
 
 from .anonymity import METHODS
+from .attacks.composition import composition, load_table_release
 from .cli_support import (EXIT_STATUS, OWNER, emit, err, fail_cleanly, failure, json_option,
                           out, progress_bars, store_option)
 from .publish.append import append
@@ -717,6 +718,31 @@ def _overrides(settings: tuple[str, ...]) -> dict[str, dict[str, str]]:
 
 
 main.add_command(table_group)
+
+
+@main.group("attack", help=f"Attacks as measurements of a risk. {OWNER}")
+def attack_group() -> None:
+    pass
+
+
+@attack_group.command("composition")
+@click.option("--release", "specs", multiple=True, required=True, metavar="STORE[#TABLE]",
+              help="A table release (give two or more): the store, and the table's name if "
+              "not 'table'.")
+@json_option
+@fail_cleanly
+def composition_cmd(specs: tuple[str, ...], as_json: bool) -> None:
+    """The composition attack across independent releases of overlapping people: for each
+    person in two or more, intersect their groups' sensitive values.  Reports certain
+    disclosures, candidate-set sizes, and the attacker's accuracy against always guessing the
+    most common value."""
+    report = composition([load_table_release(spec) for spec in specs])
+    emit(as_json, report.as_dict(), lambda: out.print(
+        f"{report.overlapping:,} people in two or more releases, {report.attacked:,} shown in "
+        f"two or more: {report.certain_disclosures:,} certain disclosure(s); candidates "
+        f"min {report.candidates_min}, median {report.candidates_median}; attacker accuracy "
+        f"{report.attacker_accuracy} against {report.baseline_accuracy} for the majority "
+        f"value", highlight=False))
 
 if __name__ == "__main__":  # pragma: no cover
     main()

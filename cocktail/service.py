@@ -83,7 +83,8 @@ class CurrentPublication:
         # deadlines).  They are still freed by reference counting when the version goes.
         gc.collect()
         gc.freeze()
-        self._source = Source(version, Engine(publication, self._runner).counts)  # one swap
+        self._source = Source(version, Engine(publication, self._runner).counts,  # one swap
+                              self._store.url)
         log.info("serving %s (opened in %.2f s)", version, time.perf_counter() - started)
 
     def _watch(self) -> None:

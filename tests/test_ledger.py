@@ -205,3 +205,40 @@ def test_parallel_queries_never_overspend(tmp_path):
     assert outcomes.count("answered") == 7 and outcomes.count("refused") == 17
     assert Ledger(path).budget_status(ledger.authenticate(token))["spent"] == pytest.approx(0.7)
     assert json.loads(json.dumps(Ledger(path).users()))[0]["spent"] == pytest.approx(0.7)
+
+
+def test_one_ledger_serves_several_stores_with_one_budget(tmp_path):
+    """Two owners' stores of overlapping people share one ledger (`cocktail ledger path` on
+    both): an analyst's queries on either draw on one budget, so averaging answers across the
+    releases cannot beat the noise — the 11th query at α 0.1 of 1.0 is refused — and a
+    workload asked on both is two charges and two answers, each from its own store."""
+    from cocktail.dp.session import Source, ask as ask_source
+    from cocktail.private_config import ledger_location, set_ledger_location
+    from cocktail.publish import PublishParams, publish
+    from cocktail.dataset import load
+    from cocktail.query import Engine, Publication
+    from cocktail.store import LocalStore
+
+    shared = tmp_path / "shared-ledger.sqlite"
+    sources = []
+    for name, shift in (("a", 0), ("b", 3)):
+        data = tmp_path / f"{name}.dat"
+        data.write_text("".join(f"{(i + shift) % 6} {i % 4 + 10}\n" for i in range(300)))
+        store = LocalStore(tmp_path / name)
+        publish(load(data), store, PublishParams(k=2, m=2))
+        set_ledger_location(store, shared)
+        assert ledger_location(store) == shared.resolve()
+        engine = Engine(Publication.open(store))
+        sources.append(Source(engine.version, engine.counts, store.url))
+    assert sources[0].version == sources[1].version  # both v000001: the store tells them apart
+    ledger = Ledger(shared)
+    ledger.add_role("analyst", alpha=0.1, budget=1.0)
+    token = ledger.add_user("ann", "analyst")
+    same = ask_source(ledger, sources[0], token, "count(1)").body
+    other = ask_source(ledger, sources[1], token, "count(1)").body
+    assert same["charged"] == other["charged"] == 0.1 and not other["reused"]
+    for i in range(8):
+        ask_source(ledger, sources[i % 2], token, f"count({10 + i % 4}) + {i}*count(1)")
+    assert ledger.budget_status(ledger.authenticate(token))["remaining"] == 0
+    with pytest.raises(BudgetExhausted):
+        ask_source(ledger, sources[1], token, "count(2)")

@@ -28,10 +28,18 @@ log = logging.getLogger("cocktail.dp")
 
 @dataclass(frozen=True)
 class Source:
-    """The data as the DP layer sees it: a version name and an exact-count function."""
+    """The data as the DP layer sees it: a version name, an exact-count function, and the
+    store it comes from — so that one ledger can serve several stores (one budget for
+    overlapping data) without handing one store's stored answer to a query on another."""
 
     version: str
     counts: Counts
+    store: str = ""
+
+    @property
+    def publication(self) -> str:
+        """The ledger's name for the data an answer was computed from."""
+        return f"{self.store}#{self.version}" if self.store else self.version
 
 
 @dataclass(frozen=True)
@@ -62,7 +70,7 @@ def ask(ledger: Ledger, source: Source, token: str | None, request: Workload | s
     arrival = time.monotonic() if arrival is None else arrival
     user, workload = admit(ledger, token, request, limits)
     while True:
-        ticket = ledger.reserve(user, source.version, str(workload))
+        ticket = ledger.reserve(user, source.publication, str(workload))
         if ticket.state == "answered":
             return _answered(ledger.result(ticket), source,
                              arrival + deadlines.refusal if deadlines else None)

@@ -11,7 +11,8 @@ from ..publish import DEFAULT_KEEP
 from ..store import open_store
 from .audit import TableAuditReport, audit_table
 from .ke import Infeasible
-from .ke_release import append_ke, publish_ke
+from .ke_release import KeReport, append_ke, publish_ke
+from .publishers import MODELS, publish_group_model
 from .query import AGGREGATES, answer
 from .release import table_store
 
@@ -31,9 +32,16 @@ def table_group() -> None:
               help="Release the current table plus these new tuples (same columns).")
 @click.option("--qi", help="Quasi-identifier columns, comma-separated (published as they are).")
 @click.option("--sensitive", help="The numeric sensitive column (permuted within partitions).")
-@click.option("--model", type=click.Choice(["ke"]), default="ke", show_default=True)
-@click.option("--k", type=int, help="Distinct sensitive values per partition (≥ 1).")
-@click.option("--e", type=float, help="Range of the sensitive values per partition (≥ 0).")
+@click.option("--model", type=click.Choice(["ke", *MODELS]), default="ke", show_default=True,
+              help="ke: (k,e)-anonymous, numeric sensitive column, appends; rho-clone: "
+              "classes cloning the sensitive distribution (independent publishers); "
+              "l-diverse: Mondrian ℓ-diversity, the baseline the composition attack breaks.")
+@click.option("--k", type=int, help="ke: distinct sensitive values per partition; rho-clone: "
+              "tuples per sub-class (≥ 1).")
+@click.option("--e", type=float, help="ke: range of the sensitive values per partition (≥ 0).")
+@click.option("--l", "ell", type=int, help="l-diverse: distinct sensitive values per group.")
+@click.option("--id", "person", help="rho-clone, l-diverse: a column naming the individual, "
+              "kept private, for `cocktail attack composition` across publishers.")
 @store_option
 @name_option
 @click.option("--keep", default=DEFAULT_KEEP, show_default=True, type=click.IntRange(1),
@@ -42,31 +50,47 @@ def table_group() -> None:
 @fail_cleanly
 def publish_cmd(path: str | None, append_path: str | None, qi: str | None,
                 sensitive: str | None, model: str, k: int | None, e: float | None,
-                store_spec: str, name: str, keep: int, as_json: bool) -> None:
-    """Publish PATH (CSV with a header) as a (k,e)-anonymous release, or --append NEW.csv.
+                ell: int | None, person: str | None, store_spec: str, name: str, keep: int,
+                as_json: bool) -> None:
+    """Publish PATH (CSV with a header) as a release of --model, or --append NEW.csv (ke).
 
-    Partitions minimise the sum of sensitive-value ranges (exact dynamic programme); an append
-    keeps every earlier partition whole and adds new tuples only in (k,e)-valid groups, so no
-    combination of releases narrows any value down.  New tuples that cannot be placed yet
-    wait in the private zone (reported as ``buffered``) and are retried at the next append.
+    ke: partitions minimise the sum of sensitive-value ranges (exact dynamic programme); an
+    append keeps every earlier partition whole and adds new tuples only in (k,e)-valid
+    groups, so no combination of releases narrows any value down.  New tuples that cannot be
+    placed yet wait in the private zone (reported as ``buffered``) and are retried at the
+    next append.  rho-clone: the measured ρ, counterfeit and suppressed tuples are reported.
     """
     tstore = table_store(open_store(store_spec), name)
     if append_path:
-        if path or qi or sensitive or k is not None or e is not None:
-            raise click.UsageError("--append takes the columns, k and e of the first release; "
-                                   "give only the new file")
+        if path or qi or sensitive or k is not None or e is not None or model != "ke":
+            raise click.UsageError("--append (ke tables) takes the columns, k and e of the "
+                                   "first release; give only the new file")
         report = append_ke(tstore, append_path, keep)
-    else:
-        missing = [flag for flag, given in (("PATH", path), ("--qi", qi),
-                                            ("--sensitive", sensitive), ("--k", k is not None),
-                                            ("--e", e is not None)) if not given]
-        if missing:
-            raise click.UsageError(f"a first release needs {', '.join(missing)}")
-        try:
-            report = publish_ke(tstore, path, qi, sensitive, k, e, keep)
-        except Infeasible as exc:
-            raise ValueError(f"{path}: column {sensitive!r}: {exc}; nothing was "
-                             f"written") from None
+        _print_ke(report, as_json)
+        return
+    needs = {"ke": (("--k", k), ("--e", e)), "rho-clone": (("--k", k),),
+             "l-diverse": (("--l", ell),)}[model]
+    missing = [flag for flag, given in (("PATH", path), ("--qi", qi),
+                                        ("--sensitive", sensitive), *needs) if given is None]
+    if missing:
+        raise click.UsageError(f"a first {model} release needs {', '.join(missing)}")
+    if model != "ke":
+        report = publish_group_model(tstore, path, qi, sensitive, model, k or 1, ell, person,
+                                     keep)
+        emit(as_json, report.as_dict(), lambda: out.print(
+            f"{report.version} ({model}): {report.tuples:,} tuples in {report.groups:,} "
+            f"groups; ρ = {report.rho:.4f} (measured); {report.counterfeit:,} counterfeit, "
+            f"{report.suppressed:,} suppressed ({report.seconds:.2f}s)", highlight=False))
+        return
+    try:
+        report = publish_ke(tstore, path, qi, sensitive, k, e, keep)
+    except Infeasible as exc:
+        raise ValueError(f"{path}: column {sensitive!r}: {exc}; nothing was "
+                         f"written") from None
+    _print_ke(report, as_json)
+
+
+def _print_ke(report: KeReport, as_json: bool) -> None:
     emit(as_json, report.as_dict(), lambda: out.print(
         f"{report.version} ({report.kind}): {report.tuples:,} tuples in {report.partitions:,} "
         f"partitions, sum of ranges {report.sum_of_errors:,}; {report.buffered:,} buffered "
