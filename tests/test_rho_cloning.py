@@ -122,3 +122,31 @@ def test_rho_cloned_publishers_leave_no_certain_disclosure(tmp_path):
     assert report["certain_disclosures"] == 0 and report["candidates_min"] == 4
     public = Path(stores[0], "public")
     assert not any("pid" in p.read_text() for p in public.rglob("*.csv"))
+
+
+def test_audit_of_cloned_and_diverse_releases(tmp_path):
+    """The audit recomputes ρ from the public classes and catches a doctored class."""
+    data = tmp_path / "t.csv"
+    jobs = ["Engineer", "Clerk", "Nurse"]
+    data.write_text("age,sex,job\n" + "".join(f"{20 + i % 30},{'FM'[i % 2]},{jobs[i % 3]}\n"
+                                              for i in range(60)))
+    for model, extra in (("rho-clone", ["--k", "4"]), ("l-diverse", ["--l", "2"])):
+        store = str(tmp_path / model)
+        result = CliRunner().invoke(main, ["table", "publish", str(data), "--model", model,
+                                           "--qi", "age,sex", "--sensitive", "job", *extra,
+                                           "--store", store, "--json"])
+        assert result.exit_code == 0, result.output
+        audited = CliRunner().invoke(main, ["table", "audit", "--store", store, "--json"])
+        assert audited.exit_code == 0 and json.loads(audited.output)["ok"], audited.output
+    held = next(Path(tmp_path, "rho-clone", "public").rglob("sensitive.csv"))
+    lines = held.read_text().splitlines()
+    lines[1] = lines[1].rsplit(",", 1)[0] + ",99"
+    held.write_text("\n".join(lines) + "\n")
+    audited = CliRunner().invoke(main, ["table", "audit", "--store",
+                                        str(tmp_path / "rho-clone"), "--json"])
+    assert audited.exit_code == 1
+    assert any("ρ is" in v or "sub-classes hold" in v
+               for v in json.loads(audited.output)["violations"])
+    query = CliRunner().invoke(main, ["table", "query", "sum", "--store",
+                                      str(tmp_path / "rho-clone"), "--json"])
+    assert query.exit_code == 2 and "for ke tables" in json.loads(query.output)["error"]

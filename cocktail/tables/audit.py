@@ -22,6 +22,7 @@ from . import ke
 from .attack import atoms, differential_attack
 from .data import decode_csv
 from .paper import breach
+from .rho import rho
 from .release import (MANIFEST, PUBLIC_TABLE, STATE, read_json, read_log, read_tuples,
                       require_current)
 
@@ -30,8 +31,11 @@ from .release import (MANIFEST, PUBLIC_TABLE, STATE, read_json, read_log, read_t
 class TableAuditReport:
     store: str
     version: str
-    k: int
-    e: float
+    k: int | None
+    e: float | None = None
+    model: str = "ke"
+    l: int | None = None
+    rho: float | None = None  # ρ-clone: recomputed from the public classes
     partitions: int = 0
     tuples: int = 0
     releases: int = 0
@@ -50,6 +54,11 @@ class TableAuditReport:
 def audit_table(tstore: Store, whole_history: bool = False) -> TableAuditReport:
     version = require_current(tstore)
     manifest = read_json(tstore, "public", version, MANIFEST)
+    if manifest["model"] != "ke":
+        if whole_history:
+            raise ValueError(f"--releases is for ke tables; a {manifest['model']} store holds "
+                             f"one release")
+        return _audit_groups(tstore, version, manifest)
     report = TableAuditReport(tstore.url, version, manifest["k"], manifest["e"])
     public = _check_public(tstore, version, manifest, report)
     _check_permutation(tstore, version, public, report)
@@ -137,3 +146,61 @@ def _laminar_violations(previous: ke.Partitioning, partitions: ke.Partitioning,
             found.append(f"{version} partition {number}: its new tuples alone are not "
                          f"(k={k}, e={e:g})-valid, so differencing isolates them")
     return found
+
+
+def _audit_groups(tstore: Store, version: str, manifest: dict) -> TableAuditReport:
+    """A ρ-cloned or ℓ-diverse release: only the expected public files; ρ-clone: sub-classes
+    of at least k, each class's multiset as large as its sub-classes, ρ as reported (from the
+    public classes against the private table); ℓ-diverse: ℓ distinct values per group."""
+    model = manifest["model"]
+    report = TableAuditReport(tstore.url, version, manifest.get("k"), model=model,
+                              l=manifest.get("l"))
+    expected = {MANIFEST, *(("subgroups.csv", "sensitive.csv") if model == "rho-clone"
+                            else (PUBLIC_TABLE,))}
+    for extra in sorted(set(tstore.list("public", version)) - expected):
+        report.violations.append(f"{version}/{extra}: unexpected file in the public zone")
+    if model == "rho-clone":
+        _check_cloned(tstore, version, manifest, report)
+    else:
+        header, rows = decode_csv(tstore.read("public", f"{version}/{PUBLIC_TABLE}"))
+        if header != ["group", *manifest["qi"], manifest["sensitive"]]:
+            report.violations.append(f"public table columns {header}")
+        groups: dict[str, set[str]] = defaultdict(set)
+        for row in rows:
+            groups[row[0]].add(row[-1])
+        for name, values in sorted(groups.items()):
+            if len(values) < report.l:
+                report.violations.append(f"{version} group {name}: {len(values)} distinct "
+                                         f"value(s), needs l={report.l}")
+        report.partitions, report.tuples = len(groups), len(rows)
+    return report
+
+
+def _check_cloned(tstore: Store, version: str, manifest: dict,
+                  report: TableAuditReport) -> None:
+    _, subs = decode_csv(tstore.read("public", f"{version}/subgroups.csv"))
+    _, held = decode_csv(tstore.read("public", f"{version}/sensitive.csv"))
+    classes: dict[str, Counter] = defaultdict(Counter)
+    for name, value, count in held:
+        classes[name][value] += int(count)
+    sizes: Counter = Counter()
+    for row in subs:
+        sizes[row[0]] += int(row[2])
+        if int(row[2]) < report.k:
+            report.violations.append(f"{version} class {row[0]} sub-class {row[1]}: "
+                                     f"{row[2]} tuples, needs k={report.k}")
+    for name, values in sorted(classes.items()):
+        if sizes[name] != sum(values.values()):
+            report.violations.append(f"{version} class {name}: its sub-classes hold "
+                                     f"{sizes[name]} tuples, its values {sum(values.values())}")
+    state = read_json(tstore, "private", version, STATE)
+    counts = Counter(str(row.s) for row in read_tuples(tstore, version, state).rows)
+    report.rho = round(rho(list(classes.values()), counts), 6)
+    if abs(report.rho - manifest["rho"]) > 1e-6:
+        report.violations.append(f"{version}: ρ is {report.rho}, the manifest says "
+                                 f"{manifest['rho']}")
+    if len(state["counterfeit"]) != manifest["counterfeit"]:
+        report.violations.append(f"{version}: {len(state['counterfeit'])} counterfeits "
+                                 f"flagged privately, the manifest says "
+                                 f"{manifest['counterfeit']}")
+    report.partitions, report.tuples = len(classes), sum(sizes.values())

@@ -114,8 +114,10 @@ def audit_cmd(store_spec: str, name: str, whole_history: bool, as_json: bool) ->
 
 
 def _print_audit(report: TableAuditReport, whole_history: bool) -> None:
-    out.print(f"{report.version}: {report.partitions:,} partitions, {report.tuples:,} tuples "
-              f"checked against k={report.k}, e={report.e:g}", highlight=False)
+    against = {"ke": f"k={report.k}, e={report.e}", "rho-clone": f"k={report.k}, ρ={report.rho}",
+               "l-diverse": f"l={report.l}"}[report.model]
+    out.print(f"{report.version} ({report.model}): {report.partitions:,} groups, "
+              f"{report.tuples:,} tuples checked against {against}", highlight=False)
     if whole_history:
         out.print(f"{report.releases} releases, {report.atoms:,} sets the attacker can isolate; "
                   f"the paper's pairwise test flags {report.pairwise_breaches}", highlight=False)

@@ -79,6 +79,9 @@ def answer(tstore: Store, aggregate: str, where: str, exact: bool = False) -> Ta
         raise QuerySyntaxError(f"unknown aggregate {aggregate!r}; use {', '.join(AGGREGATES)}")
     version = require_current(tstore)
     manifest = read_json(tstore, "public", version, MANIFEST)
+    if manifest["model"] != "ke":
+        raise ValueError(f"interval queries are for ke tables; this one is "
+                         f"{manifest['model']}")
     qi = manifest["qi"]
     conditions = parse_where(where, qi)
     header, rows = decode_csv(tstore.read("public", f"{version}/{PUBLIC_TABLE}"))
