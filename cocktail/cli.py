@@ -114,13 +114,21 @@ def generate_cmd(output: Path, records: int, items: int, avg_len: float, pattern
 @click.option("--aggregate-volume", default=PublishParams.aggregate_volume, show_default=True,
               type=click.IntRange(1), help="Pooled private subrecords at which a tree node "
               "re-partitions them itself instead of passing them up to the root.")
+@click.option("--sensitive-terms", "sensitive_file", type=click.File("r"),
+              help="ρ-clone the clusters over these terms (one per line) instead of growing "
+              "the overlay tree: every cluster then carries the data's share of each, which "
+              "blunts the composition attack across publishers (docs/composition.md).")
+@click.option("--max-rho", default=PublishParams.max_rho, show_default=True,
+              type=click.FloatRange(0, 1), help="With --sensitive-terms: refuse (writing "
+              "nothing) when the measured ρ is larger.")
 @json_option
 @fail_cleanly
 def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
                 cluster_size: int, input_format: str | None, skip_bad_lines: bool, keep: int,
                 appending: bool, min_new: int | None, rebase: bool, workers: int,
                 engine: str, master: str, spark_conf: tuple[str, ...],
-                overlay: bool, aggregate: bool, aggregate_volume: int, as_json: bool) -> None:
+                overlay: bool, aggregate: bool, aggregate_volume: int, sensitive_file,
+                max_rho: float, as_json: bool) -> None:
     """Partition INPUT and publish it as a new version of the store (owner command).
 
     INPUT is FIMI/SPMF (.dat, .txt), CSV of record_id,term pairs (.csv) or JSON Lines
@@ -140,9 +148,14 @@ def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
     if engine == "spark" and "workers" in explicit:
         raise click.UsageError("--workers is the single-machine engine's; on Spark, the "
                                "master says how many executors (e.g. --master local[4])")
+    sensitive = _sensitive_terms(sensitive_file)
+    if sensitive and (engine == "spark" or appending):
+        raise click.UsageError("--sensitive-terms goes with a fresh publish on the "
+                               "single-machine engine (an append keeps the store's own)")
     params = PublishParams(k=k, m=m, method=method, cluster_size=cluster_size, keep=keep,
                            workers=workers, overlay=overlay, aggregate=aggregate,
-                           aggregate_volume=aggregate_volume)
+                           aggregate_volume=aggregate_volume, sensitive=sensitive,
+                           max_rho=max_rho)
     if engine == "spark":
         report = _publish_on_spark(input_path, store_spec, params, master, spark_conf,
                                    input_format, skip_bad_lines, rebase, as_json)
@@ -179,6 +192,16 @@ def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
     _print_published(report, payload, as_json)
 
 
+def _sensitive_terms(stream) -> tuple[str, ...]:
+    if stream is None:
+        return ()
+    terms = tuple(sorted({line.strip() for line in stream
+                          if line.strip() and not line.lstrip().startswith("#")}))
+    if not terms:
+        raise click.BadParameter(f"{stream.name} names no term", param_hint="--sensitive-terms")
+    return terms
+
+
 def _publish_on_spark(source: str, store_spec: str, params: PublishParams, master: str,
                       spark_conf: tuple[str, ...], input_format: str | None,
                       skip_bad_lines: bool, rebase: bool, as_json: bool):
@@ -208,7 +231,9 @@ def _print_published(report, payload: dict, as_json: bool) -> None:
         f"{report.public_chunks:,} public chunks, {report.private_chunks:,} private chunks; "
         f"private subrecords {before['private_subrecords']:,} -> {report.private_subrecords:,}, "
         f"private terms {before['private_terms']:,} -> {report.private_terms:,} after "
-        f"aggregation; {report.seconds:.1f}s", highlight=False))
+        f"aggregation; {report.seconds:.1f}s"
+        + (f"; clusters ρ-cloned, ρ = {report.rho:.4f}" if report.rho is not None else ""),
+        highlight=False))
 
 
 def _print_audit(report: AuditReport) -> None:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from ..anonymity import Partition, partition
+from .cloning import cloned_tree, cluster_rho
 from .tree import Node, Tree, grow_tree
 
 Subrecords = list[tuple[int, frozenset[str]]]  # (record position, the terms to partition)
@@ -88,6 +89,8 @@ class LayoutParams:
     overlay: bool = True     # clusters from the overlay tree (else a fixed-size split)
     aggregate: bool = True   # pool leftover private subrecords up the tree (paper 5.2)
     aggregate_volume: int = 50_000  # pooled subrecords that make an aggregated cluster early
+    sensitive: tuple[str, ...] = ()  # ρ-clone the clusters over these terms (not the tree)
+    max_rho: float = 1.0             # refuse a cloning whose measured ρ is larger
 
 
 def flat_tree(n_records: int, cluster_size: int) -> Tree:
@@ -112,10 +115,16 @@ def build_layout(records: Sequence[frozenset[str]], params: LayoutParams,
     progress = progress or (lambda phase, done, total: None)
     started = time.perf_counter()
     progress("tree", 0, 1)
-    tree = grow_tree(records, params.cluster_size) if params.overlay \
-        else flat_tree(len(records), params.cluster_size)
+    if params.sensitive:
+        tree = cloned_tree(records, params.cluster_size, params.sensitive)
+    elif params.overlay:
+        tree = grow_tree(records, params.cluster_size)
+    else:
+        tree = flat_tree(len(records), params.cluster_size)
     leaves = [(leaf.id, positions) for leaf in tree.leaves() for positions in leaf.clusters]
     layout = Layout(tree, [], params.aggregate)
+    if params.sensitive:
+        layout.stats["rho"] = _checked_rho(records, [p for _, p in leaves], params)
     layout.seconds["tree"] = time.perf_counter() - started
     progress("tree", 1, 1)
     started = time.perf_counter()
@@ -142,6 +151,16 @@ def build_layout(records: Sequence[frozenset[str]], params: LayoutParams,
             if u.keeps_private]
     layout.stats["after"] = _stats(kept)
     return layout
+
+
+def _checked_rho(records: Sequence[frozenset[str]], clusters: list[list[int]],
+                 params: LayoutParams) -> float:
+    rho, term, cluster = cluster_rho(records, clusters, params.sensitive)
+    if rho > params.max_rho:
+        raise ValueError(f"the clusters are ρ-clones only for ρ = {rho:.4f} (term {term!r} in "
+                         f"cluster {cluster}), above --max-rho {params.max_rho:g}: use larger "
+                         f"clusters or fewer, more frequent sensitive terms; nothing written")
+    return round(rho, 6)
 
 
 def partitions_pool(is_root: bool, sources: int, pooled: int, volume: int) -> bool:

@@ -44,6 +44,8 @@ class PublishParams(LayoutParams):
             raise ValueError(f"aggregate volume must be at least 1 (got {self.aggregate_volume})")
         if self.workers < 1:
             raise ValueError(f"workers must be at least 1 (got {self.workers})")
+        if not 0 <= self.max_rho <= 1:
+            raise ValueError(f"max ρ must be between 0 and 1 (got {self.max_rho})")
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ class PublishReport:
     partition_seconds: float  # CPU time of the partitioner, summed over clusters
     seconds: float            # wall time of the whole publish
     phase_seconds: dict       # wall time of tree, partition, aggregate, write, commit
+    rho: float | None = None  # with sensitive terms: the clusters' measured ρ
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -205,4 +208,5 @@ def release(store: Store, params: PublishParams,
         partition_seconds=round(built.partition_seconds, 3),
         seconds=round(time.perf_counter() - started, 3),
         phase_seconds={phase: round(t, 3) for phase, t in phases.items()},
+        rho=built.stats.get("rho"),
     )
