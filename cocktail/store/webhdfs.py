@@ -243,13 +243,14 @@ class WebHdfsStore(Store):
     def exists(self, zone: str, path: str) -> bool:
         client, full = self._full(zone, path)
         with self._errors("cannot stat", full):
-            return client.status(full, strict=False) is not None
+            return _retry_transient(lambda: client.status(full, strict=False)) is not None
 
     def list(self, zone: str, path: str = "") -> list[str]:
         client, full = self._full(zone, path)
         with self._errors("cannot list", full):
-            status = client.status(full, strict=False)
-            return sorted(client.list(full)) if status and status["type"] == "DIRECTORY" else []
+            status = _retry_transient(lambda: client.status(full, strict=False))
+            return sorted(_retry_transient(lambda: client.list(full))) \
+                if status and status["type"] == "DIRECTORY" else []
 
     def walk(self, zone: str, path: str) -> Iterator[str]:
         client, full = self._full(zone, path)
@@ -337,10 +338,12 @@ def _read_all(client: WebHdfsClient, path: str) -> bytes:
 
 
 def _retry_transient(call, attempts: int = 3):
-    """Run an idempotent call again when the datanode serving it hit a transient IPC failure.
+    """Run an idempotent call again when the datanode serving it hit a transient failure.
 
     After a namenode restart, a datanode's cached connection to it fails once with
-    EOFException (or is refused while the namenode starts) before it reconnects."""
+    EOFException (or is refused while the namenode starts) before it reconnects; and a
+    heavily loaded host may refuse or reset one connection (seen once in the rehearsal's
+    audit).  A service that is really down still fails, after about 1.5 s."""
     for attempt in range(attempts):
         try:
             return call()
@@ -349,7 +352,10 @@ def _retry_transient(call, attempts: int = 3):
             transient = "java.io.EOFException" in text or "ConnectException" in text
             if not transient or attempt == attempts - 1:
                 raise
-            time.sleep(0.5 * 2 ** attempt)
+        except requests.ConnectionError:
+            if attempt == attempts - 1:
+                raise
+        time.sleep(0.5 * 2 ** attempt)
 
 
 def _explain(exc: HdfsError) -> str:
