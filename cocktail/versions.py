@@ -35,6 +35,12 @@ def current_version(store: Store) -> str | None:
     return name
 
 
+def next_version(store: Store) -> str:
+    """The name the next committed version takes."""
+    existing = committed_versions(store)
+    return fmt.version_name(int(existing[-1][1:]) + 1 if existing else 1)
+
+
 def committed_versions(store: Store) -> list[str]:
     """Versions present in both zones, oldest first (not all of them need be current)."""
     public = {n for n in store.list("public") if fmt.VERSION_RE.match(n)}

@@ -20,7 +20,7 @@ from ..overlay.layout import LayoutParams, PhaseProgress, build_layout
 from ..overlay.tree import Tree
 from ..query.view import Publication
 from ..store import Store
-from ..versions import committed_versions, current_version, prune, sweep
+from ..versions import current_version, next_version, prune, sweep
 from .batch import collector_paused
 from .writer import VersionWriter, owner_key, partitions, units_manifest, write_layout
 
@@ -162,8 +162,7 @@ def release(store: Store, params: PublishParams,
             if not rebase:
                 raise releases.refuse_rebase(store, current)
             log_legacy_release(store, current)
-        existing = committed_versions(store)
-        version = fmt.version_name(int(existing[-1][1:]) + 1 if existing else 1)
+        version = next_version(store)
         writer = VersionWriter(store, version, owner_key(store),
                                 releases.ReleaseBuilder("rebase" if current else "fresh"))
         now = datetime.now(timezone.utc).replace(microsecond=0)

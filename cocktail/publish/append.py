@@ -41,7 +41,7 @@ from ..overlay.planner import aggregates_above
 from ..overlay.tree import Node, Tree
 from ..query.view import Publication
 from ..store import Store, StoreError
-from ..versions import committed_versions, current_version, prune, sweep
+from ..versions import current_version, next_version, prune, sweep
 from . import PublishParams, log_legacy_release
 from .batch import collector_paused
 from .writer import (Placement, VersionWriter, owner_key, partitions, units_manifest,
@@ -203,8 +203,7 @@ def append(dataset: Dataset, store: Store, min_new: int | None = None,
         log_legacy_release(store, current)
         publication = Publication.open(store, current)
         params = PublishParams(**publication.manifest["params"])
-        existing = committed_versions(store)
-        version = fmt.version_name(int(existing[-1][1:]) + 1)
+        version = next_version(store)
         ids = list(publication.record_ids) + _new_ids(dataset, publication, version)
         first_new = len(publication.record_ids)
         new = {first_new + i: r for i, r in enumerate(dataset.records)}

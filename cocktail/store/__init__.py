@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .base import ZONES, Prefixed, PrivacyViolation, Store, StoreError, StoreUnavailable, ZoneReader
+from .base import (ZONES, Prefixed, PrivacyViolation, Store, StoreError, StoreUnavailable,
+                   ZoneReader)
 from .local import LocalStore
 from .webhdfs import WebHdfsStore
 

@@ -6,9 +6,9 @@ import fcntl
 import os
 import shutil
 from collections.abc import Iterator
-from typing import BinaryIO
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from .base import Store, StoreError, StoreUnavailable, check_zone
 

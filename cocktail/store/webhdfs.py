@@ -23,9 +23,9 @@ import json
 import posixpath
 import time
 from collections.abc import Iterator
-from typing import BinaryIO
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import BinaryIO
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import requests

@@ -23,7 +23,7 @@ from .attack import atoms, differential_attack
 from .data import decode_csv
 from .paper import breach
 from .rho import rho
-from .release import (MANIFEST, PUBLIC_TABLE, STATE, read_json, read_log, read_tuples,
+from .release import (MANIFEST, PUBLIC_TABLE, STATE, log_entry, read_json, read_log, read_tuples,
                       require_current)
 
 
@@ -96,7 +96,7 @@ def _check_permutation(tstore: Store, version: str, public: dict[str, list[list[
                        report: TableAuditReport) -> None:
     state = read_json(tstore, "private", version, STATE)
     rows = read_tuples(tstore, version, state).by_id()
-    entry = next(e for e in read_log(tstore) if e["version"] == version)
+    entry = log_entry(tstore, version)
     private = sorted((sorted(Counter(rows[t].qi for t in p).items()),
                       sorted(rows[t].s for t in p)) for p in entry["partitions"])
     shown = sorted((sorted(Counter(tuple(r[1:-1]) for r in m).items()),

@@ -107,8 +107,7 @@ def publish_group_model(tstore: Store, path: str, qi: str, sensitive: str, model
 
 def _cloned(table: Table, numeric: list[bool], k: int) -> tuple[list, dict, dict]:
     made = rho.clone(table.rows, numeric, k)
-    qi = {row.id: tuple(float(v) if numeric[i] else v for i, v in enumerate(row.qi))
-          for row in table.rows}
+    qi = made.qi
     values = {row.id: row.s for row in table.rows} | made.counterfeit
     order = sorted(range(len(made.classes)), key=lambda c: _class_key(made, c, qi, numeric))
     header = ["class", "subclass", "size"]

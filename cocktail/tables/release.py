@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from .. import chunkformat as fmt
 from .. import releases
 from ..store import Prefixed, Store, StoreError
-from ..versions import commit, committed_versions, current_version, prune, sweep
+from ..versions import commit, current_version, next_version, prune, sweep
 from .data import Row, Table, decode_csv, encode_csv, number
 
 TABLES = "tables"
@@ -60,8 +60,7 @@ def commit_release(tstore: Store, build: Builder, keep: int) -> str:
     with tstore.publish_lock():
         current = current_version(tstore)
         sweep(tstore, current)
-        existing = committed_versions(tstore)
-        version = fmt.version_name(int(existing[-1][1:]) + 1 if existing else 1)
+        version = next_version(tstore)
         now = datetime.now(timezone.utc).replace(microsecond=0)
         staged = build(current, version, now.isoformat(timespec="seconds"))
         staging = fmt.STAGING_PREFIX + version

@@ -78,6 +78,7 @@ class Cloned:
     suppressed: list[int]
     plan: Rounding
     rho: float
+    qi: dict[int, tuple]              # each tuple's QIs, numeric ones as floats
 
 
 class _Box:
@@ -132,7 +133,7 @@ def clone(rows: Sequence[Row], numeric: Sequence[bool], k: int,
     classes = _merge_small(classes, boxes, k, qi)
     subclasses = [_cut(members, k, qi) for members in classes]
     measured = rho([Counter(sensitive[t] for t in members) for members in classes], counts)
-    return Cloned(classes, subclasses, counterfeit, sorted(suppressed), plan, measured)
+    return Cloned(classes, subclasses, counterfeit, sorted(suppressed), plan, measured, qi.rows)
 
 
 class _QiMatrix:
