@@ -17,6 +17,7 @@ import click
 from rich.table import Table
 
 from .anonymity import METHODS
+from .attacks.chunk_composition import basket_composition, load_basket_release
 from .attacks.composition import composition, load_table_release
 from .cli_support import (EXIT_STATUS, OWNER, emit, err, fail_cleanly, failure, json_option,
                           out, progress_bars, store_option)
@@ -36,6 +37,7 @@ from .query.backends.streaming import tasks_json
 from .store import open_store
 from .synthetic import SyntheticSpec, generate
 from .tables.commands import table_group
+from .versions import current_version
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]},
              epilog=EXIT_STATUS)
@@ -115,9 +117,10 @@ def generate_cmd(output: Path, records: int, items: int, avg_len: float, pattern
               type=click.IntRange(1), help="Pooled private subrecords at which a tree node "
               "re-partitions them itself instead of passing them up to the root.")
 @click.option("--sensitive-terms", "sensitive_file", type=click.File("r"),
-              help="ρ-clone the clusters over these terms (one per line) instead of growing "
-              "the overlay tree: every cluster then carries the data's share of each, which "
-              "blunts the composition attack across publishers (docs/composition.md).")
+              help="Sensitive terms (one per line): ρ-clone the clusters over them instead of "
+              "growing the overlay tree, and partition them apart, so that no public chunk "
+              "holds one beside another term; stops the composition attack across "
+              "publishers (docs/composition.md).")
 @click.option("--max-rho", default=PublishParams.max_rho, show_default=True,
               type=click.FloatRange(0, 1), help="With --sensitive-terms: refuse (writing "
               "nothing) when the measured ρ is larger.")
@@ -752,15 +755,33 @@ def attack_group() -> None:
 
 @attack_group.command("composition")
 @click.option("--release", "specs", multiple=True, required=True, metavar="STORE[#TABLE]",
-              help="A table release (give two or more): the store, and the table's name if "
-              "not 'table'.")
+              help="A release (give two or more): a store's basket publication, or its table "
+              "TABLE (a store holding tables only: its table 'table').")
+@click.option("--known-terms", "m", type=click.IntRange(1), default=None,
+              help="Baskets: how many of a victim's terms the adversary knows "
+              "[default: the largest m of the stores].")
+@click.option("--sensitive-terms", "sensitive_file", type=click.File("r"), default=None,
+              help="Baskets: the terms whose disclosure counts, one per line [default: those "
+              "the stores were published with].")
 @json_option
 @fail_cleanly
-def composition_cmd(specs: tuple[str, ...], as_json: bool) -> None:
-    """The composition attack across independent releases of overlapping people: for each
-    person in two or more, intersect their groups' sensitive values.  Reports certain
-    disclosures, candidate-set sizes, and the attacker's accuracy against always guessing the
-    most common value."""
+def composition_cmd(specs: tuple[str, ...], m: int | None, sensitive_file,
+                    as_json: bool) -> None:
+    """The composition attack across independent releases of overlapping people.  Tables:
+    for each person in two or more, intersect their groups' sensitive values.  Baskets: an
+    adversary who knows m terms of a victim intersects the sensitive terms of the public
+    subrecords holding them in every release.  Reports certain disclosures, candidate-set
+    sizes, and the attacker's accuracy against always guessing the most common value."""
+    if len(specs) < 2:
+        raise click.UsageError("give two releases or more (--release A --release B)")
+    baskets = [not _is_table_release(spec) for spec in specs]
+    if any(baskets) != all(baskets):
+        raise click.UsageError("the releases mix basket publications and tables")
+    if all(baskets):
+        _basket_composition(specs, m, _sensitive_terms(sensitive_file), as_json)
+        return
+    if m is not None or sensitive_file is not None:
+        raise click.UsageError("--known-terms and --sensitive-terms are for basket releases")
     report = composition([load_table_release(spec) for spec in specs])
     emit(as_json, report.as_dict(), lambda: out.print(
         f"{report.overlapping:,} people in two or more releases, {report.attacked:,} shown in "
@@ -768,6 +789,28 @@ def composition_cmd(specs: tuple[str, ...], as_json: bool) -> None:
         f"min {report.candidates_min}, median {report.candidates_median}; attacker accuracy "
         f"{report.attacker_accuracy} against {report.baseline_accuracy} for the majority "
         f"value", highlight=False))
+
+
+def _is_table_release(spec: str) -> bool:
+    """``STORE#TABLE``, or a store without a basket publication."""
+    return "#" in spec or current_version(open_store(spec)) is None
+
+
+def _basket_composition(specs: tuple[str, ...], m: int | None, sensitive: tuple[str, ...],
+                        as_json: bool) -> None:
+    loaded = [load_basket_release(spec, frozenset(sensitive) or None) for spec in specs]
+    if len({release.sensitive for release in loaded}) > 1:
+        raise click.UsageError("the stores were published with different sensitive terms: "
+                               "name the ones that count with --sensitive-terms FILE")
+    m = m or max(release.m for release in loaded)
+    report = basket_composition(loaded, loaded[0].sensitive, m)
+    emit(as_json, report.as_dict(), lambda: out.print(
+        f"{report.overlapping:,} people in two or more releases, {report.attacked:,} located "
+        f"in two or more by {m} known terms: {report.certain_disclosures:,} certain "
+        f"disclosure(s) by composition, {report.disclosed_alone:,} by one release alone, "
+        f"{report.misled:,} misled; candidates min {report.candidates_min}, median "
+        f"{report.candidates_median}; attacker accuracy {report.attacker_accuracy} against "
+        f"{report.baseline_accuracy} for the most common term", highlight=False))
 
 if __name__ == "__main__":  # pragma: no cover
     main()

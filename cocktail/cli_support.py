@@ -14,6 +14,7 @@ from functools import wraps
 import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 from .dataset import InputError
 from .dp.ledger import BudgetExhausted, Forbidden, LedgerError, Unauthorized
@@ -64,7 +65,8 @@ def failure(status: int, message: str, as_json: bool, **extra) -> None:
     if as_json:
         click.echo(json.dumps({"error": message, "code": status, **extra}, ensure_ascii=False))
     else:
-        err.print(f"[bold red]error:[/] {message}", highlight=False, markup=False)
+        # Text, not markup: a message may hold brackets (a path, a term) rich would eat
+        err.print(Text.assemble(("error:", "bold red"), " ", message), highlight=False)
     sys.exit(status)
 
 

@@ -225,3 +225,21 @@ def test_a_term_in_every_record_is_still_a_concept():
     assert concepts == {("a",): 4, ("b",): 2, ("a", "b"): 2}
     for method in METHODS:
         assert "a" in {t for chunk in partition(method, records, 2, 2).public for t in chunk}
+
+
+def test_terms_kept_apart_share_no_chunk_with_others():
+    """`apart` (sensitive terms): partitioned on their own, and still a partition of the
+    cluster's terms with every public chunk k^m-anonymous (the independent verifier)."""
+    records = [frozenset({"a", "b", "flu"}), frozenset({"a", "b", "flu"}),
+               frozenset({"a", "b", "hiv"}), frozenset({"a", "flu", "hiv"}),
+               frozenset({"b", "flu"}), frozenset({"a", "b"})]
+    apart = frozenset({"flu", "hiv"})
+    together = partition("improved", records, 2, 2)
+    assert any(chunk & apart and chunk - apart for chunk in together.public)
+    split = partition("improved", records, 2, 2, apart)
+    assert all(chunk <= apart or not chunk & apart for chunk in split.public)
+    terms = [t for chunk in split.public for t in chunk] + sorted(split.private)
+    assert sorted(terms) == ["a", "b", "flu", "hiv"]
+    for chunk in split.public:
+        subrecords = [sorted(r & chunk) for r in records if r & chunk]
+        assert km_violations(subrecords, 2, 2, 10**7)[1] == []

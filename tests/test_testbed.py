@@ -57,7 +57,8 @@ class Rehearsal:
     def run(self, *args: str, timeout: float = 900) -> str:
         done = subprocess.run([str(TESTBED), *args], capture_output=True, text=True,
                               env=self.env, timeout=timeout)
-        assert done.returncode == 0, f"testbed {' '.join(args)}: {done.stderr[-3000:]}"
+        assert done.returncode == 0, \
+            f"testbed {' '.join(args)}: {done.stdout[-2000:]}{done.stderr[-3000:]}"
         return done.stdout
 
     def on(self, host: str, script: str, timeout: float = 900) -> str:

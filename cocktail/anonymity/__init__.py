@@ -24,13 +24,22 @@ METHODS: dict[str, Partitioner] = {
 }
 
 
-def partition(method: str, records: Sequence[Record], k: int, m: int) -> Partition:
-    """Split one cluster's records with the named method."""
+def partition(method: str, records: Sequence[Record], k: int, m: int,
+              apart: frozenset[str] = frozenset()) -> Partition:
+    """Split one cluster's records with the named method.  Terms in ``apart`` (sensitive
+    terms) are split on their own, so that no public chunk holds one of them beside another
+    term: no public subrecord then links them to what an adversary knows."""
     try:
         partitioner = METHODS[method]
     except KeyError:
         raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}") from None
-    return partitioner(records, k, m)
+    if not apart:
+        return partitioner(records, k, m)
+    rest = partitioner([r - apart for r in records], k, m)
+    kept = partitioner([r & apart for r in records], k, m)
+    notes = {key: rest.notes.get(key, 0) + kept.notes.get(key, 0)
+             for key in rest.notes.keys() | kept.notes.keys()}
+    return Partition(rest.public + kept.public, rest.private | kept.private, notes)
 
 
 __all__ = ["METHODS", "Itemset", "Partition", "Record", "partition"]

@@ -6,8 +6,9 @@ notes (§6) propose: with designated sensitive terms 𝒮, the overlay tree — 
 cluster would then tell an adversary who composes two publishers' releases much about them.
 Instead the records are dealt to the clusters in strata: sorted by their rarest sensitive term
 (then the records with none), one to each cluster in turn, so that every cluster gets its share
-of every stratum.  No record is invented or dropped: k^m-partitioning runs on each cluster as
-usual, and what cannot be public stays in the private cloud.
+of every stratum.  No record is invented or dropped: k^m-partitioning runs on each cluster,
+with the sensitive terms split apart from the rest (``anonymity.partition``'s ``apart``, so
+that no public subrecord ties one to a known term), and what cannot be public stays private.
 
 ρ is measured — max over clusters and sensitive terms of |sup_P(t)/|P| − sup_C(t)/|C|| — and a
 publish whose ρ exceeds the owner's ``max_rho`` is refused before anything is written.

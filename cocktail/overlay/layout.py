@@ -181,7 +181,8 @@ def _aggregate(tree: Tree, layout: Layout, pending: dict[int, list[Subrecords]],
         is_root = node.id == 0
         if partitions_pool(is_root, len(sources), len(pool), params.aggregate_volume):
             started = time.process_time()
-            split = partition(params.method, [terms for _, terms in pool], params.k, params.m)
+            split = partition(params.method, [terms for _, terms in pool], params.k, params.m,
+                              frozenset(params.sensitive))
             layout.partition_seconds += time.process_time() - started
             node.aggregate = len(layout.units)
             layout.units.append(Unit(len(layout.units), "aggregate", node.id, pool, split,

@@ -244,11 +244,12 @@ def split_members(members: Iterable[tuple[int, frozenset[str]]],
     return members_of
 
 
-def _partition_job(job: tuple[str, list[frozenset[str]], int, int]) -> tuple[Partition, float]:
-    method, records, k, m = job
+def _partition_job(job: tuple[str, list[frozenset[str]], int, int, frozenset[str]]
+                   ) -> tuple[Partition, float]:
+    method, records, k, m, apart = job
     started = time.process_time()
     with collector_paused():
-        return partition(method, records, k, m), time.process_time() - started
+        return partition(method, records, k, m, apart), time.process_time() - started
 
 
 def partitions(clusters: Iterable[list[frozenset[str]]], params: LayoutParams,
@@ -256,7 +257,8 @@ def partitions(clusters: Iterable[list[frozenset[str]]], params: LayoutParams,
     """Each cluster's partition and its CPU seconds, in cluster order; clusters are
     independent, so in parallel.  ``clusters`` is read lazily and only a few clusters per
     worker are in flight, so the records are never all held as sets at once."""
-    jobs = ((params.method, cluster, params.k, params.m) for cluster in clusters)
+    apart = frozenset(params.sensitive)
+    jobs = ((params.method, cluster, params.k, params.m, apart) for cluster in clusters)
     if workers == 1 or records < PARALLEL_FROM_RECORDS:
         yield from map(_partition_job, jobs)
         return

@@ -186,9 +186,10 @@ class WebHdfsStore(Store):
         except HdfsError as exc:
             raise (StoreUnavailable if exc.exception == "AccessControlException" else StoreError)(
                 f"{action} {where}: {_explain(exc)}") from None
-        except requests.ConnectionError:
+        except requests.ConnectionError as exc:
             raise StoreUnavailable(f"{action} {where}: cannot reach the namenode or a datanode "
-                             f"({self.url.split('?')[0]} is down or unreachable)") from None
+                                   f"({_unreachable(exc, self.url)} is down or unreachable)"
+                                   ) from None
         except requests.Timeout:
             raise StoreUnavailable(f"{action} {where}: HDFS did not answer within 60 s") from None
 
@@ -356,6 +357,15 @@ def _retry_transient(call, attempts: int = 3):
             if attempt == attempts - 1:
                 raise
         time.sleep(0.5 * 2 ** attempt)
+
+
+def _unreachable(exc: requests.ConnectionError, store_url: str) -> str:
+    """The host that refused: a datanode the namenode redirected to, or the namenode."""
+    request = getattr(exc, "request", None)
+    if request is not None and request.url:
+        parts = urlsplit(request.url)
+        return f"{parts.scheme}://{parts.netloc}"
+    return store_url.split("?")[0]
 
 
 def _explain(exc: HdfsError) -> str:
