@@ -257,11 +257,12 @@ class WebHdfsStore(Store):
         client, full = self._full(zone, path)
         root = self._zones[zone].root
         with self._errors("cannot walk", full):
-            if client.status(full, strict=False) is None:
+            if _retry_transient(lambda: client.status(full, strict=False)) is None:
                 return
-            for dirpath, _, files in client.walk(full):
-                for name in files:
-                    yield posixpath.relpath(posixpath.join(dirpath, name), root)
+            listing = _retry_transient(lambda: [(d, f) for d, _, f in client.walk(full)])
+        for dirpath, files in listing:
+            for name in files:
+                yield posixpath.relpath(posixpath.join(dirpath, name), root)
 
     def rename(self, zone: str, src: str, dst: str) -> None:
         client, full_src = self._full(zone, src)
@@ -314,19 +315,20 @@ class WebHdfsStore(Store):
     def pri_label(self, zone: str, path: str) -> str | None:
         client, full = self._full(zone, path)
         with self._errors("cannot read the xattrs of", full):
-            return client.xattrs(full).get(PRI_LABEL)
+            return _retry_transient(lambda: client.xattrs(full)).get(PRI_LABEL)
 
     def zone_storage_policy(self, zone: str) -> str:
         client, full = self._full(zone, "")
         with self._errors("cannot read the storage policy of", full):
-            return client.storage_policy(full)
+            return _retry_transient(lambda: client.storage_policy(full))
 
     def replicas(self, zone: str) -> Iterator[tuple[str, list[list[str]]]]:
         """(path, each block's replica topology paths) for every file of the zone."""
         for path in self.walk(zone, ""):
             client, full = self._full(zone, path)
             with self._errors("cannot locate the blocks of", full):
-                yield path, client.block_racks(full)
+                racks = _retry_transient(lambda: client.block_racks(full))
+            yield path, racks
 
 
 def _inside(path: str, root: str) -> bool:
