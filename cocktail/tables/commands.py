@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -10,8 +11,11 @@ from ..cli_support import OWNER, emit, fail_cleanly, json_option, out, store_opt
 from ..publish import DEFAULT_KEEP
 from ..store import open_store
 from .audit import TableAuditReport, audit_table
+from .chain import ChainAudit, ChainReport, audit_chain, run_chain
+from .data import columns, read_table
 from .ke import Infeasible
 from .ke_release import KeReport, append_ke, publish_ke
+from .propagation import STRATEGIES
 from .publishers import MODELS, publish_group_model
 from .query import AGGREGATES, answer
 from .release import table_store
@@ -98,16 +102,34 @@ def _print_ke(report: KeReport, as_json: bool) -> None:
 
 
 @table_group.command("audit")
+@click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False))
 @store_option
 @name_option
 @click.option("--releases", "whole_history", is_flag=True,
               help="Also check every release together: the laminar rule and the "
               "multi-release differential attacker.")
+@click.option("--chain", "is_chain", is_flag=True,
+              help="Audit a chain's hop files (FILES, in hop order) instead of a store: "
+              "thresholds, nestedness and the colluders' attack.")
+@click.option("--delta", type=click.FloatRange(0, min_open=True),
+              help="With --chain: δ, if no chain.json lies beside the files.")
+@click.option("--membership", type=click.Path(exists=True, dir_okay=False),
+              help="With --chain: the owner's membership file [default: owner/membership.csv "
+              "beside the files].")
 @json_option
 @fail_cleanly
-def audit_cmd(store_spec: str, name: str, whole_history: bool, as_json: bool) -> None:
-    """Check the current release (and with --releases all of them); exit status 1 on any
-    violation."""
+def audit_cmd(files: tuple[str, ...], store_spec: str, name: str, whole_history: bool,
+              is_chain: bool, delta: float | None, membership: str | None,
+              as_json: bool) -> None:
+    """Check the current release (and with --releases all of them), or with --chain a
+    chain's hop files; exit status 1 on any violation."""
+    if is_chain != bool(files):
+        raise click.UsageError("give the hop files with --chain (and only then)")
+    if is_chain:
+        chain = audit_chain([Path(f) for f in files], delta,
+                            Path(membership) if membership else None)
+        emit(as_json, chain.as_dict(), lambda: _print_chain_audit(chain))
+        sys.exit(0 if chain.ok else 1)
     report = audit_table(table_store(open_store(store_spec), name), whole_history)
     emit(as_json, report.as_dict(), lambda: _print_audit(report, whole_history))
     sys.exit(0 if report.ok else 1)
@@ -124,6 +146,64 @@ def _print_audit(report: TableAuditReport, whole_history: bool) -> None:
     for violation in report.violations:
         out.print(f"  VIOLATION {violation}", highlight=False, markup=False)
     out.print("PASS" if report.ok else "FAIL")
+
+
+def _print_chain_audit(chain: ChainAudit) -> None:
+    for t in chain.thresholds:
+        out.print(f"hop {t['hop']}: P = {t['privacy']:.4f} bits, threshold {t['threshold']:g}"
+                  f"; smallest class {t['smallest_class']} (at least {t['min_size']}) "
+                  f"{'ok' if t['ok'] else 'VIOLATION'}", highlight=False)
+    if chain.membership is None:
+        out.print("nestedness and colluders: not checked (no owner membership file)")
+    for n in chain.nested:
+        if not n["ok"]:
+            out.print(f"  VIOLATION hop {n['hop']} is not a coarsening of hop {n['of_hop']}: "
+                      f"its class {n['offending_class']} is split", highlight=False)
+    for pair in chain.colluders:
+        nested = "nested" if pair.nested else "NOT nested"
+        out.print(f"hops {pair.hops[0]}+{pair.hops[1]} ({nested}): {pair.disclosed:,} "
+                  f"tuple(s) pinned and {pair.narrowed:,} narrowed only by colluding",
+                  highlight=False)
+    out.print("PASS" if chain.ok else "FAIL")
+
+
+@table_group.command("chain")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--qi", required=True, help="Numeric quasi-identifier columns, comma-separated "
+              "(mean-recoded per class).")
+@click.option("--sensitive", required=True, help="The categorical sensitive column.")
+@click.option("--hops", required=True, type=click.IntRange(1), help="L: the chain's length.")
+@click.option("--delta", required=True, type=click.FloatRange(0, min_open=True),
+              help="δ: hop i must have P < (L − i + 1)·δ (Jensen–Shannon, bits).")
+@click.option("--weights", help="W: one weight per QI, comma-separated [default: equal].")
+@click.option("--strategy", type=click.Choice(STRATEGIES), default="fla", show_default=True,
+              help="fla: forward-looking (the paper's scheme); tda: top-down; bua: bottom-up.")
+@click.option("--min-size", default=2, show_default=True, type=click.IntRange(1),
+              help="Tuples per class at least (the paper has no floor: 1 lets a class be one "
+              "person, whose value it then shows).")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Where hop1.csv … hopL.csv, chain.json and owner/membership.csv go.")
+@json_option
+@fail_cleanly
+def chain_cmd(path: str, qi: str, sensitive: str, hops: int, delta: float,
+              weights: str | None, strategy: str, min_size: int, out_dir: str,
+              as_json: bool) -> None:
+    """Re-sharing along a chain: T_1 … T_L from PATH (CSV), each computed from the previous
+    one only and stricter than it.  Ship hop i's file to the i-th recipient; keep
+    owner/membership.csv (it links tuples to classes)."""
+    table = read_table(path, columns(qi), sensitive, numeric=False)
+    given = [float(w) for w in weights.split(",")] if weights else [1.0] * len(table.qi)
+    report = run_chain(table, given, hops, delta, strategy, Path(out_dir), min_size)
+    emit(as_json, report.as_dict(), lambda: _print_chain(report))
+
+
+def _print_chain(report: ChainReport) -> None:
+    for h in report.hops:
+        out.print(f"hop {h.hop}: {h.classes:,} classes, P = {h.privacy:.4f} < {h.threshold:g}, "
+                  f"utility loss {h.utility_loss:.4f}, cell loss {h.cell_loss:g} "
+                  f"({h.seconds:.2f}s)", highlight=False)
+    out.print(f"{report.strategy}: Σ utility loss {report.sum_utility_loss:.4f}; files in "
+              f"{report.out}", highlight=False)
 
 
 @table_group.command("query")
