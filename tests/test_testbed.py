@@ -212,10 +212,14 @@ def ask_through_the_wrapper(testbed: Rehearsal, query) -> None:
 
 
 def private_datanode_dies(testbed: Rehearsal, exact: str, truth: list[int]) -> None:
-    """Its blocks may only be re-replicated onto private datanodes: the one left holds them
-    already, so the namenode finds no target and the shim refuses every public one."""
+    """Reads go on while the namenode still names it; its blocks may only be re-replicated
+    onto private datanodes: the one left holds them already, so the namenode finds no target
+    and the shim refuses every public one."""
     started = time.monotonic()
     testbed.on(PRIVATE_2, f"{REPO}/scripts/daemons kill datanode")
+    # Until its heartbeats expire (20 s here) the namenode still names the dead datanode for
+    # its replicas, first for a reader on its rack: the store must exclude it and ask again.
+    assert testbed.json_on(NAMENODE, AUDIT)["ok"]
     wait_report(testbed, "-dead", "Dead datanodes (1)")
     time.sleep(5)  # a few redundancy-monitor rounds, each looking for targets
     audit = testbed.json_on(NAMENODE, AUDIT)

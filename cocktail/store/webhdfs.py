@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -105,12 +106,45 @@ class WebHdfsClient(InsecureClient):
         if not response.ok:
             raise HdfsError(f"cannot write {path}: {response.status_code} {response.text[:300]}")
 
+    def read_all(self, path: str) -> bytes:
+        """OPEN, excluding a datanode the namenode names but that does not answer: one that is
+        down but not yet declared dead (up to 10.5 minutes with Hadoop's defaults) is still
+        offered first for its replicas, and a redirect would keep failing on it."""
+        excluded: list[str] = []
+        while True:
+            params = {"excludedatanodes": ",".join(excluded)} if excluded else {}
+            location = self._open(path, noredirect="true", **params).json()["Location"]
+            try:
+                response = self._session.get(location, timeout=self._timeout)
+            except requests.ConnectionError:
+                address = self._xfer_address(location)
+                if address in excluded:
+                    raise
+                excluded.append(address)
+                continue
+            if not response.ok:
+                raise HdfsError(f"cannot read {path}: {response.status_code} "
+                                f"{response.text[:300]}")
+            return response.content
+
+    def _xfer_address(self, location: str) -> str:
+        """How the namenode names the datanode serving ``location`` in an exclusion:
+        ``ip:xferPort`` (its live-node entry with that HTTP address), else its IP."""
+        parts = urlsplit(location)
+        ip = socket.gethostbyname(parts.hostname)
+        for node in self._live_nodes().values():
+            if node.get("infoAddr") == f"{ip}:{parts.port}":
+                return node["xferaddr"]
+        return ip
+
     def datanodes(self) -> dict[str, str]:
         """Live datanodes, ``ip:xferPort`` -> rack, from the namenode's JMX."""
+        return {node["xferaddr"]: node["location"] for node in self._live_nodes().values()}
+
+    def _live_nodes(self) -> dict[str, dict]:
         beans = self._session.get(f"{self.url}/jmx", timeout=60, params={
             "qry": "Hadoop:service=NameNode,name=NameNodeInfo"}).json()["beans"]
-        live = json.loads(beans[0]["LiveNodes"])
-        return {node["xferaddr"]: node["location"] for node in live.values()}
+        return json.loads(beans[0]["LiveNodes"])
 
     def replace(self, src: str, dst: str) -> None:
         """Rename, replacing a file at ``dst`` in the same namenode operation."""
@@ -239,7 +273,7 @@ class WebHdfsStore(Store):
     def read(self, zone: str, path: str) -> bytes:
         client, full = self._full(zone, path)
         with self._errors("cannot read", full):
-            return _retry_transient(lambda: _read_all(client, full))
+            return _retry_transient(lambda: client.read_all(full))
 
     def exists(self, zone: str, path: str) -> bool:
         client, full = self._full(zone, path)
@@ -333,11 +367,6 @@ class WebHdfsStore(Store):
 
 def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
-
-
-def _read_all(client: WebHdfsClient, path: str) -> bytes:
-    with client.read(path) as reader:
-        return reader.read()
 
 
 def _retry_transient(call, attempts: int = 3):
