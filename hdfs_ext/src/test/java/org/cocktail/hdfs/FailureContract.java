@@ -76,6 +76,9 @@ public abstract class FailureContract {
     DistributedFileSystem fs = cluster().fs();
     Path path = privatePath("f");
     Blocks.write(fs, path, 2, 3);
+    // close() returns once the pipeline has the bytes; a replica reaches the namenode's block
+    // map with its datanode's next incremental block report (CI once saw one of two).
+    waitForReplicas(path, 2);
     Blocks.assertAllPrivate(Blocks.locations(fs, path), 2);
 
     cluster().stopDatanode(privateIndexHolding(path), true);
