@@ -30,6 +30,7 @@ from .demo import DemoSettings, run_demo
 from .publish import DEFAULT_KEEP, PublishParams, publish
 from .dp.deadline import DEFAULT_DEADLINES, Deadlines
 from .dp.ledger import Ledger
+from .dp.reshare import reshare
 from .private_config import ledger_location, set_ledger_location
 from .querylang import Workload, parse_batch, parse_count
 from .query import BACKENDS, Engine, Publication, describe
@@ -499,9 +500,27 @@ def budget_cmd(total: float | None, store_spec: str, as_json: bool) -> None:
     ledger = _ledger(store_spec)
     if total is not None:
         ledger.set_dataset_budget(total)
-    status = ledger.budgetexit_status()
+    status = ledger.budget_status()
     emit(as_json, status, lambda: out.print(
         f"dataset budget {status['dataset_budget']}, spent {status['dataset_spent']:g}"))
+
+
+@main.command("reshare")
+@click.argument("answer_id")
+@click.option("--alpha", required=True, type=click.FloatRange(min=0, min_open=True),
+              help="The next hop's α: at most the hop before's (a re-share only adds noise).")
+@store_option
+@json_option
+@fail_cleanly
+def reshare_cmd(answer_id: str, alpha: float, store_spec: str, as_json: bool) -> None:
+    """Re-share a stored noisy answer (ANSWER_ID, as `answer_id` in a query's JSON) with the
+    next hop of a chain: the answer plus fresh Laplace noise at --alpha, stored, so that hop
+    always gets the same one.  Charges nothing: the chain cost its first α.  Owner command."""
+    answer = reshare(_ledger(store_spec), answer_id, alpha)
+    emit(as_json, answer, lambda: out.print(
+        f"hop {answer['hop']} (α = {answer['alpha']:g}{', reused' if answer['reused'] else ''})"
+        f": {', '.join(f'{a:.2f}' for a in answer['answers'])}; answer id "
+        f"{answer['answer_id']}", highlight=False, markup=False))
 
 
 @main.group("ledger", help=f"Where the budget ledger lives. {OWNER}")

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS roles (name TEXT PRIMARY KEY, alpha REAL NOT NULL CHECK (alpha > 0),
                                   budget REAL NOT NULL CHECK (budget >= 0));
@@ -45,6 +45,10 @@ CREATE TABLE IF NOT EXISTS answers (role TEXT NOT NULL, version TEXT NOT NULL,
                                     workload_sha256 TEXT NOT NULL, answer TEXT,
                                     reserved_at REAL NOT NULL,
                                     PRIMARY KEY (role, version, workload_sha256));
+CREATE TABLE IF NOT EXISTS reshares (chain TEXT NOT NULL, hop INTEGER NOT NULL CHECK (hop >= 2),
+                                     alpha REAL NOT NULL CHECK (alpha > 0),
+                                     answer TEXT NOT NULL, at REAL NOT NULL,
+                                     PRIMARY KEY (chain, hop));
 """
 # Version 1 kept the workload text in every charge and answer and summed charges for budgets.
 MIGRATE_FROM_1 = """
@@ -105,6 +109,20 @@ class Ticket:
     state: str                  # "answered", "pending" (someone else computes it), "reserved"
     charged: float = 0.0
     answer: dict | None = None  # when answered
+
+
+def answer_id(hop: int, role: str, key: str, version: str) -> str:
+    """``HOP~ROLE~SHA~VERSION``: neither a role name nor a hash holds ``~``, and the
+    version (a store and version, which may hold anything) comes last."""
+    return f"{hop}~{role}~{key}~{version}"
+
+
+def parse_answer_id(text: str) -> tuple[int, str, str, str]:
+    parts = text.split("~", 3)
+    if len(parts) != 4 or not parts[0].isdigit() or int(parts[0]) < 1:
+        raise LedgerError(f"{text!r} is not an answer id (HOP~ROLE~SHA~VERSION, as "
+                          f"`answer_id` in a query's JSON)")
+    return int(parts[0]), parts[1], parts[2], parts[3]
 
 
 def _sha256(text: str) -> str:
@@ -173,7 +191,7 @@ class Ledger:
         if db.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
             return
         columns = {row[1] for row in db.execute("PRAGMA table_info(charges)")}
-        script = MIGRATE_FROM_1 if "workload" in columns else SCHEMA
+        script = (MIGRATE_FROM_1 if "workload" in columns else "") + SCHEMA
         for statement in script.split(";"):
             if statement.strip():
                 db.execute(statement)
@@ -319,6 +337,7 @@ class Ledger:
     def result(self, ticket: Ticket, answer: dict | None = None) -> dict:
         """The answer as the asker sees it: whether it was reused, what it cost, what is left."""
         return (answer or ticket.answer) | {
+            "answer_id": answer_id(1, ticket.user.role, ticket.key, ticket.version),
             "reused": ticket.state != "reserved", "charged": ticket.charged,
             "budget": self.budget_status(ticket.user)}
 
@@ -337,6 +356,28 @@ class Ledger:
             if until is not None and time.monotonic() >= until:
                 return None
             time.sleep(_POLL)
+
+    def answer_at(self, hop: int, role: str, key: str, version: str) -> dict | None:
+        """A chain's answer at ``hop``: the stored answer at hop 1, a re-share after."""
+        db = self._connection()
+        if hop == 1:
+            row = db.execute("SELECT answer FROM answers WHERE role = ? AND version = ? AND "
+                             "workload_sha256 = ?", (role, version, key)).fetchone()
+        else:
+            row = db.execute("SELECT answer FROM reshares WHERE chain = ? AND hop = ?",
+                             (answer_id(1, role, key, version), hop)).fetchone()
+        return json.loads(row[0]) if row and row[0] is not None else None
+
+    def store_reshare(self, hop: int, role: str, key: str, version: str, alpha: float,
+                      answer: dict) -> dict:
+        """Store a hop's answer unless one is stored already (first writer wins)."""
+        chain = answer_id(1, role, key, version)
+        with self._transaction() as db:
+            db.execute("INSERT OR IGNORE INTO reshares VALUES (?, ?, ?, ?, ?)",
+                       (chain, hop, alpha, json.dumps(answer), time.time()))
+            stored = db.execute("SELECT answer FROM reshares WHERE chain = ? AND hop = ?",
+                                (chain, hop)).fetchone()[0]
+        return json.loads(stored)
 
     def abandon(self, ticket: Ticket) -> None:
         """The reserved answer could not be computed: let the next request take it over at
