@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
 from itertools import combinations
 from math import comb
 
@@ -234,6 +234,62 @@ def audit(store: Store, *, version: str | None = None, k: int | None = None,
         auditor.check_chunk(entry, report.k, report.m)
     check_placement(store, report)
     return report
+
+
+View = list[tuple[str, frozenset[str], list[tuple[str, list[str]]]]]
+
+
+def public_view(store: Store) -> tuple[str, dict, View]:
+    """The current public view: version, manifest, and each chunk's id, terms and rows."""
+    zone = store.zone("public")
+    version = zone.read(fmt.POINTER).decode().strip() if zone.exists(fmt.POINTER) else None
+    if version is None:
+        raise StoreError(f"{store.url} holds no publication (no {fmt.POINTER} pointer)")
+    where = fmt.manifest_path(version)
+    manifest = fmt.decode_json(zone.read(where), where)
+    chunks = []
+    for entry in manifest["chunks"]:
+        path = fmt.chunk_path(version, entry["id"])
+        rows = list(fmt.decode_chunk(zone.read(path), path))
+        chunks.append((entry["id"], frozenset(t for _, sub in rows for t in sub), rows))
+    return version, manifest, chunks
+
+
+@dataclass
+class ChainAuditReport:
+    ok: bool
+    hops: list[dict]          # store, version, k, m, k^m ok, violations
+    violations: list[str]     # laxer hops, chunks that are no projection, shared pseudonyms
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def audit_chain(stores: Sequence[Store]) -> ChainAuditReport:
+    """Each hop k^m-anonymous at its own (k, m), no laxer than the hop before, and nested in
+    it: every chunk the projection of one chunk of the hop before; no pseudonym shared."""
+    hops, views, violations = [], [], []
+    for store in stores:
+        report = audit(store)
+        hops.append({"store": store.url, "version": report.version, "k": report.k,
+                     "m": report.m, "ok": report.ok, "violations": len(report.violations)})
+        views.append(public_view(store))
+    for (before, after), (a, b) in zip(zip(hops, hops[1:]), zip(views, views[1:])):
+        if after["k"] < before["k"] or after["m"] < before["m"]:
+            violations.append(f"{after['store']}: k={after['k']}, m={after['m']} is laxer than "
+                              f"the hop before (k={before['k']}, m={before['m']})")
+        for chunk_id, terms, rows in b[2]:
+            shown = Counter(frozenset(sub) for _, sub in rows)
+            if not any(terms <= t and Counter(frozenset(terms.intersection(sub))
+                                              for _, sub in r if terms.intersection(sub))
+                       == shown for _, t, r in a[2]):
+                violations.append(f"{after['store']}: chunk {chunk_id} is not a projection of "
+                                  f"any chunk of {before['store']} (not nested)")
+        names = {n for _, _, r in a[2] for n, _ in r} & {n for _, _, r in b[2] for n, _ in r}
+        if names:
+            violations.append(f"{after['store']}: {len(names)} pseudonym(s) shared with the hop "
+                              f"before (rows linkable across hops)")
+    return ChainAuditReport(all(h["ok"] for h in hops) and not violations, hops, violations)
 
 
 def check_placement(store: Store, report: AuditReport) -> None:

@@ -22,9 +22,11 @@ from .attacks.composition import composition, load_table_release
 from .cli_support import (EXIT_STATUS, OWNER, emit, err, fail_cleanly, failure, json_option,
                           out, progress_bars, store_option)
 from .publish.append import append
+from .publish.republish import republish
 from .cluster.render import CLUSTER_SETTINGS, render_host, write_host
 from .cluster.spec import ROLES, SIDES, load_spec
-from .audit import DEFAULT_MAX_ITEMSETS, AuditReport, ReleaseAuditReport, audit, audit_releases
+from .audit import DEFAULT_MAX_ITEMSETS, AuditReport, ChainAuditReport, ReleaseAuditReport, audit, \
+    audit_chain, audit_releases
 from .dataset import FORMATS, load, write_fimi
 from .demo import DemoSettings, run_demo
 from .publish import DEFAULT_KEEP, PublishParams, publish
@@ -256,6 +258,7 @@ def _print_audit(report: AuditReport) -> None:
 
 
 @main.command("audit")
+@click.argument("chain_stores", nargs=-1, metavar="[S1 S2 ...]")
 @store_option
 @click.option("--version", "version", help="Audit this version instead of the current one.")
 @click.option("--k", type=click.IntRange(1), help="Check a stricter k than the publication's.")
@@ -267,16 +270,27 @@ def _print_audit(report: AuditReport) -> None:
               help="Owner command: check every release against the release invariant, from "
               "the private release log and the public files that remain, and run the "
               "joint-view attacker on small clusters of all releases together.")
+@click.option("--chain", "is_chain", is_flag=True,
+              help="Audit a chain of re-shared publications S1 S2 … (in hop order): each "
+              "k^m at its own level, no laxer than the hop before, nested in it, no pseudonym "
+              "shared.")
 @json_option
 @fail_cleanly
-def audit_cmd(store_spec: str, version: str | None, k: int | None, m: int | None,
-              max_itemsets: int, whole_history: bool, as_json: bool) -> None:
+def audit_cmd(chain_stores: tuple[str, ...], store_spec: str, version: str | None,
+              k: int | None, m: int | None, max_itemsets: int, whole_history: bool,
+              is_chain: bool, as_json: bool) -> None:
     """Independently verify what the public zone holds; exit status 1 on any violation.
 
     Reads only the public zone: every public chunk must be k^m-anonymous, no pseudonym may occur
     in two chunks, and nothing but listed public chunks, their indexes and the manifest may be there.
     On HDFS it also checks that every replica of every private file is on a private datanode.
     """
+    if is_chain != bool(chain_stores):
+        raise click.UsageError("give the chain's stores with --chain (and only then)")
+    if is_chain:
+        chain = audit_chain([open_store(spec) for spec in chain_stores])
+        emit(as_json, chain.as_dict(), lambda: _print_chain(chain))
+        sys.exit(0 if chain.ok else 1)
     if whole_history:
         history = audit_releases(open_store(store_spec), max_itemsets=max_itemsets)
         emit(as_json, history.as_dict(), lambda: _print_release_audit(history))
@@ -284,6 +298,34 @@ def audit_cmd(store_spec: str, version: str | None, k: int | None, m: int | None
     report = audit(open_store(store_spec), version=version, k=k, m=m, max_itemsets=max_itemsets)
     emit(as_json, report.as_dict(), lambda: _print_audit(report))
     sys.exit(0 if report.ok else 1)
+
+
+def _print_chain(chain: ChainAuditReport) -> None:
+    for n, hop in enumerate(chain.hops, start=1):
+        out.print(f"hop {n}: {hop['store']} {hop['version']} k={hop['k']} m={hop['m']}: "
+                  f"{'ok' if hop['ok'] else 'FAIL'}", highlight=False, markup=False)
+    for violation in chain.violations:
+        out.print(f"  VIOLATION {violation}", highlight=False, markup=False)
+    out.print("PASS" if chain.ok else "FAIL")
+
+
+@main.command("republish")
+@click.option("--from", "source", required=True, help="The store whose public view is re-shared.")
+@click.option("--to", "target", required=True, help="The recipient's store (written).")
+@click.option("--k", required=True, type=click.IntRange(2), help="k', at least the source's.")
+@click.option("--m", required=True, type=click.IntRange(1), help="m', at least the source's.")
+@json_option
+@fail_cleanly
+def republish_cmd(source: str, target: str, k: int, m: int, as_json: bool) -> None:
+    """Re-share a public view at a stricter (k, m), from that view alone: chunks are split
+    and terms withheld, never merged; fresh pseudonyms; nested in the source."""
+    report = republish(open_store(source), open_store(target), k, m)
+    emit(as_json, report.as_dict(), lambda: out.print(
+        f"{report.store} {report.version} (k={k}, m={m}) from {report.source} "
+        f"{report.source_version}: {report.public_chunks:,} chunks from "
+        f"{report.source_chunks:,}, {report.public_occurrences:,} of "
+        f"{report.source_occurrences:,} term occurrences shown, {report.withheld_terms:,} "
+        f"withheld ({report.seconds:.2f}s)", highlight=False, markup=False))
 
 
 def _print_release_audit(report: ReleaseAuditReport) -> None:

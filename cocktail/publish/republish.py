@@ -1,0 +1,105 @@
+"""A stricter public view derived from a public view alone: the re-sharing hop of a chain.
+
+The recipient of a publication (the public-cloud tenant, say) passes it to a third party at a
+stricter (k', m'), k' ≥ k and m' ≥ m, with no access to the owner's data.  The only safe
+operations on a public view are splitting a chunk's term set and withholding terms: inside a
+part every support is the chunk's own, so a part is k'^m'-anonymous when its own itemsets
+are — which the partitioner decides, on each source chunk's subrecords as if they were a
+cluster.  Merging anything would raise supports, which needs the owner.  The result is nested
+in its source by construction (every new chunk a projection of one source chunk); rows get
+fresh pseudonyms under a new key and are sorted by them, and files are written in random
+order with one common time, so nothing links a new row or chunk to the source's beyond its
+content.  The derived store keeps no private data: its private zone records the source only.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+
+from .. import chunkformat as fmt
+from .. import versions
+from ..anonymity import partition
+from ..audit import public_view
+from ..store import Store
+from .writer import build_chunk
+
+DERIVED = "derived.json"
+
+
+@dataclass
+class RepublishReport:
+    source: str
+    source_version: str
+    store: str
+    version: str
+    k: int
+    m: int
+    source_chunks: int
+    public_chunks: int
+    withheld_terms: int       # (chunk, term) pairs of the source left out
+    public_occurrences: int   # (subrecord, term) pairs shown, of the source's
+    source_occurrences: int
+    seconds: float
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def republish(source: Store, target: Store, k: int, m: int,
+              method: str = "improved") -> RepublishReport:
+    started = time.perf_counter()
+    version, manifest, chunks = public_view(source)
+    if k < manifest["k"] or m < manifest["m"]:
+        raise ValueError(f"a re-share must be at least as strict as its source (k={manifest['k']},"
+                         f" m={manifest['m']}); k={k}, m={m} is laxer; nothing written")
+    parts, withheld = [], 0
+    for _, terms, rows in sorted(chunks, key=lambda c: sorted(c[1])):
+        split = partition(method, [frozenset(sub) for _, sub in rows], k, m)
+        withheld += len(split.private)
+        for part in split.public:
+            members = [(name, sorted(part.intersection(sub))) for name, sub in rows
+                       if part.intersection(sub)]
+            parts.append(members)
+    new_version = write_view(target, parts, k, m, {
+        "source": source.url, "source_version": version, "source_k": manifest["k"],
+        "source_m": manifest["m"]})
+    return RepublishReport(
+        source.url, version, target.url, new_version, k, m, len(chunks), len(parts), withheld,
+        sum(len(sub) for members in parts for _, sub in members),
+        sum(len(sub) for _, _, rows in chunks for _, sub in rows),
+        round(time.perf_counter() - started, 3))
+
+
+def write_view(store: Store, parts: Sequence[Sequence[tuple[str, list[str]]]], k: int, m: int,
+               derived: dict) -> str:
+    """Commit chunks of (source row name, subrecord) as a public-only version: fresh random
+    chunk ids, pseudonyms under a fresh key, files in random order with one common time."""
+    key = secrets.token_bytes(32)
+    version = versions.next_version(store)
+    staging = fmt.STAGING_PREFIX + version
+    files, entries = [], []
+    for members in parts:
+        built = None
+        while built is None:  # a pseudonym collision: draw another chunk id
+            built = build_chunk(key, secrets.token_hex(fmt.CHUNK_ID_HEX // 2),
+                                [(name, n, sub) for n, (name, sub) in enumerate(members)])
+        files += built.files()
+        entries.append({"id": built.chunk_id, "priLabel": False, "subrecords": len(members),
+                        "terms": len({t for _, sub in members for t in sub}),
+                        "sha256": built.sha256})
+    created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    manifest = {"format": fmt.FORMAT, "version": version, "created": created, "k": k, "m": m,
+                "chunks": sorted(entries, key=lambda e: e["id"])}
+    files.append((fmt.MANIFEST, fmt.encode_json(manifest)))
+    now = time.time()
+    for name, data in sorted(files, key=lambda _: secrets.randbits(64)):
+        store.write("public", f"{staging}/{name}", data, pri_label=False)
+    for name, _ in sorted(files):
+        store.stamp("public", f"{staging}/{name}", now)
+    store.write("private", f"{staging}/{DERIVED}", fmt.encode_json(derived), pri_label=True)
+    versions.commit(store, staging, version, lambda: None)
+    return version
