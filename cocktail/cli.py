@@ -22,6 +22,7 @@ from .attacks.composition import composition, load_table_release
 from .cli_support import (EXIT_STATUS, OWNER, emit, err, fail_cleanly, failure, json_option,
                           out, progress_bars, store_option)
 from .publish.append import append
+from .publish.chain_plan import CLUSTERINGS, STRATEGIES, PlanReport, plan_chain
 from .publish.republish import republish
 from .cluster.render import CLUSTER_SETTINGS, render_host, write_host
 from .cluster.spec import ROLES, SIDES, load_spec
@@ -326,6 +327,63 @@ def republish_cmd(source: str, target: str, k: int, m: int, as_json: bool) -> No
         f"{report.source_chunks:,}, {report.public_occurrences:,} of "
         f"{report.source_occurrences:,} term occurrences shown, {report.withheld_terms:,} "
         f"withheld ({report.seconds:.2f}s)", highlight=False, markup=False))
+
+
+@main.group("chain", help=f"Chains of re-shared publications, planned at the owner. {OWNER}")
+def chain_group() -> None:
+    pass
+
+
+def _levels(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a comma-separated list of integers") from None
+
+
+@chain_group.command("plan")
+@store_option
+@click.option("--k", "ks", required=True, help="k per hop, comma-separated, e.g. 5,10,20.")
+@click.option("--m", "ms", required=True, help="m per hop, comma-separated, e.g. 2,2,3.")
+@click.option("--strategy", type=click.Choice(STRATEGIES), default="lookahead",
+              show_default=True, help="greedy: each hop splits the one before; backward: "
+              "strictest first, laxer hops merge its chunks; lookahead: a rollout over greedy "
+              "that also weighs the backward plan.")
+@click.option("--clusters-for", type=click.Choice(CLUSTERINGS), default="strictest",
+              show_default=True, help="Lay the clusters out for the strictest hop (its "
+              "frequent terms stay public) or the first (more pairs early, terms withheld "
+              "later, as re-sharing would).")
+@click.option("--out", default=None, metavar="DIR",
+              help="Write hop i as a public-only view in the store DIR/hopI (audit them with "
+              "cocktail audit --chain).")
+@json_option
+@fail_cleanly
+def chain_plan_cmd(store_spec: str, ks: str, ms: str, strategy: str, clusters_for: str,
+                   out: str | None, as_json: bool) -> None:
+    """Plan every hop of a chain from the owner's data: clusters laid out for the strictest
+    hop, one nested chunking per hop, reported per hop (chunks, occurrences, utility)."""
+    levels_k, levels_m = _levels(ks), _levels(ms)
+    hops = [open_store(f"{out.rstrip('/')}/hop{i}") for i in range(1, len(levels_k) + 1)] \
+        if out else []
+    report = plan_chain(open_store(store_spec), levels_k, levels_m, strategy, hops, clusters_for)
+    emit(as_json, report.as_dict(), lambda: _print_plan(report))
+
+
+def _print_plan(report: PlanReport) -> None:
+    table = Table(title=f"{report.strategy} chain from {report.store} {report.version}: "
+                  f"{report.records:,} records in {report.clusters:,} clusters laid out for "
+                  f"the {report.clusters_for} hop")
+    for column in ("hop", "k", "m", "public chunks", "occurrences shown", "U_i (pairs kept)",
+                   "UL_i", "written to"):
+        table.add_column(column, justify="right")
+    for n, hop in enumerate(report.hops, start=1):
+        table.add_row(str(n), str(hop["k"]), str(hop["m"]), f"{hop['public_chunks']:,}",
+                      f"{hop['public_occurrences']:,} ({hop['occurrence_share']:.1%})",
+                      f"{hop['utility']:,}", f"{hop['utility_loss']:.4f}",
+                      f"{hop['store']} {hop['version']}" if "store" in hop else "-")
+    out.print(table)
+    out.print(f"ΣU = {report.total_utility:,} of {report.associations:,} pairs per hop "
+              f"({report.seconds:.2f}s)", highlight=False)
 
 
 def _print_release_audit(report: ReleaseAuditReport) -> None:

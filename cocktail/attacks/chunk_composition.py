@@ -84,18 +84,9 @@ def load_basket_release(where: str, sensitive: frozenset[str] | None) -> BasketR
     if not terms:
         raise StoreError(f"{where} was published without --sensitive-terms: name the terms "
                          f"whose disclosure counts with --sensitive-terms FILE")
-    held: dict[int, set[str]] = defaultdict(set)
-    public = []
-    for chunk in publication.chunks.values():
-        positions = publication.record_positions(chunk.id)
-        subrecords = []
-        for pseudonym, sub in publication.subrecords(chunk.id):
-            held[positions[pseudonym]].update(sub)
-            subrecords.append(frozenset(sub))
-        if not chunk.private:
-            public.append((chunk.terms, subrecords))
-    ids = publication.record_ids
-    records = {ids[p]: frozenset(held.get(p, ())) for p in range(len(ids))}
+    public = [(chunk.terms, [frozenset(sub) for _, sub in publication.subrecords(chunk.id)])
+              for chunk in publication.chunks.values() if not chunk.private]
+    records = dict(zip(publication.record_ids, publication.owner_records()))
     return BasketRelease.from_chunks(where, publication.m, terms, public, records)
 
 

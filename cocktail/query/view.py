@@ -80,6 +80,15 @@ class Publication:
         """Record positions of a leaf cluster."""
         return self._members.get(unit, frozenset())
 
+    def owner_records(self) -> list[frozenset[str]]:
+        """Every record's terms, by position, joined from all its chunks: the owner's data."""
+        held: list[set[str]] = [set() for _ in self.record_ids]
+        for chunk_id in self.chunks:
+            positions = self.record_positions(chunk_id)
+            for pseudonym, terms in self.subrecords(chunk_id):
+                held[positions[pseudonym]].update(terms)
+        return [frozenset(terms) for terms in held]
+
     def warm(self, positions: bool = True) -> Publication:
         """Read now what queries would read lazily (the maps, and with ``positions`` every
         term's records), so no query pays for a cold read or is timed by one, and concurrent
