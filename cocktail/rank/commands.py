@@ -1,0 +1,128 @@
+"""`cocktail rank`: build a ranking over a table with public and private attributes, and ask
+it for the top k."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from ..cli_support import emit, fail_cleanly, json_option, out, store_option
+from ..dataset import InputError
+from ..dp.ledger import Forbidden, Ledger
+from ..private_config import ledger_location
+from ..store import open_store
+from .defenses import DEFENSES
+from .model import columns_list, parse_query, read_rank_table
+from .release import build_ranking, load_ranking, previous_state
+from .service import answer_rank
+
+name_option = click.option("--name", default="ranking", show_default=True,
+                           help="Which ranking of the store.")
+
+
+@click.group("rank", help="Top-k search over public and private attributes that does not "
+             "reveal the private ones (ESVT, ESTT or differential privacy).")
+def rank_group() -> None:
+    pass
+
+
+def _weights(spec: str | None) -> dict[str, float]:
+    weights = {}
+    for part in columns_list(spec or ""):
+        column, sep, value = part.partition("=")
+        try:
+            weights[column.strip()] = float(value)
+        except ValueError:
+            raise InputError(f"--weights: {part!r} is not COLUMN=NUMBER") from None
+        if not sep:
+            raise InputError(f"--weights: {part!r} is not COLUMN=NUMBER")
+    return weights
+
+
+@rank_group.command("build")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--public", required=True, help="Public columns, comma-separated (shown).")
+@click.option("--private", required=True,
+              help="Private columns, comma-separated (ranked on, never shown).")
+@click.option("--defense", type=click.Choice(DEFENSES), default="estt", show_default=True,
+              help="none; esvt (virtual tuples); estt (true tuples paired by matching); "
+              "dp (noisy top-k, charged to the analyst's budget).")
+@click.option("--l", "l", type=int, default=2, show_default=True,
+              help="esvt/estt: every private value hidden among at least l candidates.")
+@click.option("--id", "id_column", default=None,
+              help="A public id column (default: the row number).")
+@click.option("--numeric", default="", help="Numeric columns (similarity 1 − |x − y|/range).")
+@click.option("--weights", default=None, help="COLUMN=W,... (default 1 each).")
+@click.option("--workload", type=click.File("r"), default=None,
+              help="esvt, l = 2: queries (one per line) for the paper's workload-aware "
+              "generator, made an involution; default: a secret random generator.")
+@name_option
+@store_option
+@json_option
+@fail_cleanly
+def build_cmd(path: Path, public: str, private: str, defense: str, l: int,
+              id_column: str | None, numeric: str, weights: str | None, workload,
+              name: str, store_spec: str, as_json: bool) -> None:
+    """Build (or rebuild, keeping every unchanged tuple's set) ranking NAME from a CSV file."""
+    store = open_store(store_spec)
+    previous = previous_state(store, name)
+    table = read_rank_table(path, columns_list(public), columns_list(private), id_column,
+                            columns_list(numeric), _weights(weights),
+                            previous["schema"]["domains"] if previous else None)
+    asked = None
+    if workload is not None:
+        queries = [parse_query(table.schema, line) for line in workload if line.strip()]
+        asked = [{table.schema.private.index(c): v for c, v in q.private.items()}
+                 for q in queries]
+    report = build_ranking(store, name, table, defense, l, asked, previous)
+    emit(as_json, report.as_dict(), lambda: out.print(
+        f"ranking {report.name} {report.version}: {report.tuples:,} tuples, defense "
+        f"{report.defense}" + (f" (l={report.l}): {report.sets:,} sets, {report.virtual:,} "
+                               f"virtual, {report.obfuscated:,} values obfuscated, "
+                               f"{report.suppressed:,} suppressed, {report.kept_sets:,} kept"
+                               if defense in ("esvt", "estt") else "")
+        + f" ({report.seconds:.2f}s)", highlight=False, markup=False))
+
+
+@rank_group.command("query")
+@click.argument("query")
+@click.option("--k", type=click.IntRange(1), default=10, show_default=True)
+@click.option("--token", envvar="COCKTAIL_TOKEN",
+              help="Analysts: your token; a dp ranking charges your budget.")
+@name_option
+@store_option
+@json_option
+@fail_cleanly
+def query_cmd(query: str, k: int, token: str | None, name: str, store_spec: str,
+              as_json: bool) -> None:
+    """The top k for QUERY ('col=value,...'): ids and public attributes only.
+
+    A dp ranking answers analysts only (--token): the owner has no budget to charge."""
+    started = time.perf_counter()
+    store = open_store(store_spec)
+    version, index, _ = load_ranking(store, name)
+    ledger = Ledger(ledger_location(store)) if token or index.defense == "dp" else None
+    if index.defense == "dp" and not token:
+        raise Forbidden("a dp ranking answers analysts only: give --token (each query is "
+                        "charged to their budget)")
+    body = answer_rank(index, version, name, query, k, ledger, token)
+    body["seconds"] = round(time.perf_counter() - started, 4)
+    emit(as_json, body, lambda: _print_results(body))
+
+
+def _print_results(body: dict) -> None:
+    rows = body["results"]
+    table = Table(title=f"top {len(rows)} for {body['query']} ({body['defense']}, "
+                  f"{body['version']})")
+    for column in rows[0] if rows else ["id"]:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*row.values())
+    out.print(table)
+    if "charged" in body:
+        out.print(f"charged α={body['charged']:g}; {body['budget']['remaining']:g} left",
+                  highlight=False)
+

@@ -1,0 +1,237 @@
+"""The ranked-retrieval model: a table with public and private attributes, the paper's linear
+score (Eq. 1) and queries.
+
+s(t|q) = Σ_i wA_i·ρ(q[A_i], t[A_i]) + Σ_j wB_j·ρ(q[B_j], t[B_j]), with ρ = 1 for equal
+categories and 1 − |x − y|/range for numeric columns (the paper's |x − y| rewards a mismatch);
+ρ = 0 when either value is missing.  Columns are encoded as small integer codes (categories)
+or floats (numbers) so that scoring a query is a handful of numpy operations over all tuples.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..dataset import InputError
+
+MISSING = -1  # the code of a missing (suppressed, or not asked) categorical value
+
+
+@dataclass(frozen=True)
+class Schema:
+    public: tuple[str, ...]
+    private: tuple[str, ...]
+    weights: dict[str, float]
+    numeric: dict[str, tuple[float, float]]  # numeric column -> (min, max) of the table
+    domains: dict[str, tuple[str, ...]] = field(default_factory=dict)  # category -> values
+
+    def weight(self, column: str) -> float:
+        return self.weights.get(column, 1.0)
+
+    @property
+    def private_weight(self) -> float:
+        """How far one tuple's private values can move its score: the L∞ sensitivity."""
+        return sum(self.weight(c) for c in self.private)
+
+    def as_dict(self) -> dict:
+        return {"public": list(self.public), "private": list(self.private),
+                "weights": self.weights, "numeric": {c: list(r) for c, r in self.numeric.items()},
+                "domains": {c: list(v) for c, v in self.domains.items()}}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> Schema:
+        return cls(tuple(d["public"]), tuple(d["private"]), dict(d["weights"]),
+                   {c: (r[0], r[1]) for c, r in d["numeric"].items()},
+                   {c: tuple(v) for c, v in d["domains"].items()})
+
+    def encode(self, column: str, text: str) -> float:
+        """A value as stored: a float for numeric columns, a category's code otherwise
+        (MISSING for a category the table has never seen: it matches nothing)."""
+        if column in self.numeric:
+            try:
+                value = float(text)
+            except ValueError:
+                raise InputError(f"column {column!r} is numeric; {text!r} is not a number") \
+                    from None
+            if not math.isfinite(value):
+                raise InputError(f"column {column!r}: {text!r} is not a finite number")
+            return value
+        values = self.domains[column]
+        try:
+            return float(values.index(text))
+        except ValueError:
+            return float(MISSING)
+
+    def decode(self, column: str, value: float) -> str:
+        if column in self.numeric:
+            return _number(value)
+        return "" if value == MISSING else self.domains[column][int(value)]
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def similarity(schema: Schema, column: str, asked: float, values: np.ndarray) -> np.ndarray:
+    """ρ(q[c], t[c]) for every tuple: 1 on an equal category, 1 − |x − y|/range on numbers."""
+    if column in schema.numeric:
+        low, high = schema.numeric[column]
+        spread = (high - low) or 1.0
+        found = np.clip(1.0 - np.abs(values - asked) / spread, 0.0, 1.0)
+        return np.where(np.isnan(values), 0.0, found)
+    if asked == MISSING:
+        return np.zeros(values.shape)
+    return (values == asked).astype(float)
+
+
+@dataclass
+class RankTable:
+    schema: Schema
+    ids: list[str]
+    public: np.ndarray   # (n, public columns), encoded
+    private: np.ndarray  # (n, private columns), encoded
+
+
+def columns_list(spec: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in spec.split(",") if name.strip())
+
+
+def read_rank_table(path: str | Path, public: Sequence[str], private: Sequence[str],
+                    id_column: str | None = None, numeric: Sequence[str] = (),
+                    weights: Mapping[str, float] | None = None,
+                    known: Mapping[str, Sequence[str]] | None = None) -> RankTable:
+    """Read and check the table; every problem is an :class:`InputError` naming the file,
+    the line and the column, found before anything is written.  ``known``: categories an
+    earlier build had (kept in the domains, so stored sets keep their meaning)."""
+    path = Path(path)
+    public, private, numeric = tuple(public), tuple(private), tuple(numeric)
+    weights = dict(weights or {})
+    _check_columns(public, private, numeric, weights, id_column)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
+    reader = csv.reader(io.StringIO(text))
+    header = [name.strip() for name in next(reader, None) or []]
+    if not header:
+        raise InputError(f"{path}: empty file (expected a header line)")
+    wanted = (*public, *private, *([id_column] if id_column else []))
+    missing = [name for name in wanted if name not in header]
+    if missing:
+        raise InputError(f"{path}: no column {', '.join(map(repr, missing))} (the header has "
+                         f"{', '.join(header)})")
+    rows, lines = [], []
+    for line, fields in enumerate(reader, start=2):
+        if not fields or not any(f.strip() for f in fields):
+            continue
+        if len(fields) != len(header):
+            raise InputError(f"{path}:{line}: {len(fields)} fields, the header has "
+                             f"{len(header)}")
+        rows.append({name: fields[header.index(name)].strip() for name in wanted})
+        lines.append(line)
+    if not rows:
+        raise InputError(f"{path}: no rows after the header")
+    return _encode(path, rows, lines, public, private, id_column, numeric, weights, known or {})
+
+
+def _check_columns(public, private, numeric, weights, id_column) -> None:
+    if not public or not private:
+        raise InputError("give at least one public (--public) and one private (--private) "
+                         "column")
+    both = sorted(set(public) & set(private))
+    if both:
+        raise InputError(f"column(s) {', '.join(map(repr, both))} listed as both public and "
+                         "private")
+    for names, what in ((public, "public"), (private, "private")):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise InputError(f"{what} column(s) {', '.join(map(repr, twice))} listed twice")
+    unknown = sorted((set(numeric) | set(weights)) - set(public) - set(private))
+    if unknown:
+        raise InputError(f"--numeric/--weights name column(s) {', '.join(map(repr, unknown))}, "
+                         "which are neither public nor private")
+    bad = {c: w for c, w in weights.items() if not (math.isfinite(w) and w > 0)}
+    if bad:
+        raise InputError(f"weights must be positive numbers: {bad}")
+    if id_column and id_column in (*public, *private):
+        raise InputError(f"the id column {id_column!r} cannot also be an attribute")
+
+
+def _encode(path, rows, lines, public, private, id_column, numeric, weights,
+            known) -> RankTable:
+    columns = (*public, *private)
+    for column in numeric:
+        for row, line in zip(rows, lines):
+            try:
+                if not math.isfinite(float(row[column])):
+                    raise ValueError
+            except ValueError:
+                raise InputError(f"{path}:{line}: column {column!r} is {row[column]!r}, not a "
+                                 "finite number (it is listed in --numeric)") from None
+    for column in columns:
+        if column not in numeric:
+            empty = next((line for row, line in zip(rows, lines) if not row[column]), None)
+            if empty is not None:
+                raise InputError(f"{path}:{empty}: column {column!r} is empty")
+    domains = {c: tuple(sorted({row[c] for row in rows} | set(known.get(c, ()))))
+               for c in columns if c not in numeric}
+    ranges = {c: (min(float(r[c]) for r in rows), max(float(r[c]) for r in rows))
+              for c in numeric}
+    schema = Schema(public, private, {c: float(w) for c, w in weights.items()}, ranges, domains)
+    seen: dict[tuple, int] = {}
+    for row, line in zip(rows, lines):
+        key = tuple(row[c] for c in columns)
+        if key in seen:
+            raise InputError(f"{path}:{line}: duplicate tuple (same values as line {seen[key]}); "
+                             "the model needs distinct tuples: remove or merge duplicates")
+        seen[key] = line
+    ids = [row[id_column] for row in rows] if id_column else [str(line - 1) for line in lines]
+    if id_column:
+        first: dict[str, int] = {}
+        for rid, line in zip(ids, lines):
+            if rid in first:
+                raise InputError(f"{path}:{line}: id {rid!r} already used on line {first[rid]}")
+            first[rid] = line
+    table = [[schema.encode(c, row[c]) for c in columns] for row in rows]
+    array = np.array(table, dtype=float).reshape(len(rows), len(columns))
+    return RankTable(schema, ids, array[:, :len(public)], array[:, len(public):])
+
+
+@dataclass(frozen=True)
+class Query:
+    public: dict[str, float]   # column -> encoded value asked
+    private: dict[str, float]
+    text: str
+
+    def canonical(self) -> str:
+        return self.text
+
+
+def parse_query(schema: Schema, text: str) -> Query:
+    """'col=value,col=value': any public or private columns, each at most once."""
+    public, private, parts = {}, {}, []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, sep, value = part.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or not name or not value:
+            raise InputError(f"{part!r}: write column=value")
+        if name in public or name in private:
+            raise InputError(f"column {name!r} is asked twice")
+        if name not in schema.public and name not in schema.private:
+            raise InputError(f"unknown column {name!r}; columns: "
+                             f"{', '.join((*schema.public, *schema.private))}")
+        (public if name in schema.public else private)[name] = schema.encode(name, value)
+        parts.append(f"{name}={value}")
+    if not parts:
+        raise InputError("an empty query: give column=value pairs")
+    return Query(public, private, ",".join(sorted(parts)))

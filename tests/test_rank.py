@@ -1,0 +1,356 @@
+"""Ranked retrieval over private attributes: the notes' fixtures F1–F8 (the ranked-retrieval
+paper, ../shared/notes/paper-ranked-retrieval.md §5), the defenses' invariants, stability
+across rebuilds, the CLI and its refusals."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from cocktail.cli import main
+from cocktail.dp.ledger import Ledger
+from cocktail.private_config import ledger_location
+from cocktail.rank import defenses
+from cocktail.rank.defenses import EquivalentSet, algorithm1, esvt_workload, min_weight_pairs
+from cocktail.rank.index import RankIndex
+from cocktail.rank.model import parse_query, read_rank_table
+from cocktail.rank.release import load_ranking
+from cocktail.rank.utility import top_k_loss
+from cocktail.store import LocalStore
+
+RUN = CliRunner()
+KEY = b"k" * 32
+
+
+def table_file(tmp_path: Path, header: str, rows: list[str], name: str = "t.csv") -> Path:
+    path = tmp_path / name
+    path.write_text("\n".join([header, *rows]) + "\n")
+    return path
+
+
+def cli(*args: str) -> tuple[int, dict]:
+    result = RUN.invoke(main, [*args, "--json"])
+    return result.exit_code, json.loads(result.output)
+
+
+# -- F1: the ranking function and its tie contract ------------------------------------------
+
+F1 = ["t1,a,x,0,p", "t2,a,x,1,q", "t3,a,y,2,p", "t4,b,x,0,q", "t5,a,x,2,p"]
+
+
+def test_f1_scores_and_a_tie_break_that_ignores_private_values(tmp_path):
+    table = read_rank_table(table_file(tmp_path, "id,A1,A2,B1,B2", F1), ["A1", "A2"],
+                            ["B1", "B2"], "id")
+    index = RankIndex.build(table, None, KEY, "none")
+    query = parse_query(table.schema, "A1=a,A2=x,B1=0,B2=p")
+    assert index.scores(query).tolist() == [4, 2, 2, 2, 3]
+    order = [table.ids[i] for i in index.top(query, 5)]
+    assert order[:2] == ["t1", "t5"] and sorted(order[2:]) == ["t2", "t3", "t4"]
+    # the three-way tie keeps its order when every private value changes
+    table.private[:] = table.private[::-1]
+    swapped = RankIndex.build(table, None, KEY, "none")
+    ties = [i for i in swapped.top(parse_query(table.schema, "A1=zz"), 5)]
+    assert [table.ids[i] for i in ties if table.ids[i] in order[2:]] == order[2:]
+
+
+# -- F2 / F2b: Algorithm 1 and generator secrecy --------------------------------------------
+
+F2_W = ["B1=0,B2=p", "B1=1,B2=p", "B1=0,B2=q"]
+
+
+@pytest.fixture
+def f2(tmp_path):
+    rows = [f"a,{b1},{b2}" for b1, b2 in itertools.product("0123", "pqr")]
+    table = read_rank_table(table_file(tmp_path, "A,B1,B2", rows), ["A"], ["B1", "B2"])
+    workload = [{table.schema.private.index(c): v for c, v in parse_query(
+        table.schema, q).private.items()} for q in F2_W]
+    domains = [defenses.domain(table.schema, table, j) for j in range(2)]
+    return table, workload, domains
+
+
+def decode(table, vector) -> tuple[str, ...]:
+    return tuple(table.schema.decode(c, x) for c, x in zip(table.schema.private, vector))
+
+
+def encode(table, *values: str) -> tuple[float, ...]:
+    return tuple(table.schema.encode(c, v) for c, v in zip(table.schema.private, values))
+
+
+def test_f2_algorithm1_picks_the_papers_partner(f2):
+    table, workload, domains = f2
+    t1, cost = algorithm1(table.schema, domains, workload, encode(table, "0", "p"))
+    assert decode(table, t1) == ("1", "q") and cost == 4
+    # H Hᵀ is only positive semi-definite: the paper's "positive definite, so polynomial" fails
+    h = np.array([[1, 0, 1], [0, 1, 0], [1, 0, 1], [0, 0, 0],
+                  [1, 1, 0], [1, 1, 0], [0, 0, 1], [0, 0, 0]], dtype=float)
+    eigenvalues = np.linalg.eigvalsh(h @ h.T)
+    assert sum(abs(e) < 1e-9 for e in eigenvalues) == 5
+    assert sorted(round(e, 4) for e in eigenvalues if e > 1e-9) == [0.6277, 3.0, 6.3723]
+
+
+def consistent(table, generator, observed) -> list[tuple[str, ...]]:
+    """F2b's attacker: the private vectors c whose generated partner reproduces the observed
+    per-attribute value sets."""
+    found = []
+    for c in itertools.product(*[sorted(s) for s in observed]):
+        partner = generator[encode(table, *c)]
+        if all({c[j], decode(table, partner)[j]} == observed[j] for j in range(2)):
+            found.append(c)
+    return found
+
+
+def test_f2b_a_known_deterministic_generator_inverts_itself_and_the_involution_does_not(f2):
+    table, workload, domains = f2
+    vectors = [encode(table, b1, b2) for b1, b2 in itertools.product("0123", "pqr")]
+    plain = {v: algorithm1(table.schema, domains, workload, v)[0] for v in vectors}
+    assert {"".join(decode(table, v)): "".join(decode(table, t)) for v, t in plain.items()} == {
+        "0p": "1q", "0q": "2p", "0r": "2q", "1p": "0r", "1q": "0r", "1r": "2p",
+        "2p": "1r", "2q": "0r", "2r": "3q", "3p": "1r", "3q": "0r", "3r": "2q"}
+    observed = [{"0", "1"}, {"p", "q"}]   # v = (0, p) shown with t1 = (1, q)
+    assert consistent(table, plain, observed) == [("0", "p")]  # recovered exactly
+    protection = esvt_workload(table, workload)
+    involution = {tuple(s.vectors[0]): tuple(s.vectors[1]) for s in protection.sets}
+    assert all(involution[involution[v]] == v for v in involution)
+    for v, t1 in involution.items():
+        shown = [{a, b} for a, b in zip(decode(table, v), decode(table, t1))]
+        assert len(consistent(table, involution, shown)) >= 2  # v and its partner alike
+
+
+# -- F3 / F3b: ESTT pairing is a minimum-weight matching --------------------------------------
+
+def greedy_pairs(vectors: dict[str, tuple]) -> list[tuple[str, str]]:
+    """The paper's Sorted Weight: the cheapest edge with both ends free, ties lexicographic."""
+    edges = sorted((defenses.same(vectors[a], vectors[b]), a, b)
+                   for a, b in itertools.combinations(sorted(vectors), 2))
+    used, pairs = set(), []
+    for _, a, b in edges:
+        if a not in used and b not in used:
+            pairs.append((a, b))
+            used |= {a, b}
+    return pairs
+
+
+def cost(vectors, pairs) -> int:
+    return sum(defenses.same(vectors[a], vectors[b]) for a, b in pairs)
+
+
+@pytest.mark.parametrize("rows, greedy, optimum", [
+    ([(2, 0, 2, 1), (1, 1, 1, 1), (0, 2, 1, 0), (1, 2, 1, 1)], 3, 2),
+    ([(0, 0, 2), (0, 1, 0), (2, 0, 1), (0, 1, 2), (1, 2, 2), (1, 1, 1)], 1, 0),
+])
+def test_f3_matching_beats_the_papers_greedy(rows, greedy, optimum):
+    vectors = {f"u{i}": tuple(map(float, r)) for i, r in enumerate(rows)}
+    assert cost(vectors, greedy_pairs(vectors)) == greedy
+    for _ in range(5):  # whatever the secret node order
+        pairs = min_weight_pairs(vectors)
+        assert len(pairs) == len(rows) // 2 and cost(vectors, pairs) == optimum
+    assert cost(vectors, [(p[0], p[1]) for p in defenses.pair_group(vectors)]) == optimum
+
+
+# -- F5 / F5b: leftovers are merged before anything is suppressed ---------------------------
+
+def test_f5_an_odd_group_merges_its_leftover_and_suppresses_nothing(tmp_path):
+    rows = ["w0,a,0,0,0", "w1,a,1,1,1", "w2,a,2,2,0", "w3,a,2,2,1", "w4,a,0,1,2"]
+    table = read_rank_table(table_file(tmp_path, "id,A,B1,B2,B3", rows), ["A"],
+                            ["B1", "B2", "B3"], "id")
+    protection = defenses.estt(table, 2)
+    assert protection.counts()["suppressed"] == 0
+    assert sorted(rid for s in protection.sets for rid in s.real) == [f"w{i}" for i in range(5)]
+    assert sorted(len(s.real) for s in protection.sets) == [2, 3]
+    for s in protection.sets:
+        assert all(len({v[j] for v in s.vectors}) >= 2 for j in range(3))
+
+
+# -- F6: the differencing probe ---------------------------------------------------------------
+
+def probe(index, table, victim: str, sybil: str, column: str) -> set[str]:
+    """θ where the victim strictly outscores the attacker's tuple on (public values, column=θ)."""
+    at = {rid: i for i, rid in enumerate(table.ids)}
+    values = table.schema.domains[column]
+    found = set()
+    for theta in values:
+        scores = index.scores(parse_query(table.schema, f"A1=a,{column}={theta}"))
+        if scores[at[victim]] > scores[at[sybil]]:
+            found.add(theta)
+    return found
+
+
+def test_f6_the_probe_reveals_one_value_undefended_and_two_under_esvt(tmp_path):
+    table = read_rank_table(table_file(tmp_path, "id,A1,B1", ["v,a,2", "f,a,3", "x,a,0",
+                                                              "y,a,1"]), ["A1"], ["B1"], "id")
+    assert probe(RankIndex.build(table, None, KEY, "none"), table, "v", "f", "B1") == {"2"}
+    code = {x: table.schema.encode("B1", x) for x in "0123"}
+    sets = [EquivalentSet(["v"], [(code["2"],), (code["0"],)]),
+            EquivalentSet(["f"], [(code["3"],), (code["1"],)]),
+            EquivalentSet(["x"], [(code["0"],), (code["3"],)]),
+            EquivalentSet(["y"], [(code["1"],), (code["2"],)])]
+    assert probe(RankIndex.build(table, sets, KEY, "esvt"), table, "v", "f", "B1") == {"0", "2"}
+
+
+# -- F7: U_avg -------------------------------------------------------------------------------
+
+def test_f7_utility_loss_per_query_with_ranks_up_to_k():
+    assert top_k_loss([1, 2, 3, 4], [2, 3, 1, 4], 2) == pytest.approx(4 / 6)
+    for k in (1, 2, 5, 10, 20):  # a full replacement of the top k
+        assert top_k_loss(list(range(k)), list(range(k, 2 * k)), k) == pytest.approx(
+            (k + 1) / (2 * k))
+    assert top_k_loss(list(range(10)), list(range(10))[::-1], 10) == pytest.approx(0.5)
+
+
+# -- F8 and T1: what a defended ranking can and cannot tell ----------------------------------
+
+def test_f8_a_binary_private_attribute_drops_out_under_cardinality_two(tmp_path):
+    rows = [f"r{i},{'ab'[i % 2]},{i // 2 % 2},{i}" for i in range(12)]
+    table = read_rank_table(table_file(tmp_path, "id,A,B,C", rows), ["A"], ["B", "C"], "id")
+    for protection in (defenses.esvt_random(table, 2), defenses.estt(table, 2)):
+        index = RankIndex.build(table, protection.sets, KEY, "x")
+        zero, one = (index.private_scores(parse_query(table.schema, f"B={b}")) for b in "01")
+        assert zero.tolist() == one.tolist() == [0.5] * 12
+
+
+def test_t1_swapping_private_vectors_inside_a_set_changes_no_ranking(tmp_path):
+    rows = [f"r{i},{'ab'[i % 2]},{i % 4},{'xyz'[i % 3]},{i % 5}" for i in range(40)]
+    table = read_rank_table(table_file(tmp_path, "id,A,B,C,D", rows), ["A"], ["B", "C", "D"],
+                            "id")
+    protection = defenses.estt(table, 2)
+    index = RankIndex.build(table, protection.sets, KEY, "estt")
+    queries = [parse_query(table.schema, f"A={a},B={b},C={c},D={d}")
+               for a, b, c, d in itertools.islice(itertools.product("ab", "0123", "xyz",
+                                                                    "01234"), 0, 120, 7)]
+    before = [index.top(q, 40) for q in queries]
+    at = {rid: i for i, rid in enumerate(table.ids)}
+    for s in protection.sets:  # swap the true values of every set's first two members
+        if len(s.real) >= 2:
+            a, b = at[s.real[0]], at[s.real[1]]
+            table.private[[a, b]] = table.private[[b, a]]
+    swapped = RankIndex.build(table, protection.sets, KEY, "estt")
+    assert [swapped.top(q, 40) for q in queries] == before
+
+
+def test_every_defended_tuple_hides_among_l_values(tmp_path):
+    rows = [f"r{i},{'abc'[i % 3]},{i % 4},{'xyz'[i % 3]},{(i * 7) % 5}" for i in range(60)]
+    table = read_rank_table(table_file(tmp_path, "id,A,B,C,D", rows), ["A"], ["B", "C", "D"],
+                            "id")
+    for l in (2, 3):
+        for protection in (defenses.esvt_random(table, l), defenses.estt(table, l)):
+            members = Counter(rid for s in protection.sets for rid in s.real)
+            assert sorted(members) == sorted(table.ids) and set(members.values()) == {1}
+            for s in protection.sets:
+                if not all(math.isnan(x) for x in s.vectors[0]):
+                    assert all(len({v[j] for v in s.vectors}) >= l for j in range(3))
+
+
+# -- the CLI, bad input, stability, the dp defense --------------------------------------------
+
+def people(n: int, start: int = 0) -> list[str]:
+    return [f"p{i},{'ab'[i % 2]},{20 + i % 7},{'xyz'[i % 3]},{(i * 7) % 5},{i % 2}"
+            for i in range(start, start + n)]
+
+
+HEADER = "id,city,age,religion,income,smoker"
+BUILD = ["--public", "city,age", "--private", "religion,income,smoker", "--id", "id",
+         "--numeric", "age"]
+
+
+def test_build_and_query_show_public_attributes_only(tmp_path):
+    data, store = table_file(tmp_path, HEADER, people(60)), str(tmp_path / "s")
+    code, built = cli("rank", "build", str(data), *BUILD, "--defense", "estt", "--store", store)
+    assert code == 0 and built["tuples"] == 60 and built["suppressed"] == 0
+    code, answer = cli("rank", "query", "city=a,age=22,religion=x", "--k", "5", "--store", store)
+    assert code == 0 and len(answer["results"]) == 5
+    assert all(set(row) == {"id", "city", "age"} for row in answer["results"])
+    public = LocalStore(store).read("public", f"ranks/ranking/{built['version']}/public.csv")
+    assert b"religion" not in public and b"income" not in public
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--public", "city", "--private", "faith", "--id", "id"], "no column 'faith'"),
+    (["--public", "city,age", "--private", "age,religion", "--id", "id"],
+     "both public and private"),
+    (["--public", "city,age", "--private", "religion,income,smoker", "--l", "3"],
+     "larger than the domain of private column 'smoker'"),
+    ([*BUILD, "--weights", "religion=-1"], "positive"),
+    ([*BUILD, "--weights", "nope"], "COLUMN=NUMBER"),
+])
+def test_bad_input_is_refused_and_nothing_written(tmp_path, args, message):
+    data, store = table_file(tmp_path, HEADER, people(30)), tmp_path / "s"
+    result = RUN.invoke(main, ["rank", "build", str(data), *args, "--store", str(store)])
+    assert result.exit_code == 2 and message in result.output
+    assert not (store / "public" / "ranks").exists()
+
+
+def test_duplicate_tuples_are_refused(tmp_path):
+    data = table_file(tmp_path, "city,religion", ["a,x", "b,y", "a,x"])
+    result = RUN.invoke(main, ["rank", "build", str(data), "--public", "city", "--private",
+                               "religion", "--store", str(tmp_path / "s")])
+    assert result.exit_code == 2 and "t.csv:4: duplicate tuple (same values as line 2)" in \
+        result.output.replace("\n", "")
+
+
+def candidates(store: str) -> dict[str, Counter]:
+    """Each tuple's published candidates: the multiset of its set's vectors."""
+    _, _, state = load_ranking(LocalStore(store), "ranking")
+    return {rid: Counter(tuple(v) for v in s["vectors"]) for s in state["sets"]
+            for rid in s["real"]}
+
+
+@pytest.mark.parametrize("defense", ["esvt", "estt"])
+def test_a_rebuild_keeps_every_unchanged_tuples_candidates(tmp_path, defense):
+    store = str(tmp_path / "s")
+    first = table_file(tmp_path, HEADER, people(40), "first.csv")
+    assert cli("rank", "build", str(first), *BUILD, "--defense", defense, "--store",
+               store)[0] == 0
+    before = candidates(store)
+    second = table_file(tmp_path, HEADER, people(38, start=1) + people(1, start=70),
+                        "second.csv")  # p0 and p39 left, p70 joined
+    code, report = cli("rank", "build", str(second), *BUILD, "--defense", defense,
+                       "--store", store)
+    assert code == 0 and report["kept_sets"] > 0
+    after = candidates(store)
+    for rid in (f"p{i}" for i in range(1, 39)):
+        # every candidate shown before is still shown (a newcomer may join a set): intersecting
+        # the versions' candidates narrows nothing
+        assert after[rid] >= before[rid], rid
+    assert "p70" in after and "p0" not in after
+
+
+@pytest.fixture
+def dp_store(tmp_path):
+    store = str(tmp_path / "s")
+    data = table_file(tmp_path, HEADER, people(40))
+    assert cli("rank", "build", str(data), *BUILD, "--defense", "dp", "--store", store)[0] == 0
+    ledger = Ledger(ledger_location(LocalStore(store)))
+    ledger.add_role("analyst", alpha=0.5, budget=1.0)
+    return store, ledger.add_user("ann", "analyst")
+
+
+def test_dp_rankings_charge_the_budget_once_per_query(dp_store):
+    store, token = dp_store
+    ask = ["rank", "query", "city=a,religion=x", "--k", "3", "--store", store]
+    assert RUN.invoke(main, [*ask, "--json"]).exit_code == 3  # no token: the owner has no budget
+    code, first = cli(*ask, "--token", token)
+    assert code == 0 and first["charged"] == 0.5 and len(first["results"]) == 3
+    code, again = cli(*ask, "--token", token)
+    assert again["results"] == first["results"] and again["charged"] == 0 and again["reused"]
+    assert cli("rank", "query", "city=b", "--store", store, "--token", token)[0] == 0
+    assert RUN.invoke(main, ["rank", "query", "city=a", "--store", store, "--token", token,
+                             "--json"]).exit_code == 4  # 0.5 + 0.5 spent of 1
+
+
+def test_dp_top_k_bounds_what_one_comparison_tells(tmp_path):
+    """Two tuples alike but for the private value asked: how often the matching one comes out
+    first is the attacker's success, at most e^ε/(1+e^ε) (3σ slack), and above chance."""
+    table = read_rank_table(table_file(tmp_path, "id,A,B", ["v,a,1", "f,a,0"]), ["A"], ["B"],
+                            "id")
+    index = RankIndex.build(table, None, KEY, "dp")
+    query, epsilon, draws = parse_query(table.schema, "A=a,B=1"), 0.5, 3000
+    wins = sum(index.noisy_top(query, 1, epsilon)[0] == 0 for _ in range(draws))
+    bound = math.exp(epsilon) / (1 + math.exp(epsilon))
+    assert 0.5 < wins / draws <= bound + 3 * math.sqrt(bound * (1 - bound) / draws)
