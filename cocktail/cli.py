@@ -940,23 +940,30 @@ def _basket_composition(specs: tuple[str, ...], m: int | None, sensitive: tuple[
 @click.option("--name", default="ranking", show_default=True, help="Which ranking.")
 @click.option("--victims", type=click.IntRange(1), default=100, show_default=True,
               help="Tuples attacked (spread over the table).")
-@click.option("--epsilon", type=click.FloatRange(min=0, min_open=True), default=0.1,
-              show_default=True, help="dp rankings: ε of each probe.")
+@click.option("--epsilon", type=click.FloatRange(min=0, min_open=True), default=1.0,
+              show_default=True, help="dp rankings: what the attacker spends on each victim's "
+              "column, over all its probes.")
+@click.option("--sybils", type=click.IntRange(1), default=4, show_default=True,
+              help="estt: accounts per victim created before the build, hoping to be its "
+              "partner.")
 @json_option
 @fail_cleanly
-def rank_attack_cmd(store_spec: str, name: str, victims: int, epsilon: float,
+def rank_attack_cmd(store_spec: str, name: str, victims: int, epsilon: float, sybils: int,
                     as_json: bool) -> None:
     """Attack a ranking through ranks alone: the differencing attacker (accounts with the
     victim's public values, a probe per private value), the sybil partner (ESTT) and the
     prior-aware attacker; success rate per attacker against chance and the prior alone."""
-    report = attack_ranking(open_store(store_spec), name, victims, epsilon)
+    report = attack_ranking(open_store(store_spec), name, victims, epsilon, sybils)
     emit(as_json, report.as_dict(), lambda: out.print(
         f"{report.defense} (l={report.l}), {report.victims} victims x "
         f"{len(report.columns)} private columns: "
         + ", ".join(f"{a} {s:.1%} ({report.candidates[a]:.2f} candidates)"
                     for a, s in report.success.items())
         + f"; chance {report.chance:.1%}, prior alone {report.prior_only:.1%}"
-        + (f"; dp bound per probe {report.dp_bound:.1%}" if report.dp_bound else ""),
+        + (f"; sybils partnered {report.partnered:.1%} of victims" if report.partnered
+           is not None else "")
+        + (f"; dp bound at ε={report.epsilon:g}: {report.dp_bound:.1%}" if report.dp_bound
+           else ""),
         highlight=False))
 
 if __name__ == "__main__":  # pragma: no cover

@@ -2,37 +2,45 @@
 adversary knows the scoring function and every public value, creates accounts and queries).
 
 * **Differencing** (Rahman et al., as the notes' F6 probe): for a victim v and a private
-  column B, the attacker creates accounts with v's public values and a value c of its choice,
-  keeps one that wins v's ties and one that loses them (the tie order is visible on a query
-  that asks no private value), and asks (v's public values, B = θ) for every θ.  v above the
-  tie-winner means v strictly outscores it: θ is a candidate.  Under no defense the candidates
-  are {v[B]} (or none, when v[B] = c: then the guess is c).
-* **Sybil partner** (ESTT): one more account with v's public values is created *before* the
-  build; if it lands in v's set (it ties v on every query, which the attacker sees), its own
-  value is struck from the candidates.
-* **Prior-aware** (a domain expert): the differencing candidates, ranked by how common each
-  value is among tuples with v's public values (the table itself as the prior).
+  column B, the attacker creates accounts with v's public values and private values of its
+  choice; those that win v's ties (the tie order shows on a query that asks no private value)
+  are its references.  It asks (v's public values, B = θ) for every θ: v above a reference
+  means v strictly outscores it, so θ is a candidate.  Under no defense the candidates are
+  exactly {v[B]}; under ESVT/ESTT, the values v's set shows.
+* **Sybil partner** (ESTT): ``sybils`` more accounts with v's public values are created
+  *before* the build; if one lands in v's set (it ties v on every query, which the attacker
+  sees), its own value is struck from the candidates.
+* **Prior-aware** (a domain expert): the candidates, narrowed to the values most common among
+  the *other* tuples with v's public values (the table itself, without v, as the prior).
+* **dp**: no comparison is exact, so the attacker asks each probe for the noisy top of v's
+  public group and guesses the θ where v came before the most of its references; it spends
+  ``epsilon`` per victim and column, split over the probes.  No attacker with a uniform prior over d values can beat
+  e^ε/(e^ε + d − 1) (e^ε/(1 + e^ε) for d = 2), reported beside.
 
 Success is the expected accuracy of a uniform guess among the candidates left.  Accounts are
 inserted the way a rebuild inserts tuples (:func:`cocktail.rank.release.protect` with the
-earlier state), so they get sets under the ranking's own rules.  ``dp`` probes are noisy top-k
-answers at ``epsilon`` each; its bound e^ε/(1+e^ε) is reported beside.
+earlier state), so they get sets under the ranking's own rules.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+import time
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..rank.index import RankIndex
+from ..rank.index import RankIndex, tie_digest
 from ..rank.model import Query, RankTable, Schema
 from ..rank.release import load_ranking, protect, state_for, table_from_state
 from ..store import Store
 
 ATTACKERS = ("differencing", "sybil", "prior")
+REFERENCES = 16         # accounts per victim that win its ties
+ACCOUNTS_TRIED = 10_000  # accounts an attacker creates at most to find them
+MAX_GROUP = 100     # dp probes ask for at most this many results
 
 
 @dataclass
@@ -43,46 +51,62 @@ class RankAttackReport:
     columns: list[str]
     success: dict[str, float]        # attacker -> mean success over (victim, column)
     candidates: dict[str, float]     # attacker -> mean number of candidates left
+    partnered: float | None          # sybil: share of victims whose set took a sybil account
     prior_only: float                # the prior's best guess, without any query
     chance: float                    # a uniform guess over the column's domain
-    epsilon: float | None            # dp: per probe
-    dp_bound: float | None           # dp: e^ε/(1+e^ε) for one probe
+    epsilon: float | None            # dp: spent per victim and column, over all its probes
+    dp_bound: float | None           # dp: mean over columns of e^ε/(e^ε + d − 1)
+    dp_bound_binary: float | None    # dp: e^ε/(1 + e^ε)
+    probes: int                      # ranking queries the attackers asked
+    seconds: float
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def attack_ranking(store: Store, name: str, victims: int = 100,
-                   epsilon: float = 0.1) -> RankAttackReport:
+def attack_ranking(store: Store, name: str, victims: int = 100, epsilon: float = 1.0,
+                   sybils: int = 4) -> RankAttackReport:
+    started = time.perf_counter()
     _, _, state = load_ranking(store, name)
     table = table_from_state(Schema.from_dict(state["schema"]), state["tuples"])
     chosen = _victims(table, victims)
+    width = len(table.schema.private)
+    priors = {v: _prior(table, v) for v in chosen}
     success, sizes = defaultdict(list), defaultdict(list)
-    prior = _prior(table)
+    partnered, probes = None, 0
     for attacker in ATTACKERS:
         if attacker == "sybil" and state["defense"] != "estt":
             continue
-        world = _World(table, state, chosen, with_partner=attacker == "sybil")
+        world = _World(table, state, chosen, sybils if attacker == "sybil" else 0)
         for v in chosen:
-            for j in range(len(table.schema.private)):
+            for j in range(width):
                 found = world.candidates(v, j, epsilon)
-                if attacker == "sybil" and world.partnered(v):
-                    found = (found - {world.partner_value(v, j)}) or found
+                if attacker == "sybil":
+                    struck = found - world.sybil_values(v, j)
+                    found = struck or found
                 if attacker == "prior":
-                    found = _most_likely(found, prior[tuple(table.public[v].tolist())][j])
+                    found = _most_likely(found, priors[v][j])
                 truth = table.private[v, j]
-                success[attacker].append((truth in found) / len(found) if found else 0.0)
+                success[attacker].append((truth in found) / len(found))
                 sizes[attacker].append(len(found))
-    chance = float(np.mean([1 / len(_values(table, j)) for j in range(table.private.shape[1])]))
-    prior_only = float(np.mean([_prior_guess(prior, table, v, j) for v in chosen
-                                for j in range(table.private.shape[1])]))
+        if attacker == "sybil":
+            partnered = round(float(np.mean([world.partnered(v) for v in chosen])), 4)
+        probes += world.probes
+    domains = [len(_values(table, j)) for j in range(width)]
+    guesses = [(table.private[v, j], _most_likely(set(_values(table, j)), priors[v][j]))
+               for v in chosen for j in range(width)]
+    prior_only = float(np.mean([(truth in guess) / len(guess) for truth, guess in guesses]))
     dp = state["defense"] == "dp"
     return RankAttackReport(
         state["defense"], state["l_sets"], len(chosen), list(table.schema.private),
         {a: round(float(np.mean(s)), 4) for a, s in success.items()},
-        {a: round(float(np.mean(s)), 3) for a, s in sizes.items()},
-        round(prior_only, 4), round(chance, 4), epsilon if dp else None,
-        round(math.exp(epsilon) / (1 + math.exp(epsilon)), 4) if dp else None)
+        {a: round(float(np.mean(s)), 3) for a, s in sizes.items()}, partnered,
+        round(prior_only, 4), round(float(np.mean([1 / d for d in domains])), 4),
+        epsilon if dp else None,
+        round(float(np.mean([1 / (1 + (d - 1) * math.exp(-epsilon)) for d in domains])), 4)
+        if dp else None,
+        round(1 / (1 + math.exp(-epsilon)), 4) if dp else None,
+        probes, round(time.perf_counter() - started, 2))
 
 
 def _victims(table: RankTable, count: int) -> list[int]:
@@ -96,39 +120,32 @@ def _values(table: RankTable, j: int) -> list[float]:
     return sorted(set(table.private[:, j].tolist()))
 
 
-def _prior(table: RankTable) -> dict:
-    counts: dict = defaultdict(lambda: defaultdict(Counter))
-    for pub, priv in zip(table.public.tolist(), table.private.tolist()):
-        for j, x in enumerate(priv):
-            counts[tuple(pub)][j][x] += 1
-    return counts
+def _prior(table: RankTable, v: int) -> list[Counter]:
+    """Per private column, the values of the other tuples that share v's public values."""
+    alike = (table.public == table.public[v]).all(axis=1)
+    alike[v] = False
+    return [Counter(table.private[alike, j].tolist()) for j in range(table.private.shape[1])]
 
 
 def _most_likely(found: set[float], prior: Counter) -> set[float]:
-    if not found:
-        return found
     best = max(prior.get(x, 0) for x in found)
     return {x for x in found if prior.get(x, 0) == best}
-
-
-def _prior_guess(prior: dict, table: RankTable, v: int, j: int) -> float:
-    guess = _most_likely(set(_values(table, j)), prior[tuple(table.public[v].tolist())][j])
-    return (table.private[v, j] in guess) / len(guess)
 
 
 class _World:
     """The ranking after the attacker's accounts joined it (as a rebuild would add them)."""
 
-    TIE_ACCOUNTS = 4  # accounts per victim, so that some win and some lose the victim's ties
-
-    def __init__(self, table: RankTable, state: dict, victims: list[int],
-                 with_partner: bool) -> None:
-        self.table, self.state, self.defense = table, state, state["defense"]
+    def __init__(self, table: RankTable, state: dict, victims: list[int], sybils: int) -> None:
+        self.table, self.defense, self.probes = table, state["defense"], 0
+        key = bytes.fromhex(state["tie_key"])
         base, previous = table, state
-        if with_partner:  # one account per victim before the build: fresh sets for everyone
-            base = _extended(table, [(v, "partner") for v in victims])
+        self.sybils = {v: [f"~sybil{n}~{table.ids[v]}" for n in range(sybils)] for v in victims}
+        if sybils:  # accounts before the build, all alike (so never paired with each other)
+            base = _extended(table, [(v, rid, 0) for v in victims for rid in self.sybils[v]])
             previous = None
-        accounts = [(v, f"tie{t}") for v in victims for t in range(self.TIE_ACCOUNTS)]
+        self.references = {v: _tie_winners(key, table.ids[v]) for v in victims}
+        accounts = [(v, rid, n) for v, ids in self.references.items()
+                    for n, rid in enumerate(ids)]
         if previous is None:
             made, _ = protect(base, self.defense, state["l"])
             previous = state_for(base, self.defense, state["l"], made.sets, b"")
@@ -137,53 +154,80 @@ class _World:
                           previous)
         sets = made.sets if self.defense in ("esvt", "estt") else None
         self.world = world
-        self.index = RankIndex.build(world, sets, bytes.fromhex(state["tie_key"]),
-                                     self.defense)
+        self.index = RankIndex.build(world, sets, key, self.defense)
         self.at = {rid: i for i, rid in enumerate(world.ids)}
         self.set_of = {rid: s for s in (sets or []) for rid in s.real}
 
-    def _id(self, v: int, tag: str) -> str:
-        return f"~{tag}~{self.table.ids[v]}"
+    def _sybils_in_set(self, v: int) -> list[int]:
+        s = self.set_of.get(self.table.ids[v])
+        return [self.at[rid] for rid in (s.real if s else ()) if rid in self.sybils[v]]
 
     def partnered(self, v: int) -> bool:
-        s = self.set_of.get(self.table.ids[v])
-        return s is not None and self._id(v, "partner") in s.real
+        return bool(self._sybils_in_set(v))
 
-    def partner_value(self, v: int, j: int) -> float:
-        """The value the attacker gave its partner account (it may have been obfuscated)."""
-        return self.world.private[self.at[self._id(v, "partner")], j]
+    def sybil_values(self, v: int, j: int) -> set[float]:
+        """The values the attacker gave the accounts in v's set (obfuscation may have changed
+        them: the attacker cannot tell)."""
+        return {self.world.private[row, j] for row in self._sybils_in_set(v)}
 
-    def _above(self, query: Query, a: int, b: int, epsilon: float) -> bool:
-        if self.defense == "dp":
-            group = np.flatnonzero((self.index.public == self.index.public[a]).all(axis=1))
-            ranked = self.index.noisy_top(query, len(group) + 2, epsilon)
-        else:
-            ranked = self.index.order(self.index.scores(query), len(self.world.ids))
-        position = {row: n for n, row in enumerate(ranked)}
-        return position.get(a, math.inf) < position.get(b, math.inf)
+    def _order(self, query: Query) -> np.ndarray:
+        """One query's answer as the attacker reads it: each row's place in the ranking (its
+        accounts and v share v's public values, so all of them are in one top-k list)."""
+        self.probes += 1
+        scores = self.index.scores(query)
+        return np.lexsort((self.index.tie, -scores)).argsort()
 
     def candidates(self, v: int, j: int, epsilon: float) -> set[float]:
         victim = self.at[self.table.ids[v]]
-        public = Query({c: self.index.public[victim, i]
-                        for i, c in enumerate(self.table.schema.public)}, {}, "")
-        accounts = [self.at[self._id(v, f"tie{t}")] for t in range(self.TIE_ACCOUNTS)]
-        winner = next((a for a in accounts if self._above(public, a, victim, epsilon)),
-                      accounts[0])
-        column = self.table.schema.private[j]
+        schema = self.table.schema
+        values = _values(self.table, j)
+        public = {c: self.index.public[victim, i] for i, c in enumerate(schema.public)}
+        probes = [Query(public, {schema.private[j]: theta}, "") for theta in values]
+        references = [self.at[rid] for rid in self.references[v]]
+        if not references:  # no account could win v's ties: no strict comparison, guess
+            return set(values)
+        if self.defense == "dp":
+            return self._most_beaten(victim, references, values, probes, epsilon / len(values))
         found = set()
-        for theta in _values(self.table, j):
-            probe = Query(public.public, {column: theta}, "")
-            if self._above(probe, victim, winner, epsilon):
+        for theta, probe in zip(values, probes):
+            place = self._order(probe)
+            if (place[victim] < place[references]).any():  # v outscores an account strictly
                 found.add(theta)
-        return found or {self.world.private[winner, j]}  # never above: v has c
+        return found or set(values)
+
+    def _most_beaten(self, victim: int, references: list[int], values: list[float],
+                     probes: list[Query], epsilon: float) -> set[float]:
+        """dp: the θ at which v came before the most references in the noisy top of its
+        public group (without noise: exactly v's value)."""
+        group = int((self.index.public == self.index.public[victim]).all(axis=1).sum())
+        beaten = []
+        for probe in probes:
+            self.probes += 1
+            ranked = self.index.noisy_top(probe, min(group, MAX_GROUP), epsilon)
+            place = {row: n for n, row in enumerate(ranked)}
+            mine = place.get(victim, len(ranked))
+            beaten.append(sum(mine < place.get(r, len(ranked)) for r in references))
+        return {theta for theta, b in zip(values, beaten) if b == max(beaten)}
+
+def _tie_winners(key: bytes, victim: str) -> list[str]:
+    """The accounts an attacker keeps: it creates accounts with the victim's public values
+    and keeps those that rank before the victim on a query asking no private value (the
+    others it deletes), up to ``REFERENCES`` of them or ``ACCOUNTS_TRIED`` tries."""
+    target = tie_digest(key, victim)
+    names = (f"~tie{n}~{victim}" for n in range(ACCOUNTS_TRIED))
+    return list(itertools.islice((rid for rid in names if tie_digest(key, rid) < target),
+                                 REFERENCES))
 
 
-def _extended(table: RankTable, accounts: list[tuple[int, str]]) -> RankTable:
-    """The table with the attacker's accounts: the victim's public values, and on every
-    private column the column's first value (the attacker's fixed choice c)."""
-    first = np.array([min(table.private[:, j]) for j in range(table.private.shape[1])])
-    ids = [*table.ids, *(f"~{tag}~{table.ids[v]}" for v, tag in accounts)]
-    public = np.vstack([table.public, *(table.public[v][None, :] for v, _ in accounts)])
-    private = np.vstack([table.private, *(first[None, :] for _ in accounts)])
+def _extended(table: RankTable, accounts: list[tuple[int, str, int]]) -> RankTable:
+    """The table with the attacker's accounts (victim, id, choice): the victim's public
+    values, and on every private column the choice-th value of its domain (cyclically), so
+    that the references show every value and some reference's set lacks any given θ."""
+    if not accounts:
+        return table
+    domains = [_values(table, j) for j in range(table.private.shape[1])]
+    ids = [*table.ids, *(rid for _, rid, _ in accounts)]
+    public = np.vstack([table.public, table.public[[v for v, _, _ in accounts]]])
+    private = np.vstack([table.private, np.array(
+        [[values[n % len(values)] for values in domains] for _, _, n in accounts])])
     return RankTable(table.schema, ids, public, private)
-

@@ -18,6 +18,7 @@ from .defenses import DEFENSES
 from .model import columns_list, parse_query, read_rank_table
 from .release import build_ranking, load_ranking, previous_state
 from .service import answer_rank
+from .synthetic import PAPER_DOMAINS, RankSpec, write_table
 
 name_option = click.option("--name", default="ranking", show_default=True,
                            help="Which ranking of the store.")
@@ -40,6 +41,39 @@ def _weights(spec: str | None) -> dict[str, float]:
         if not sep:
             raise InputError(f"--weights: {part!r} is not COLUMN=NUMBER")
     return weights
+
+
+def _sizes(spec: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in columns_list(spec))
+    except ValueError:
+        raise InputError(f"{spec!r}: give domain sizes as integers, e.g. 5,2,2,5,6") from None
+
+
+@rank_group.command("generate")
+@click.argument("output", type=click.Path(dir_okay=False, writable=True, path_type=Path))
+@click.option("--tuples", type=click.IntRange(1), default=300_000, show_default=True)
+@click.option("--public", "public_sizes", default=",".join(map(str, PAPER_DOMAINS)),
+              show_default=True, help="Domain size of each public column (A1, A2, ...).")
+@click.option("--private", "private_sizes", default=",".join(map(str, PAPER_DOMAINS)),
+              show_default=True, help="Domain size of each private column (B1, B2, ...).")
+@click.option("--correlation", type=click.FloatRange(0, 1), default=0.3, show_default=True,
+              help="How often B_j follows A_j (what a domain expert can exploit).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@json_option
+@fail_cleanly
+def generate_cmd(output: Path, tuples: int, public_sizes: str, private_sizes: str,
+                 correlation: float, seed: int, as_json: bool) -> None:
+    """Write a synthetic table of distinct tuples in the paper's shape to OUTPUT (CSV)."""
+    spec = RankSpec(tuples, _sizes(public_sizes), _sizes(private_sizes), correlation, seed)
+    started = time.perf_counter()
+    written = write_table(spec, output)
+    public = ",".join(c for c in spec.columns if c.startswith("A"))
+    private = ",".join(c for c in spec.columns if c.startswith("B"))
+    emit(as_json, {"output": str(output), "tuples": written, "public": public,
+                   "private": private, "seconds": round(time.perf_counter() - started, 3)},
+         lambda: out.print(f"wrote {written:,} distinct tuples to {output} (public {public}; "
+                           f"private {private})", highlight=False, markup=False))
 
 
 @rank_group.command("build")

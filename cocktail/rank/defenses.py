@@ -24,7 +24,7 @@ import itertools
 import math
 import secrets
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -33,9 +33,9 @@ import numpy as np
 from .model import RankTable, Schema, similarity
 
 DEFENSES = ("none", "esvt", "estt", "dp")
-EXACT_MATCHING = 120   # ESTT groups up to this size are matched exactly in one blossom run
+EXACT_MATCHING = 120   # groups up to this size are matched exactly, on the complete graph
 MAX_COMBINATIONS = 200_000  # Algorithm 1 enumerates at most this many candidate vectors
-NEIGHBOURS = 8         # ESVT's involution: each vector's cheapest partners offered to matching
+NEIGHBOURS = 12        # larger groups: each node's cheapest partners offered to matching
 
 Vector = tuple[float, ...]
 
@@ -158,15 +158,12 @@ def esvt_workload(table: RankTable, workload: Sequence[dict[int, float]],
     distinct = sorted(set(vectors.values()), key=lambda _: secrets.randbits(64))
     points = np.array(distinct, dtype=float).reshape(len(distinct), -1)
     scores = private_scores(schema, workload, points)
-    graph = nx.Graph()
-    graph.add_nodes_from(range(len(distinct)))
-    for a in range(len(distinct)):
-        costs = ((scores - scores[a]) ** 2).sum(axis=1)
-        differs = (points != points[a]).all(axis=1)
-        for b in [b for b in np.argsort(costs, kind="stable") if differs[b]][:NEIGHBOURS]:
-            graph.add_edge(a, int(b), weight=1.0 / (1.0 + costs[b]))
+
+    def row(a: int) -> tuple[np.ndarray, np.ndarray]:
+        return ((scores - scores[a]) ** 2).sum(axis=1), (points != points[a]).all(axis=1)
+
     partner: dict[Vector, Vector] = {}
-    for a, b in nx.max_weight_matching(graph, maxcardinality=True):
+    for a, b in cheapest_matching(len(distinct), row):
         partner[distinct[a]], partner[distinct[b]] = distinct[b], distinct[a]
     for c in distinct:
         if c not in partner:
@@ -200,63 +197,65 @@ def same(a: Vector, b: Vector) -> int:
     return sum(x == y for x, y in zip(a, b))
 
 
-def min_weight_pairs(vectors: dict[str, Vector]) -> list[tuple[str, str]]:
-    """Pairs of ids with the fewest agreeing private values in total, as many pairs as
-    possible: blossom matching with weight m' + 1 − Same.  Nodes enter in a secret random
-    order, so the choice among equally good pairings cannot be steered."""
-    ids = sorted(vectors, key=lambda _: secrets.randbits(64))
-    width = len(next(iter(vectors.values()))) + 1 if vectors else 1
-    graph = nx.Graph()
-    graph.add_nodes_from(ids)
-    for a, b in itertools.combinations(ids, 2):
-        graph.add_edge(a, b, weight=width - same(vectors[a], vectors[b]))
-    return [tuple(sorted(pair)) for pair in nx.max_weight_matching(graph, maxcardinality=True)]
-
-
-def zero_cost_pairs(vectors: dict[str, Vector]) -> tuple[list[tuple[str, str]], dict]:
-    """Large groups: pair ids whose vectors agree nowhere, through classes of equal vectors
-    (at most Π|V_j| of them), largest class first; returns the pairs and who is left."""
-    classes: dict[Vector, list[str]] = defaultdict(list)
-    for rid in sorted(vectors, key=lambda _: secrets.randbits(64)):
-        classes[vectors[rid]].append(rid)
-    pairs = []
-    for vector in sorted(classes, key=lambda c: -len(classes[c])):
-        while classes[vector]:
-            partners = [c for c in classes if classes[c] and same(c, vector) == 0]
-            if not partners:
-                break
-            other = max(partners, key=lambda c: len(classes[c]))
-            pairs.append(tuple(sorted((classes[vector].pop(), classes[other].pop()))))
-    left = {rid: vectors[rid] for members in classes.values() for rid in members}
-    return pairs, left
-
-
-def pair_group(vectors: dict[str, Vector]) -> list[list[str]]:
-    if len(vectors) > EXACT_MATCHING:
-        pairs, left = zero_cost_pairs(vectors)
-    else:
-        pairs, left = [], vectors
-    while len(left) > EXACT_MATCHING:  # rare: too many rows agree with all the others
-        rest = dict(itertools.islice(left.items(), EXACT_MATCHING))
-        found = min_weight_pairs(rest)
+def cheapest_matching(n: int, row: Callable[[int], tuple[np.ndarray, np.ndarray]],
+                      ) -> list[tuple[int, int]]:
+    """As many pairs of nodes 0..n−1 as possible, then the least total cost: blossom matching
+    (networkx).  ``row(a)`` gives a's cost to every node and which nodes it may pair with.
+    Up to EXACT_MATCHING nodes the graph is complete and the matching exact; past it each
+    node offers its NEIGHBOURS cheapest partners (blossom on a complete graph of thousands
+    is too slow), and nodes left unmatched are matched again among themselves.  Equal costs
+    go to the earlier node: callers give nodes in a secret random order, so ties cannot be
+    steered."""
+    pairs, left = [], list(range(n))
+    while len(left) > 1:
+        graph = nx.Graph()
+        graph.add_nodes_from(left)
+        for a in left:
+            cost, allowed = row(a)
+            near = [b for b in np.argsort(cost[left], kind="stable") if allowed[left[b]]
+                    and left[b] != a][:len(left) if len(left) <= EXACT_MATCHING else NEIGHBOURS]
+            top = float(cost.max()) + 1
+            graph.add_edges_from((a, left[b], {"weight": top - float(cost[left[b]])})
+                                 for b in near)
+        found = [tuple(sorted(pair)) for pair in nx.max_weight_matching(graph,
+                                                                        maxcardinality=True)]
+        if not found:
+            break
         pairs += found
-        used = {rid for pair in found for rid in pair}
-        left = {rid: v for rid, v in left.items() if rid not in used}
-    pairs += min_weight_pairs(left)
-    return [list(pair) for pair in pairs]
+        used = {node for pair in found for node in pair}
+        left = [node for node in left if node not in used]
+    return pairs
+
+
+def min_weight_pairs(vectors: dict[str, Vector]) -> list[tuple[str, str]]:
+    """Pairs of ids with the fewest agreeing private values in total (each costs one
+    obfuscation), as many pairs as possible."""
+    ids = sorted(vectors, key=lambda _: secrets.randbits(64))
+    points = np.array([vectors[rid] for rid in ids], dtype=float).reshape(len(ids), -1)
+
+    def row(a: int) -> tuple[np.ndarray, np.ndarray]:
+        return (points == points[a]).sum(axis=1).astype(float), np.ones(len(ids), bool)
+
+    return [tuple(sorted((ids[a], ids[b]))) for a, b in cheapest_matching(len(ids), row)]
 
 
 def greedy_groups(vectors: dict[str, Vector], l: int) -> list[list[str]]:
-    """l > 2: sets of l grown greedily, each next member the one agreeing least so far."""
-    free = sorted(vectors, key=lambda _: secrets.randbits(64))
+    """l > 2: sets of l grown greedily (a secret random start, then each time the member
+    agreeing least with those chosen so far); fewer than l left over stay unplaced."""
+    ids = sorted(vectors, key=lambda _: secrets.randbits(64))
+    points = np.array([vectors[rid] for rid in ids], dtype=float).reshape(len(ids), -1)
+    free = np.ones(len(ids), dtype=bool)
     groups = []
-    while len(free) >= l:
-        group = [free.pop()]
+    while free.sum() >= l:
+        start = int(np.flatnonzero(free)[0])
+        group, agreeing = [start], (points == points[start]).sum(axis=1)
+        free[start] = False
         while len(group) < l:
-            best = min(free, key=lambda r: sum(same(vectors[r], vectors[g]) for g in group))
-            free.remove(best)
-            group.append(best)
-        groups.append(group)
+            pick = int(np.flatnonzero(free)[np.argmin(agreeing[free])])
+            free[pick] = False
+            group.append(pick)
+            agreeing = agreeing + (points == points[pick]).sum(axis=1)
+        groups.append([ids[i] for i in group])
     return groups
 
 
@@ -272,10 +271,14 @@ def estt(table: RankTable, l: int, rows: Sequence[int] | None = None,
         groups[tuple(table.public[i].tolist())][table.ids[i]] = tuple(table.private[i].tolist())
     valid = _valid_values(table)
     protection = Protection(list(kept))
+    homes: dict[Vector, list[EquivalentSet]] = defaultdict(list)
+    for s in kept:
+        if s.real:
+            homes[tuple(table.public[index[s.real[0]]].tolist())].append(s)
     for public, members in sorted(groups.items()):
-        home = [s for s in protection.sets if s.real and
-                tuple(table.public[index[s.real[0]]].tolist()) == public]
-        formed = pair_group(members) if l == 2 else greedy_groups(members, l)
+        home = homes[public]
+        formed = [list(p) for p in min_weight_pairs(members)] if l == 2 else \
+            greedy_groups(members, l)
         placed = {rid for group in formed for rid in group}
         sets = [EquivalentSet(sorted(g), [members[r] for r in sorted(g)]) for g in formed]
         for rid in sorted(set(members) - placed):

@@ -53,7 +53,7 @@ class RankIndex:
                     sizes[at[rid]] = len(s.vectors)
             if (sizes == 0).any():
                 raise ValueError("a tuple is in no equivalent set")
-        digests = [hmac.new(key, rid.encode(), hashlib.sha256).digest() for rid in table.ids]
+        digests = [tie_digest(key, rid) for rid in table.ids]
         tie = np.empty(n, dtype=np.int64)
         tie[sorted(range(n), key=digests.__getitem__)] = np.arange(n)
         return cls(table.schema, table.ids, table.public, table.private, members, sizes, tie,
@@ -109,6 +109,12 @@ class RankIndex:
         """What a result shows: the id and the public attributes, nothing private."""
         return {"id": self.ids[i], **{c: self.schema.decode(c, self.public[i, j])
                                       for j, c in enumerate(self.schema.public)}}
+
+
+def tie_digest(key: bytes, rid: str) -> bytes:
+    """Where a tuple stands among its ties: lower first.  Keyed, so that nobody without the
+    private zone's key can compute it (an attacker only sees it by asking)."""
+    return hmac.new(key, rid.encode(), hashlib.sha256).digest()
 
 
 def top_k_measurement(n: int, k: int, sensitivity: float, epsilon: float):
