@@ -656,22 +656,31 @@ def ledger_path_cmd(path: Path | None, store_spec: str, as_json: bool) -> None:
 @click.option("--deadline-count-ms", type=click.FloatRange(min=0),
               help="Added to a fresh answer's reply time per conjunctive count it needs, "
                    "counts rounded up to a power of two (default per runner; fast: 1).")
+@click.option("--deadline-rank-ms", type=click.FloatRange(min=0, min_open=True),
+              default=Deadlines.rank_ms, show_default=True,
+              help="Reply time of every POST /v1/rank (top-k over a ranking).")
 @click.option("--access-log", is_flag=True, help="Log every request.")
 @fail_cleanly
 def serve_cmd(store_spec: str, host: str, port: int, runner: str,
               deadline_base_ms: float | None, deadline_count_ms: float | None,
-              access_log: bool) -> None:
+              deadline_rank_ms: float, access_log: bool) -> None:
     import uvicorn
 
+    from .rank.service import Rankings
     from .service import CurrentPublication, create_app
 
     default = DEFAULT_DEADLINES[runner]
     deadlines = Deadlines(deadline_base_ms or default.base_ms,
-                          default.count_ms if deadline_count_ms is None else deadline_count_ms)
+                          default.count_ms if deadline_count_ms is None else deadline_count_ms,
+                          deadline_rank_ms)
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     store = open_store(store_spec)
-    app = create_app(CurrentPublication(store, runner), Ledger(ledger_location(store)), deadlines)
+    rankings = Rankings(store)
+    logging.getLogger("cocktail.serve").info("rankings open: %s",
+                                             ", ".join(rankings.warm()) or "none")
+    app = create_app(CurrentPublication(store, runner), Ledger(ledger_location(store)), deadlines,
+                     rankings)
     sys.setswitchinterval(0.001)  # many short requests: hand the GIL over often (tail latency)
     uvicorn.run(app, host=host, port=port, log_level="info", access_log=access_log)
 

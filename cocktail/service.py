@@ -1,6 +1,8 @@
 """`cocktail serve`: the private cloud's HTTP API for analysts (FastAPI; OpenAPI at /docs).
 
 POST /v1/query  {"query": "2*count(a) - count(b & c)"} or {"batch": ["...", "..."]}
+POST /v1/rank   {"query": "city=a,religion=x", "k": 10, "name": "ranking"}: the top k of a
+                ranking (`cocktail rank build`), ids and public attributes only
 GET  /v1/budget
 GET  /v1/limits (no token needed: the limits and the response-time schedule are public)
 Authorization: Bearer <token>.  401 unknown or missing token, 403 disabled user, 429 budget
@@ -8,8 +10,9 @@ spent, 400 malformed query or a limit exceeded (the body names it), 413 request 
 503 no publication yet or the counts failed; a refused request spends nothing.
 
 Analysts hold tokens, never the owner's powers: no route answers exactly, manages roles or
-users, or reads the ledger beyond the caller's own budget.  Every reply to /v1/query leaves at
-a time fixed by the request alone (:mod:`cocktail.dp.deadline`).
+users, or reads the ledger beyond the caller's own budget.  Every reply to /v1/query and
+/v1/rank leaves at a time fixed by the request alone (:mod:`cocktail.dp.deadline`); /v1/rank
+answers 404 for a ranking that does not exist.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from .dp.limits import LIMITS, LimitExceeded, Limits
 from .dp.session import ComputeFailed, Source, ask
 from .query import Engine, Publication
 from .querylang import QuerySyntaxError
+from .rank.service import NoRanking, Rankings, answer_rank
 from .store import Store, StoreError
 from .versions import current_version
 
@@ -55,6 +59,12 @@ class QueryRequest(BaseModel):
     @property
     def text(self) -> str:
         return self.query if self.query is not None else "\n".join(self.batch)
+
+
+class RankRequest(BaseModel):
+    query: str
+    k: int = 10
+    name: str = "ranking"
 
 
 class NoPublication(Exception):
@@ -181,7 +191,7 @@ def _release(future: asyncio.Future) -> None:
 
 
 def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
-               limits: Limits = LIMITS) -> FastAPI:
+               rankings: Rankings, limits: Limits = LIMITS) -> FastAPI:
     pool = ThreadPoolExecutor(4, thread_name_prefix="counts")
     releaser = Releaser()
 
@@ -225,6 +235,32 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
         status, body, release_at = await run_in_threadpool(answer, bearer_token, request.text,
                                                            arrival)
         await releaser.at(release_at)
+        return JSONResponse(body, status_code=status)
+
+    def rank_answer(bearer_token: str | None, request: RankRequest) -> tuple[int, dict]:
+        try:
+            ledger.authenticate(bearer_token)  # analysts only, whatever the defense
+            version, index = rankings.get(request.name)
+            return 200, answer_rank(index, version, request.name, request.query, request.k,
+                                    ledger, bearer_token)
+        except LedgerError as exc:
+            return exc.status, {"detail": str(exc)}
+        except NoRanking as exc:
+            return 404, {"detail": str(exc)}
+        except ValueError as exc:  # a malformed query, an unknown column, k out of range
+            return 400, {"detail": str(exc)}
+        except Exception:
+            log.exception("internal error answering a ranking")
+            return 500, {"detail": "internal error (logged for the owner)"}
+
+    @app.post("/v1/rank")
+    async def rank(request: RankRequest, bearer_token: str | None = Depends(token)):
+        """The top k of a ranking: ids and public attributes only.  A dp ranking charges the
+        caller's α (once per query and k; asked again, the stored answer comes back).  Every
+        reply leaves ``rank_ms`` after arrival."""
+        arrival = time.monotonic()
+        status, body = await run_in_threadpool(rank_answer, bearer_token, request)
+        await releaser.at(arrival + deadlines.rank)
         return JSONResponse(body, status_code=status)
 
     @app.get("/v1/budget")

@@ -7,9 +7,11 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import time
 from collections import Counter
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -18,12 +20,14 @@ from cocktail.cli import main
 from cocktail.dp.ledger import Ledger
 from cocktail.private_config import ledger_location
 from cocktail.rank import defenses
-from cocktail.rank.defenses import EquivalentSet, algorithm1, esvt_workload, min_weight_pairs
+from cocktail.rank.defenses import (EquivalentSet, algorithm1, esvt_workload, min_weight_pairs,
+                                     private_scores)
 from cocktail.rank.index import RankIndex
-from cocktail.rank.model import parse_query, read_rank_table
+from cocktail.rank.model import Schema, parse_query, read_rank_table
 from cocktail.rank.release import load_ranking
 from cocktail.rank.utility import top_k_loss
 from cocktail.store import LocalStore
+from .served import auth, serve
 
 RUN = CliRunner()
 KEY = b"k" * 32
@@ -164,6 +168,35 @@ def test_large_groups_are_matched_on_each_nodes_cheapest_partners_near_the_optim
     exact = min_weight_pairs(vectors)
     assert len(sparse) == len(exact) == 150
     assert cost(vectors, exact) <= cost(vectors, sparse) <= cost(vectors, exact) * 1.1 + 1
+
+
+# -- F4: the appendix's reduction from Max-3SAT, checked with our scoring ----------------------
+
+def test_f4_the_max3sat_reduction_best_partner_satisfies_as_many_queries_as_clauses():
+    """The paper's Theorem 3 on n = 3 variables and all 8 sign patterns: v1 = (B = 0, C = 0,0)
+    needs a virtual t1 differing everywhere (so C = 1,1); clause query q keeps v1's order
+    strictly iff s(t1|q) > 0 (the notes' fix of Eq. 17); the best t1 satisfies 7 queries,
+    the Max-3SAT optimum, and (T, T, F) maps to t1 = (1, 2, 4)."""
+    columns = ("B1", "B2", "B3", "C1", "C2")
+    schema = Schema(("A",), columns, {}, {}, {"A": ("a",), **{c: tuple("0123456") for c in
+                                                              columns[:3]},
+                                            "C1": ("0", "1"), "C2": ("0", "1")})
+    clauses = list(itertools.product((True, False), repeat=3))
+    workload = [{j: schema.encode(columns[j], str(j + 1 if positive else j + 2))
+                 for j, positive in enumerate(signs)} | {3: 0.0, 4: 0.0} for signs in clauses]
+    v1 = np.array([[schema.encode(c, "0") for c in columns]])
+    v2 = np.array([[schema.encode(c, x) for c, x in zip(columns, ("3", "4", "5", "1", "0"))]])
+    assert (private_scores(schema, workload, v1) == 2).all()
+    assert (private_scores(schema, workload, v2) == 1).all()
+    partners = np.array([[*map(float, bs), 1.0, 1.0]
+                         for bs in itertools.product(range(1, 7), repeat=3)])
+    scores = private_scores(schema, workload, partners)
+    satisfied = ((2 + scores) / 2 > 1).sum(axis=1)
+    best_assignment = max(sum(any(x == s for x, s in zip(truth, signs)) for signs in clauses)
+                          for truth in itertools.product((True, False), repeat=3))
+    assert satisfied.max() == best_assignment == 7
+    mapped = [i for i, p in enumerate(partners) if tuple(p[:3]) == (1.0, 2.0, 4.0)][0]
+    assert satisfied[mapped] == 7
 
 
 # -- F5 / F5b: leftovers are merged before anything is suppressed ---------------------------
@@ -430,3 +463,47 @@ def test_dp_ranks_stay_under_the_dp_bound_and_leak_at_a_large_epsilon(tmp_path, 
     # the attacker is competent: with next to no noise it finds the values
     lax = attacked(tmp_path / "lax", synthetic_table, "dp", "--epsilon", "10000", victims=8)
     assert lax["success"]["differencing"] > 0.85
+
+
+# -- POST /v1/rank: a real `cocktail serve` -----------------------------------------------------
+
+def test_http_rank_answers_analysts_only_with_public_attributes_at_a_fixed_time(tmp_path):
+    store = tmp_path / "s"
+    data = table_file(tmp_path, HEADER, people(60))
+    for name, defense in (("ranking", "estt"), ("noisy", "dp")):
+        assert cli("rank", "build", str(data), *BUILD, "--defense", defense, "--name", name,
+                   "--store", str(store))[0] == 0
+    ledger = Ledger(ledger_location(LocalStore(str(store))))
+    ledger.add_role("analyst", alpha=0.5, budget=1.0)
+    token = ledger.add_user("ann", "analyst")
+    ask = {"query": "city=a,age=22,religion=x", "k": 5}
+    with serve(store, "--deadline-rank-ms", "300") as (url, _):
+        def post(body: dict, headers: dict | None = None) -> tuple[int, dict, float]:
+            started = time.monotonic()
+            reply = httpx.post(url + "/v1/rank", json=body, headers=headers or {}, timeout=30)
+            return reply.status_code, reply.json(), time.monotonic() - started
+
+        assert post(ask)[0] == 401                           # no token
+        assert post(ask, auth("nope"))[0] == 401
+        status, body, seconds = post(ask, auth(token))
+        assert status == 200 and len(body["results"]) == 5 and body["defense"] == "estt"
+        assert all(set(row) == {"id", "city", "age"} for row in body["results"])
+        version, index, _ = load_ranking(LocalStore(str(store)), "ranking")
+        expected = [index.row(i) for i in index.top(parse_query(index.schema, ask["query"]), 5)]
+        assert body["results"] == expected                   # what the CLI gives
+        for refused in ({**ask, "name": "other"}, {**ask, "query": "faith=x"}, {**ask, "k": 0}):
+            code, _, slow = post(refused, auth(token))
+            assert code in (400, 404) and slow >= 0.3        # refusals leave at the same time
+        assert post({**ask, "name": "other"}, auth(token))[0] == 404
+        assert seconds >= 0.3
+        # dp: charged once per query; the same question gets the same answer for free
+        code, first, _ = post({**ask, "name": "noisy"}, auth(token))
+        assert code == 200 and first["charged"] == 0.5
+        code, again, _ = post({**ask, "name": "noisy"}, auth(token))
+        assert again["results"] == first["results"] and again["charged"] == 0
+        # a rebuild is served once CURRENT moves
+        more = table_file(tmp_path, HEADER, people(70), "more.csv")
+        code, rebuilt = cli("rank", "build", str(more), *BUILD, "--defense", "estt",
+                            "--store", str(store))
+        time.sleep(1.2)
+        assert post(ask, auth(token))[1]["version"] == rebuilt["version"] != version

@@ -8,6 +8,8 @@ analyst who times replies learns what the noise hides (Haeberlen, Pierce and Nar
   where E is the number of conjunctive counts the strategy needs (a function of the workload's
   shape; powers of two keep the classes few);
 * a refusal or a reused answer, which does no work on the data, leaves ``base`` after arrival;
+* every reply of ``POST /v1/rank`` (a top-k answer or a refusal) leaves ``rank_ms`` after
+  arrival;
 * if the counts are not ready by the deadline, the mechanism runs over an all-zero vector (the
   default value) and the miss is logged for the owner, never shown to the analyst.
 
@@ -27,10 +29,13 @@ from .workload import MAX_CELL_TERMS
 class Deadlines:
     base_ms: float
     count_ms: float
+    rank_ms: float = 400  # a top-k answer (POST /v1/rank): 300,000 tuples take ~50-300 ms
 
     def __post_init__(self) -> None:
-        if not (0 < self.base_ms < 3.6e6 and 0 <= self.count_ms < 3.6e6):
-            raise ValueError("deadlines need a base in (0, 1 h) and a per-count time in [0, 1 h)")
+        if not (0 < self.base_ms < 3.6e6 and 0 <= self.count_ms < 3.6e6
+                and 0 < self.rank_ms < 3.6e6):
+            raise ValueError("deadlines need a base and a rank time in (0, 1 h) and a "
+                             "per-count time in [0, 1 h)")
 
     @staticmethod
     def size_class(evaluations: int) -> int:
@@ -46,11 +51,17 @@ class Deadlines:
         """Seconds from arrival to a refusal or a reused answer."""
         return self.base_ms / 1000
 
+    @property
+    def rank(self) -> float:
+        """Seconds from arrival to any reply of POST /v1/rank (answer or refusal alike)."""
+        return self.rank_ms / 1000
+
     def schedule(self, limits: Limits) -> dict:
         largest = max(limits.counts, (1 << MAX_CELL_TERMS))
         classes = sorted({self.size_class(e) for e in range(1, largest + 1)})
         return {"refusal_or_reuse_ms": self.base_ms,
-                "fresh_ms": {str(c): self.base_ms + self.count_ms * c for c in classes}}
+                "fresh_ms": {str(c): self.base_ms + self.count_ms * c for c in classes},
+                "rank_ms": self.rank_ms}
 
 
 # Per runner: an in-process count takes well under a millisecond on a warm publication; an

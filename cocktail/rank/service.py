@@ -1,4 +1,5 @@
-"""One ranked-retrieval answer, for the CLI and for ``POST /v1/rank`` alike.
+"""One ranked-retrieval answer, for the CLI and for ``POST /v1/rank`` alike, and the rankings
+a server keeps open.
 
 Deterministic defenses (none, esvt, estt) answer from the published scores and charge nothing:
 asking again gives the same list.  ``dp`` goes through the budget ledger like every noisy
@@ -9,11 +10,63 @@ after it is stored.
 
 from __future__ import annotations
 
+import threading
+import time
+from dataclasses import dataclass
+
 from ..dp.ledger import Ledger, LedgerError
+from ..store import Store
+from ..versions import current_version
 from .index import RankIndex
 from .model import parse_query
+from .release import RANKS, load_ranking, rank_store
 
 MAX_K = 1000
+RECHECK = 1.0  # seconds between two looks at a ranking's current version
+
+
+class NoRanking(LookupError):
+    pass
+
+
+@dataclass
+class _Open:
+    version: str
+    index: RankIndex
+    checked: float
+
+
+class Rankings:
+    """The store's rankings, each opened once and reopened when its current version changes
+    (looked at no more than once a RECHECK per ranking).  ``warm`` opens them all up front,
+    so that no request waits for a load."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._open: dict[str, _Open] = {}
+        self._lock = threading.Lock()
+
+    def warm(self) -> list[str]:
+        names = self._store.list("private", RANKS)
+        for name in names:
+            self.get(name)
+        return names
+
+    def get(self, name: str) -> tuple[str, RankIndex]:
+        with self._lock:
+            now = time.monotonic()
+            known = self._open.get(name)
+            if known and now - known.checked < RECHECK:
+                return known.version, known.index
+            version = current_version(rank_store(self._store, name))
+            if version is None:
+                raise NoRanking(f"no ranking {name!r}")
+            if not known or known.version != version:
+                version, index, _ = load_ranking(self._store, name)
+                known = _Open(version, index, now)
+                self._open[name] = known
+            known.checked = now
+            return known.version, known.index
 
 
 def answer_rank(index: RankIndex, version: str, name: str, text: str, k: int,
