@@ -331,6 +331,16 @@ def test_bad_input_is_refused_and_nothing_written(tmp_path, args, message):
     assert not (store / "public" / "ranks").exists()
 
 
+def test_a_workload_is_refused_for_a_defense_that_would_ignore_it(tmp_path):
+    data, store = table_file(tmp_path, HEADER, people(30)), tmp_path / "s"
+    workload = tmp_path / "w.txt"
+    workload.write_text("religion=x\n")
+    result = RUN.invoke(main, ["rank", "build", str(data), *BUILD, "--defense", "estt",
+                               "--workload", str(workload), "--store", str(store)])
+    assert result.exit_code == 2 and "--workload is for --defense esvt" in result.output
+    assert not store.exists()
+
+
 def test_duplicate_tuples_are_refused(tmp_path):
     data = table_file(tmp_path, "city,religion", ["a,x", "b,y", "a,x"])
     result = RUN.invoke(main, ["rank", "build", str(data), "--public", "city", "--private",

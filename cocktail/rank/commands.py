@@ -101,6 +101,9 @@ def build_cmd(path: Path, public: str, private: str, defense: str, l: int,
               id_column: str | None, numeric: str, weights: str | None, workload,
               name: str, store_spec: str, as_json: bool) -> None:
     """Build (or rebuild, keeping every unchanged tuple's set) ranking NAME from a CSV file."""
+    if workload is not None and defense != "esvt":
+        raise InputError(f"--workload is for --defense esvt (the paper's Algorithm 1), not "
+                         f"{defense}")
     store = open_store(store_spec)
     previous = previous_state(store, name)
     table = read_rank_table(path, columns_list(public), columns_list(private), id_column,
