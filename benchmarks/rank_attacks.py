@@ -4,11 +4,11 @@ it does not run): success of the differencing, sybil-partner and prior-aware att
     python benchmarks/rank_attacks.py [--tuples 30000] [--victims 100] [--epsilon 1]
                                       [--sybils 4,16] [--out docs/figures]
 
-Tables: the synthetic table in the paper's shape (`cocktail rank generate`, 5 public and 5
-private columns with domains 5, 2, 2, 5, 6; private values follow public ones 30% of the time)
-and Adult (public: age, sex, education, type_employer, country; private: marital, occupation,
-relationship, race, income; duplicates over those columns dropped — the model needs distinct
-tuples).  Defenses: none, esvt and estt at l = 2, dp at ε per victim and column (all probes
+Tables: those of ``benchmarks/ranked.py``: the synthetic table in the paper's shape (5 public
+and 5 private columns with domains 5, 2, 2, 5, 6; private values follow public ones 30% of the
+time) and Adult (public: age, sex, education, type_employer, country; private: marital,
+occupation, relationship, race, income; duplicates over those columns dropped — the model
+needs distinct tuples).  Defenses: none, esvt and estt at l = 2, dp at ε per victim and column (all probes
 together).  Success is the expected accuracy of the attacker's guess over (victim, private
 column); "chance" guesses uniformly, "prior alone" guesses the commonest value among the other
 tuples with the victim's public values, asking nothing.  Writes ``rank_attacks.csv``.
@@ -22,47 +22,25 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ranked import ADULT, adult, synthetic  # the same tables as the utility experiments
 from rich.console import Console
 from rich.table import Table
 
 from cocktail.attacks.rank import attack_ranking
-from cocktail.rank.model import read_rank_table
+from cocktail.rank.model import RankTable
 from cocktail.rank.release import build_ranking
-from cocktail.rank.synthetic import RankSpec, write_table
 from cocktail.store import LocalStore
 
-ADULT = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "adult.csv"
-ADULT_PUBLIC = ("age", "sex", "education", "type_employer", "country")
-ADULT_PRIVATE = ("marital", "occupation", "relationship", "race", "income")
 DEFENSES = ("none", "esvt", "estt", "dp")
 
 
-def adult_distinct(path: Path) -> int:
-    """Adult without duplicate tuples over the chosen columns, written to ``path``."""
-    with open(ADULT, newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
-    columns = (*ADULT_PUBLIC, *ADULT_PRIVATE)
-    distinct = list(dict.fromkeys(tuple(row[c] for c in columns) for row in rows))
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(columns)
-        writer.writerows(distinct)
-    return len(distinct)
-
-
-def datasets(work: Path, tuples: int) -> list[tuple[str, Path, tuple, tuple, tuple]]:
-    spec = RankSpec(tuples=tuples, seed=1)
-    synthetic = work / "synthetic.csv"
-    write_table(spec, synthetic)
-    public = tuple(c for c in spec.columns if c.startswith("A"))
-    private = tuple(c for c in spec.columns if c.startswith("B"))
-    found = [(f"synthetic {tuples:,}", synthetic, public, private, ())]
-    if ADULT.exists():
-        adult = work / "adult.csv"
-        count = adult_distinct(adult)
-        found.append((f"Adult {count:,}", adult, ADULT_PUBLIC, ADULT_PRIVATE, ("age",)))
-    else:
+def datasets(tuples: int) -> list[tuple[str, RankTable]]:
+    found = [(f"synthetic {tuples:,}", synthetic(tuples))]
+    loaded = adult()
+    if loaded is None:
         print(f"{ADULT} is missing: Adult skipped", file=sys.stderr)
+    else:
+        found.append((f"Adult {len(loaded[0].ids):,}", loaded[0]))
     return found
 
 
@@ -76,8 +54,7 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as work:
-        for name, path, public, private, numeric in datasets(Path(work), args.tuples):
-            table = read_rank_table(path, public, private, numeric=numeric)
+        for name, table in datasets(args.tuples):
             for defense in DEFENSES:
                 store = LocalStore(str(Path(work) / f"{name}-{defense}"))
                 built = build_ranking(store, "ranking", table, defense, 2)

@@ -341,12 +341,15 @@ def test_a_workload_is_refused_for_a_defense_that_would_ignore_it(tmp_path):
     assert not store.exists()
 
 
-def test_duplicate_tuples_are_refused(tmp_path):
-    data = table_file(tmp_path, "city,religion", ["a,x", "b,y", "a,x"])
-    result = RUN.invoke(main, ["rank", "build", str(data), "--public", "city", "--private",
-                               "religion", "--store", str(tmp_path / "s")])
+@pytest.mark.parametrize("rows, numeric", [(["a,x", "b,y", "a,x"], []),
+                                           (["45,x", "46,y", "45.0,x"], ["--numeric", "age"])])
+def test_duplicate_tuples_are_refused(tmp_path, rows, numeric):
+    data = table_file(tmp_path, "age,religion", rows)
+    result = RUN.invoke(main, ["rank", "build", str(data), "--public", "age", "--private",
+                               "religion", *numeric, "--store", str(tmp_path / "s")])
     assert result.exit_code == 2 and "t.csv:4: duplicate tuple (same values as line 2)" in \
         result.output.replace("\n", "")
+    assert not (tmp_path / "s" / "public" / "ranks").exists()
 
 
 def candidates(store: str) -> dict[str, Counter]:
@@ -394,21 +397,31 @@ def test_dp_rankings_charge_the_budget_once_per_query(dp_store):
     assert code == 0 and first["charged"] == 0.5 and len(first["results"]) == 3
     code, again = cli(*ask, "--token", token)
     assert again["results"] == first["results"] and again["charged"] == 0 and again["reused"]
-    assert cli("rank", "query", "city=b", "--store", store, "--token", token)[0] == 0
-    assert RUN.invoke(main, ["rank", "query", "city=a", "--store", store, "--token", token,
-                             "--json"]).exit_code == 4  # 0.5 + 0.5 spent of 1
+    code, public_only = cli("rank", "query", "city=b", "--store", store, "--token", token)
+    assert code == 0 and public_only["charged"] == 0  # no private column: nothing to protect
+    assert cli("rank", "query", "city=b,smoker=1", "--store", store, "--token", token)[0] == 0
+    assert RUN.invoke(main, ["rank", "query", "city=a,income=3", "--store", store, "--token",
+                             token, "--json"]).exit_code == 4  # 0.5 + 0.5 spent of 1
 
 
 def test_dp_top_k_bounds_what_one_comparison_tells(tmp_path):
-    """Two tuples alike but for the private value asked: how often the matching one comes out
-    first is the attacker's success, at most e^ε/(1+e^ε) (3σ slack), and above chance."""
-    table = read_rank_table(table_file(tmp_path, "id,A,B", ["v,a,1", "f,a,0"]), ["A"], ["B"],
-                            "id")
-    index = RankIndex.build(table, None, KEY, "dp")
-    query, epsilon, draws = parse_query(table.schema, "A=a,B=1"), 0.5, 3000
-    wins = sum(index.noisy_top(query, 1, epsilon)[0] == 0 for _ in range(draws))
+    """Two neighbouring worlds: v's private value is the one asked (1) or not (0), beside a
+    tuple f alike but for it.  An attacker who guesses 1 when v comes first has an accuracy
+    that ε-DP caps at e^ε/(1+e^ε) (3σ slack), and that beats chance; and the measured
+    likelihood ratio stays under e^ε."""
+    epsilon, draws = 0.5, 3000
+    first = {}
+    for value in ("1", "0"):
+        table = read_rank_table(table_file(tmp_path, "id,A,B", [f"v,a,{value}", "f,a,2"],
+                                           f"{value}.csv"), ["A"], ["B"], "id")
+        index = RankIndex.build(table, None, KEY, "dp")
+        query = parse_query(table.schema, "A=a,B=1")
+        first[value] = sum(index.noisy_top(query, 1, epsilon)[0] == 0
+                           for _ in range(draws)) / draws
+    accuracy = (first["1"] + 1 - first["0"]) / 2
     bound = math.exp(epsilon) / (1 + math.exp(epsilon))
-    assert 0.5 < wins / draws <= bound + 3 * math.sqrt(bound * (1 - bound) / draws)
+    assert 0.5 < accuracy <= bound + 3 * math.sqrt(bound * (1 - bound) / (2 * draws))
+    assert first["1"] / first["0"] <= math.exp(epsilon) * 1.1
 
 
 # -- the attack suite: success per defense, against brute truth --------------------------------
@@ -517,3 +530,29 @@ def test_http_rank_answers_analysts_only_with_public_attributes_at_a_fixed_time(
                             "--store", str(store))
         time.sleep(1.2)
         assert post(ask, auth(token))[1]["version"] == rebuilt["version"] != version
+
+
+def test_the_shared_matching_is_the_cheapest_against_brute_force():
+    """Costs whose rows have different maxima (the ESVT involution's squared score
+    distances): blossom must still find the cheapest perfect matching."""
+    draw = np.random.default_rng(7)
+
+    def matchings(nodes):
+        if not nodes:
+            yield []
+            return
+        first, rest = nodes[0], nodes[1:]
+        for i, other in enumerate(rest):
+            for tail in matchings(rest[:i] + rest[i + 1:]):
+                yield [(first, other), *tail]
+
+    for _ in range(100):
+        costs = draw.integers(0, 20, (6, 6)).astype(float)
+        costs = np.triu(costs, 1) + np.triu(costs, 1).T
+
+        def row(a):
+            return costs[a], np.ones(6, bool)
+
+        found = defenses.cheapest_matching(6, row)
+        best = min(sum(costs[a, b] for a, b in m) for m in matchings(list(range(6))))
+        assert len(found) == 3 and sum(costs[a, b] for a, b in found) == best

@@ -170,12 +170,13 @@ class _World:
         them: the attacker cannot tell)."""
         return {self.world.private[row, j] for row in self._sybils_in_set(v)}
 
-    def _order(self, query: Query) -> np.ndarray:
-        """One query's answer as the attacker reads it: each row's place in the ranking (its
-        accounts and v share v's public values, so all of them are in one top-k list)."""
+    def _outranks(self, query: Query, row: int, others: list[int]) -> bool:
+        """Whether ``row`` comes before any of ``others`` in the query's answer (they share
+        its public values, so all of them are in one top-k list)."""
         self.probes += 1
-        scores = self.index.scores(query)
-        return np.lexsort((self.index.tie, -scores)).argsort()
+        scores, tie = self.index.scores(query), self.index.tie
+        return any(scores[row] > scores[o] or (scores[row] == scores[o] and tie[row] < tie[o])
+                   for o in others)
 
     def candidates(self, v: int, j: int, epsilon: float) -> set[float]:
         victim = self.at[self.table.ids[v]]
@@ -188,11 +189,9 @@ class _World:
             return set(values)
         if self.defense == "dp":
             return self._most_beaten(victim, references, values, probes, epsilon / len(values))
-        found = set()
-        for theta, probe in zip(values, probes):
-            place = self._order(probe)
-            if (place[victim] < place[references]).any():  # v outscores an account strictly
-                found.add(theta)
+        # v before a reference that wins its ties: v outscores it strictly
+        found = {theta for theta, probe in zip(values, probes)
+                 if self._outranks(probe, victim, references)}
         return found or set(values)
 
     def _most_beaten(self, victim: int, references: list[int], values: list[float],

@@ -18,7 +18,7 @@ from .defenses import DEFENSES
 from .model import columns_list, parse_query, read_rank_table
 from .release import build_ranking, load_ranking, previous_state
 from .service import answer_rank
-from .synthetic import PAPER_DOMAINS, RankSpec, write_table
+from ..synthetic import PAPER_DOMAINS, RankSpec, write_table
 
 name_option = click.option("--name", default="ranking", show_default=True,
                            help="Which ranking of the store.")

@@ -208,15 +208,18 @@ def cheapest_matching(n: int, row: Callable[[int], tuple[np.ndarray, np.ndarray]
     steered."""
     pairs, left = [], list(range(n))
     while len(left) > 1:
-        graph = nx.Graph()
-        graph.add_nodes_from(left)
+        edges: dict[tuple[int, int], float] = {}
         for a in left:
             cost, allowed = row(a)
             near = [b for b in np.argsort(cost[left], kind="stable") if allowed[left[b]]
                     and left[b] != a][:len(left) if len(left) <= EXACT_MATCHING else NEIGHBOURS]
-            top = float(cost.max()) + 1
-            graph.add_edges_from((a, left[b], {"weight": top - float(cost[left[b]])})
-                                 for b in near)
+            edges.update(((min(a, left[b]), max(a, left[b])), float(cost[left[b]]))
+                         for b in near)
+        # one offset for every edge: maximum weight is then minimum cost
+        top = max(edges.values(), default=0.0) + 1
+        graph = nx.Graph()
+        graph.add_nodes_from(left)
+        graph.add_weighted_edges_from((a, b, top - c) for (a, b), c in edges.items())
         found = [tuple(sorted(pair)) for pair in nx.max_weight_matching(graph,
                                                                         maxcardinality=True)]
         if not found:

@@ -7,8 +7,9 @@ its equivalent set's members, averaged (the notes' §2.0: s'(u|q) = public part 
 never by anything private, and the key stays in the private zone.
 
 ``dp`` keeps no sets: each query releases a report-noisy-max top-k over the true scores
-(OpenDP's ``make_noisy_top_k``); one tuple's private values move its score by at most
-Σ_j wB_j, the L∞ sensitivity, so k picks cost the caller's α in all.
+(OpenDP's ``make_noisy_top_k``); one tuple's private values move its score by at most the
+weights of the private columns the query asks (the L∞ sensitivity), so k picks cost the
+caller's α in all.
 """
 
 from __future__ import annotations
@@ -99,10 +100,19 @@ class RankIndex:
             raise ValueError("a dp ranking answers only through noisy_top (it charges a budget)")
         return self.order(self.scores(query, true), k)
 
+    def sensitivity(self, query: Query) -> float:
+        """How far one tuple's private values can move its score under ``query``: the weights
+        of the private columns it asks (0: the answer depends on no private value)."""
+        return sum(self.schema.weight(c) for c in query.private)
+
     def noisy_top(self, query: Query, k: int, epsilon: float) -> list[int]:
-        """Report-noisy-max top-k (OpenDP), ε-DP for a change of one tuple's private values."""
+        """Report-noisy-max top-k (OpenDP), ε-DP for a change of one tuple's private values;
+        a query that asks no private column needs no noise."""
         k = min(k, len(self.ids))
-        measurement = top_k_measurement(len(self.ids), k, self.schema.private_weight, epsilon)
+        sensitivity = self.sensitivity(query)
+        if sensitivity == 0:
+            return self.order(self.scores(query, true=True), k)
+        measurement = top_k_measurement(len(self.ids), k, sensitivity, epsilon)
         return [int(i) for i in measurement(self.scores(query, true=True).tolist())]
 
     def row(self, i: int) -> dict[str, str]:
@@ -118,11 +128,14 @@ def tie_digest(key: bytes, rid: str) -> bytes:
 
 
 def top_k_measurement(n: int, k: int, sensitivity: float, epsilon: float):
-    """OpenDP's noisy top-k over n scores, its scale set so that the privacy map gives ε."""
+    """OpenDP's noisy top-k over n scores, its scale set so that the privacy map gives ε.
+    Neighbours differ in one tuple's private values, which moves that one score and no other:
+    the change is monotonic (every score moves the same way, or not at all), which OpenDP's
+    map rewards with half the noise."""
     def make(scale: float):
         return dp.m.make_noisy_top_k(dp.vector_domain(dp.atom_domain(T=float, nan=False), n),
-                                     dp.linf_distance(T=float), dp.max_divergence(), k=k,
-                                     scale=scale)
+                                     dp.linf_distance(T=float, monotonic=True),
+                                     dp.max_divergence(), k=k, scale=scale)
     at_one = make(1.0).map(sensitivity)
     measurement = make(at_one / epsilon)
     if measurement.map(sensitivity) > epsilon * (1 + 1e-9):

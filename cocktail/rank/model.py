@@ -186,9 +186,9 @@ def _encode(path, rows, lines, public, private, id_column, numeric, weights,
     ranges = {c: (min(float(r[c]) for r in rows), max(float(r[c]) for r in rows))
               for c in numeric}
     schema = Schema(public, private, {c: float(w) for c, w in weights.items()}, ranges, domains)
+    table = [tuple(schema.encode(c, row[c]) for c in columns) for row in rows]
     seen: dict[tuple, int] = {}
-    for row, line in zip(rows, lines):
-        key = tuple(row[c] for c in columns)
+    for key, line in zip(table, lines):  # encoded: "45" and "45.0" are one number
         if key in seen:
             raise InputError(f"{path}:{line}: duplicate tuple (same values as line {seen[key]}); "
                              "the model needs distinct tuples: remove or merge duplicates")
@@ -200,7 +200,6 @@ def _encode(path, rows, lines, public, private, id_column, numeric, weights,
             if rid in first:
                 raise InputError(f"{path}:{line}: id {rid!r} already used on line {first[rid]}")
             first[rid] = line
-    table = [[schema.encode(c, row[c]) for c in columns] for row in rows]
     array = np.array(table, dtype=float).reshape(len(rows), len(columns))
     return RankTable(schema, ids, array[:, :len(public)], array[:, len(public):])
 

@@ -5,7 +5,8 @@ Deterministic defenses (none, esvt, estt) answer from the published scores and c
 asking again gives the same list.  ``dp`` goes through the budget ledger like every noisy
 answer: the same query and k asked again by the same role returns the stored list (fresh noise
 would let them average it away); a fresh one charges the caller's α, and is released only
-after it is stored.
+after it is stored.  A query asking no private column depends on no private value: it is
+answered exactly and charged nothing.
 """
 
 from __future__ import annotations
@@ -81,6 +82,10 @@ def answer_rank(index: RankIndex, version: str, name: str, text: str, k: int,
             ledger.authenticate(token)  # analysts are known; nothing is charged
         return body | {"results": [index.row(i) for i in index.top(query, k)]}
     user = ledger.authenticate(token)
+    if index.sensitivity(query) == 0:  # no private column asked: nothing to protect or charge
+        return body | {"results": [index.row(i) for i in index.noisy_top(query, k, user.alpha)],
+                       "epsilon": 0.0, "charged": 0.0, "reused": False,
+                       "budget": ledger.budget_status(user)}
     ticket = ledger.reserve(user, f"rank:{name}:{version}", f"top {k}: {query.canonical()}")
     if ticket.state == "answered":
         return body | ledger.result(ticket)
