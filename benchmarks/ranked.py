@@ -25,6 +25,11 @@ the mean over --repeats workloads drawn with numpy (seeded); the same workloads 
 defense of a point.  ESVT and ESTT draw with ``secrets``, so each table is built once and its
 sets are reused: they depend neither on k, nor on the workload, nor on the weights.
 
+Beside U_avg each point reports the **true score kept**: the share of the true top k's total
+score that the defended top k holds (``cocktail.rank.utility.score_kept``).  U_avg counts every
+reordering among tuples of equal score, and on the synthetic table the 10th true score is
+shared by about 37 tuples: its undefended top 10 is itself one draw among equals.
+
 Random baseline (the paper builds "equivalent sets from randomly picked tuples" and says no
 more): a random permutation of the whole table cut into pairs (the odd tuple out joins the last
 pair), ignoring public values; every tuple ranks by its pair's mean true score
@@ -68,7 +73,7 @@ from cocktail.rank.index import RankIndex
 from cocktail.rank.model import Query, RankTable, Schema, read_rank_table
 from cocktail.rank.release import protect
 from cocktail.synthetic import PAPER_DOMAINS, RankSpec, generate_table
-from cocktail.rank.utility import average_loss
+from cocktail.rank.utility import average_loss, score_kept
 
 ADULT = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "adult.csv"
 ADULT_PUBLIC = ("age", "sex", "education", "type_employer", "country")
@@ -218,29 +223,31 @@ def after(method: Method, built: dict[str, Built], query: Query, true: np.ndarra
 def losses(built: dict[str, Built], table: RankTable, methods: list[Method],
            ks: tuple[int, ...], size: int, repeats: int, seed: int,
            ) -> dict[tuple[str, int], list[float]]:
-    """U_avg per (method, k), one value per workload.  Deterministic rankings are taken once
-    at the largest k (a top-k is the prefix of a top-K); dp draws afresh for each k."""
-    found: dict[tuple[str, int], list[float]] = {}
+    """(U_avg, score kept) per (method, k), one pair per workload.  Deterministic rankings are
+    taken once at the largest k (a top-k is the prefix of a top-K); dp draws afresh for each
+    k."""
+    found: dict[tuple[str, int], list[tuple[float, float]]] = {}
     top = max(ks)
     none = built["none"].index
     for repeat in range(repeats):
         queries = workload(table, size, (seed, size, repeat))
         labels = random_pairs(len(table.ids), (seed, size, repeat, 1))
         pairs: dict[tuple[str, int], list] = {(m.name, k): [] for m in methods for k in ks}
+        kept: dict[tuple[str, int], list] = {(m.name, k): [] for m in methods for k in ks}
         for query in queries:
             true = none.scores(query, true=True)
             before = none.order(true, top)
             for m in methods:
-                if m.epsilon is None:
-                    ranked = after(m, built, query, true, top, labels)
-                    for k in ks:
-                        pairs[m.name, k].append((before, ranked))
-                else:
-                    for k in ks:
-                        pairs[m.name, k].append((before, after(m, built, query, true, k,
-                                                               labels)))
-        for (name, k), both in pairs.items():
-            found.setdefault((name, k), []).append(average_loss(both, k))
+                for k in ks:
+                    if m.epsilon is None and k == ks[0]:
+                        ranked = after(m, built, query, true, top, labels)
+                    elif m.epsilon is not None:
+                        ranked = after(m, built, query, true, k, labels)
+                    pairs[m.name, k].append((before, ranked))
+                    kept[m.name, k].append(score_kept(true, before, ranked, k))
+        for point, both in pairs.items():
+            found.setdefault(point, []).append((average_loss(both, point[1]),
+                                                mean(kept[point])))
     return found
 
 
@@ -260,8 +267,10 @@ def u_rows(dataset: str, series: str, x: float, found: dict, built: dict[str, Bu
            size: int, tuples: int) -> list[dict]:
     """One row per method at ``k``; ESVT/ESTT rows carry their build's counts."""
     return [{"dataset": dataset, "series": series, "x": x, "defense": name, "k": k,
-             "workload": size, "tuples": tuples, "u_avg": round(mean(values), 6),
-             "u_sd": round(pstdev(values), 6), "repeats": len(values),
+             "workload": size, "tuples": tuples,
+             "u_avg": round(mean(u for u, _ in values), 6),
+             "u_sd": round(pstdev([u for u, _ in values]), 6),
+             "score_kept": round(mean(kept for _, kept in values), 6), "repeats": len(values),
              **(built[name].counts if name in ("esvt", "estt") else {})}
             for (name, at), values in found.items() if at == k]
 
@@ -356,7 +365,7 @@ def dataset_series(dataset: str, table: RankTable, methods: list[Method], key: b
 # -- output -----------------------------------------------------------------------------------
 
 FIELDS = ("dataset", "series", "x", "defense", "k", "workload", "tuples", "public", "private",
-          "u_avg", "u_sd", "repeats", "build_s", "query_ms", "sets", "virtual", "obfuscated",
+          "u_avg", "u_sd", "score_kept", "repeats", "build_s", "query_ms", "sets", "virtual", "obfuscated",
           "suppressed")
 
 
@@ -377,8 +386,8 @@ def show(rows: list[dict], names: list[str], title: str) -> None:
         mine = {r["defense"]: r for r in rows
                 if (r["dataset"], r["series"], r["x"]) == (dataset, series, x) and "u_avg" in r}
         table.add_row(dataset, series, f"{x:,.4g}" if isinstance(x, float) else f"{x:,}",
-                      *(f"{mine[n]['u_avg']:.4f} ± {mine[n]['u_sd']:.4f}" if n in mine else "–"
-                        for n in names),
+                      *(f"{mine[n]['u_avg']:.3f} ± {mine[n]['u_sd']:.3f} "
+                        f"({mine[n]['score_kept']:.0%})" if n in mine else "–" for n in names),
                       f"{mine['estt']['obfuscated']:,} / {mine['estt']['suppressed']:,}")
     console.print(table)
     times = RichTable(title="Build and query time (query: top 10; dp: noisy top 10)")
@@ -394,6 +403,7 @@ def show(rows: list[dict], names: list[str], title: str) -> None:
 
 
 PANELS = (("synthetic", "k", "k"), ("Adult", "k", "k"),
+          ("synthetic", "k", "k", "score_kept"), ("Adult", "k", "k", "score_kept"),
           ("synthetic", "workload", "workload size |W|"),
           ("synthetic", "tuples", "database size |D|"),
           ("synthetic", "public", "public attributes (10 private)"),
@@ -406,9 +416,10 @@ def plot(rows: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(3, 3, figsize=(16, 13))
+    figure, axes = plt.subplots(4, 3, figsize=(16, 17))
     cells = iter(axes.flat)
-    for dataset, series, label in PANELS:
+    for dataset, series, label, *measure in PANELS:
+        value = measure[0] if measure else "u_avg"
         mine = [r for r in rows if (r["dataset"], r["series"]) == (dataset, series)]
         if not mine:
             continue
@@ -418,9 +429,10 @@ def plot(rows: list[dict], path: Path) -> None:
             line = [r for r in mine if r["defense"] == name]
             style = {"color": "black", "linestyle": "--"} if name == RANDOM else \
                 {"marker": marker, "alpha": 0.8}
-            axis.plot([r["x"] for r in line], [r["u_avg"] for r in line], label=name, **style)
-        axis.set(xlabel=label, ylabel="U_avg",
-                 title=f"{dataset}: U_avg vs {label}" + ("" if series == "k" else f", k = {K}"))
+            axis.plot([r["x"] for r in line], [r[value] for r in line], label=name, **style)
+        what = "U_avg" if value == "u_avg" else "true score kept"
+        axis.set(xlabel=label, ylabel=what,
+                 title=f"{dataset}: {what} vs {label}" + ("" if series == "k" else f", k = {K}"))
         if series == "k":  # the full range: k = 1 spans 0..1; other panels zoom in
             axis.set(xscale="log", ylim=(0, 1.05))
             axis.set_xticks([r["x"] for r in mine], [str(r["x"]) for r in mine])
@@ -483,8 +495,8 @@ def main() -> None:
     write_csv(rows, args.out / "ranked.csv")
     plot(rows, args.out / "ranked.png")
     show(rows, [m.name for m in methods],
-         f"U_avg (mean ± sd over {plan.repeats} workload(s); k = {K}, |W| = {W}, l = {L}, "
-         "weights 1 unless varied)")
+         f"U_avg (mean ± sd over {plan.repeats} workload(s); in brackets the true score kept; "
+         f"k = {K}, |W| = {W}, l = {L}, weights 1 unless varied)")
     if found is not None:
         print(f"Adult: {len(adult_table.ids):,} distinct tuples over the 10 columns "
               f"(of {total:,} rows)")

@@ -25,7 +25,7 @@ from cocktail.rank.defenses import (EquivalentSet, algorithm1, esvt_workload, mi
 from cocktail.rank.index import RankIndex
 from cocktail.rank.model import Schema, parse_query, read_rank_table
 from cocktail.rank.release import load_ranking
-from cocktail.rank.utility import top_k_loss
+from cocktail.rank.utility import score_kept, top_k_loss
 from cocktail.store import LocalStore
 from .served import auth, serve
 
@@ -247,6 +247,10 @@ def test_f7_utility_loss_per_query_with_ranks_up_to_k():
         assert top_k_loss(list(range(k)), list(range(k, 2 * k)), k) == pytest.approx(
             (k + 1) / (2 * k))
     assert top_k_loss(list(range(10)), list(range(10))[::-1], 10) == pytest.approx(0.5)
+    # a reordering among equal scores costs U_avg, and keeps every point of true score
+    true = [3, 2, 2, 2, 1]
+    assert top_k_loss([0, 1, 2], [0, 3, 1], 3) > 0 and score_kept(true, [0, 1, 2], [0, 3, 1], 3) == 1
+    assert score_kept(true, [0, 1, 2], [0, 1, 4], 3) == pytest.approx(6 / 7)
 
 
 # -- F8 and T1: what a defended ranking can and cannot tell ----------------------------------
