@@ -260,6 +260,40 @@ def _print_audit(report: AuditReport) -> None:
         out.print(f"  [red]{v.kind}[/] {v.where}: {v.detail}", highlight=False)
 
 
+@main.command("owner-token")
+@store_option
+@json_option
+@fail_cleanly
+def owner_token_cmd(store_spec: str, as_json: bool) -> None:
+    """A new credential for the owner's dashboard (`cocktail serve`, /owner); the previous one
+    stops working.  Shown once: only its hash is kept, in the ledger.  Owner command."""
+    token = Ledger(ledger_location(open_store(store_spec))).new_owner_token()
+    emit(as_json, {"token": token}, lambda: click.echo(token))
+
+
+@main.command("report")
+@store_option
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, writable=True,
+                                                  path_type=Path),
+              default=Path("report.html"), show_default=True,
+              help="The HTML file to write (self-contained: it opens with no network).")
+@json_option
+@fail_cleanly
+def report_cmd(store_spec: str, out_path: Path, as_json: bool) -> None:
+    """The owner's report of a store: coverage against the floor, the publication's shape,
+    the audit, the releases, the privacy budget and the tables, as charts with their numbers
+    (owner command: it reads the private zone and the ledger)."""
+    from .report.numbers import gather, owner_ledger
+    from .report.page import render
+
+    store = open_store(store_spec)
+    numbers = gather(store, owner_ledger(store))
+    out_path.write_text(render(numbers), encoding="utf-8")
+    emit(as_json, numbers | {"out": str(out_path)}, lambda: out.print(
+        f"wrote {out_path} ({out_path.stat().st_size / 1e6:.1f} MB); open it with: "
+        f"xdg-open {out_path}", highlight=False, markup=False))
+
+
 @main.command("audit")
 @click.argument("chain_stores", nargs=-1, metavar="[S1 S2 ...]")
 @store_option
@@ -680,7 +714,7 @@ def serve_cmd(store_spec: str, host: str, port: int, runner: str,
     logging.getLogger("cocktail.serve").info("rankings open: %s",
                                              ", ".join(rankings.warm()) or "none")
     app = create_app(CurrentPublication(store, runner), Ledger(ledger_location(store)), deadlines,
-                     rankings)
+                     rankings, store)
     sys.setswitchinterval(0.001)  # many short requests: hand the GIL over often (tail latency)
     uvicorn.run(app, host=host, port=port, log_level="info", access_log=access_log)
 
@@ -776,6 +810,9 @@ def _print_demo(result: dict) -> None:
     out.print(table)
     out.print(f"store: {result['store']}  (try: {_this_command()} audit --store "
               f"{result['store']})", highlight=False, markup=False)
+    out.print(f"[bold]6. report[/]    {result['report']}: coverage, the publication's shape, "
+              f"the audit, releases and budget as charts; open it with: xdg-open "
+              f"{result['report']}", highlight=False)
 
 
 def _this_command() -> str:

@@ -21,6 +21,8 @@ from .dp.session import Source, ask
 from .publish import PublishParams, publish
 from .query import Engine, Publication
 from .querylang import CountQuery, LinearQuery, Workload
+from .report.numbers import gather
+from .report.page import render
 from .store import LocalStore
 from .synthetic import SyntheticSpec, generate
 
@@ -62,11 +64,13 @@ def run_demo(settings: DemoSettings, progress=None) -> dict:
         expected = dataset.count_containing(query.terms)
         answers.append({"query": str(query), "answer": answer, "brute_force": expected,
                         "equal": answer == expected})
-    noisy = analyst_view(settings.workdir / "demo-ledger.sqlite", engine,
-                         demo_queries(dataset.records)[:3])
+    ledger_path = settings.workdir / "demo-ledger.sqlite"
+    noisy = analyst_view(ledger_path, engine, demo_queries(dataset.records)[:3])
+    report = settings.workdir / "report.html"
+    report.write_text(render(gather(store, Ledger(ledger_path))), encoding="utf-8")
     return {"dataset": str(data_path), "store": store.url, "publish": published.as_dict(),
             "audit": checked.as_dict(), "queries": answers, "noisy": noisy,
-            "ok": checked.ok and all(a["equal"] for a in answers)}
+            "report": str(report), "ok": checked.ok and all(a["equal"] for a in answers)}
 
 
 def analyst_view(ledger_path: Path, engine: Engine, queries: list[CountQuery]) -> dict:

@@ -5,12 +5,15 @@ POST /v1/rank   {"query": "city=a,religion=x", "k": 10, "name": "ranking"}: the 
                 ranking (`cocktail rank build`), ids and public attributes only
 GET  /v1/budget
 GET  /v1/limits (no token needed: the limits and the response-time schedule are public)
+GET  /owner (the owner's dashboard, behind the owner's credential), /analyst (an analyst's own
+     budget and answers): :mod:`cocktail.report.dashboard`
 Authorization: Bearer <token>.  401 unknown or missing token, 403 disabled user, 429 budget
 spent, 400 malformed query or a limit exceeded (the body names it), 413 request too large,
 503 no publication yet or the counts failed; a refused request spends nothing.
 
 Analysts hold tokens, never the owner's powers: no route answers exactly, manages roles or
-users, or reads the ledger beyond the caller's own budget.  Every reply to /v1/query and
+users, or reads the ledger beyond the caller's own budget and answers (the owner's dashboard
+refuses an analyst's token).  Every reply to /v1/query and
 /v1/rank leaves at a time fixed by the request alone (:mod:`cocktail.dp.deadline`); /v1/rank
 answers 404 for a ranking that does not exist.
 """
@@ -39,6 +42,7 @@ from .dp.session import ComputeFailed, Source, ask
 from .query import Engine, Publication
 from .querylang import QuerySyntaxError
 from .rank.service import NoRanking, Rankings, answer_rank
+from .report.dashboard import add_dashboard
 from .store import Store, StoreError
 from .versions import current_version
 
@@ -191,7 +195,7 @@ def _release(future: asyncio.Future) -> None:
 
 
 def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
-               rankings: Rankings, limits: Limits = LIMITS) -> FastAPI:
+               rankings: Rankings, store: Store, limits: Limits = LIMITS) -> FastAPI:
     pool = ThreadPoolExecutor(4, thread_name_prefix="counts")
     releaser = Releaser()
 
@@ -276,4 +280,5 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
         """The limits every request is checked against, and when replies leave."""
         return {"limits": limits.as_dict(), "deadlines": deadlines.schedule(limits)}
 
+    add_dashboard(app, store, ledger)
     return app

@@ -170,9 +170,13 @@ def test_no_route_gives_an_analyst_an_exact_answer_or_the_owners_powers(target):
     spec = httpx.get(url + "/openapi.json").json()
     routes = {(path, method) for path, methods in spec["paths"].items() for method in methods}
     # A new route must be reviewed here before it ships.  /v1/rank: ids and public attributes
-    # of a ranking's top k only (tests/test_rank.py checks the body and the deadline).
+    # of a ranking's top k only (tests/test_rank.py checks the body and the deadline).  /owner*:
+    # the owner's dashboard, refusing every analyst token; /analyst*: the caller's own budget
+    # and answers; /static/plotly.js: the charting library (tests/test_report.py).
     assert routes == {("/v1/query", "post"), ("/v1/budget", "get"), ("/v1/limits", "get"),
-                      ("/v1/rank", "post")}
+                      ("/v1/rank", "post"), ("/owner", "get"), ("/owner/login", "post"),
+                      ("/owner/state", "get"), ("/analyst", "get"), ("/analyst/login", "post"),
+                      ("/static/plotly.js", "get")}
     dataset, rare = target["dataset"], target["rare"]
     top = max(dataset.terms(), key=lambda t: dataset.count_containing([t]))
     def powers():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -216,8 +217,12 @@ def test_publish_reports_its_phases_and_the_demo_a_working_next_command(tmp_path
     demo = subprocess.run([sys.executable, "-m", "cocktail.cli", "demo", "--workdir",
                            str(tmp_path / "demo"), "--records", "500"], capture_output=True,
                           text=True, timeout=300)
-    command = demo.stdout.strip().splitlines()[-1].split("(try: ")[1].rstrip(")").split()
+    lines = demo.stdout.strip().splitlines()
+    command = next(line for line in lines if "(try: " in line).split("(try: ")[1].rstrip(
+        ")").split()
     assert command[1:3] == ["audit", "--store"]
+    report = Path(lines[-1].split("xdg-open ")[1].strip())  # the demo ends with its report
+    assert report.stat().st_size > 1_000_000
     followed = subprocess.run([sys.executable, "-m", "cocktail.cli", *command[1:]],
                               capture_output=True, text=True, timeout=120)
     assert followed.returncode == 0 and "PASS" in followed.stdout

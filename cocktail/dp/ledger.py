@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 import re
@@ -29,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS roles (name TEXT PRIMARY KEY, alpha REAL NOT NULL CHECK (alpha > 0),
                                   budget REAL NOT NULL CHECK (budget >= 0));
@@ -49,6 +50,9 @@ CREATE TABLE IF NOT EXISTS reshares (chain TEXT NOT NULL, hop INTEGER NOT NULL C
                                      alpha REAL NOT NULL CHECK (alpha > 0),
                                      answer TEXT NOT NULL, at REAL NOT NULL,
                                      PRIMARY KEY (chain, hop));
+CREATE TABLE IF NOT EXISTS refusals (id INTEGER PRIMARY KEY, user TEXT NOT NULL,
+                                     status INTEGER NOT NULL, reason TEXT NOT NULL,
+                                     at REAL NOT NULL);
 """
 # Version 1 kept the workload text in every charge and answer and summed charges for budgets.
 MIGRATE_FROM_1 = """
@@ -236,6 +240,52 @@ class Ledger:
             "SELECT name, role, active, spent FROM users ORDER BY name").fetchall()
         return [{"name": n, "role": r, "active": bool(a), "spent": s} for n, r, a, s in rows]
 
+    def overview(self) -> dict:
+        """The owner's view: roles, users with what they spent and have left, the dataset's
+        budget, every charge (when, who, how much) and every logged refusal."""
+        db = self._connection()
+        roles = {r["name"]: r for r in self.roles()}
+        users = [u | {"budget": roles[u["role"]]["budget"], "alpha": roles[u["role"]]["alpha"],
+                      "remaining": max(0.0, _exact(roles[u["role"]]["budget"] - u["spent"]))}
+                 for u in self.users()]
+        charges = [{"at": at, "user": user, "role": role, "alpha": alpha, "version": version}
+                   for at, user, role, alpha, version in db.execute(
+                       "SELECT at, user, role, alpha, version FROM charges ORDER BY at, id")]
+        refusals = [{"at": at, "user": user, "status": status, "reason": reason}
+                    for at, user, status, reason in db.execute(
+                        "SELECT at, user, status, reason FROM refusals ORDER BY at, id")]
+        return {"roles": list(roles.values()), "users": users, "charges": charges,
+                "refusals": refusals, **self._status(db, None)}
+
+    def history(self, user: User) -> list[dict]:
+        """A user's own charged answers, oldest first (what the analyst page shows them)."""
+        rows = self._connection().execute(
+            "SELECT c.at, c.alpha, c.version, a.answer FROM charges c LEFT JOIN answers a ON "
+            "a.role = c.role AND a.version = c.version AND a.workload_sha256 = c.workload_sha256 "
+            "WHERE c.user = ? ORDER BY c.at, c.id", (user.name,)).fetchall()
+        return [{"at": at, "alpha": alpha, "version": version,
+                 "answer": json.loads(answer) if answer else None}
+                for at, alpha, version, answer in rows]
+
+    def new_owner_token(self) -> str:
+        """A fresh owner credential for the dashboard (the previous one stops working); only
+        its hash is kept, so it is shown once."""
+        token = secrets.token_urlsafe(32)
+        with self._transaction() as db:
+            db.execute("INSERT INTO settings VALUES ('owner_token_sha256', ?) ON CONFLICT(key) "
+                       "DO UPDATE SET value = excluded.value", (_sha256(token),))
+        return token
+
+    def check_owner(self, token: str | None) -> None:
+        """Raise unless ``token`` is the owner's credential: 401 without one, 403 for any
+        other token (an analyst's included)."""
+        if not token:
+            raise Unauthorized("the owner's credential is needed (`cocktail owner-token`)")
+        row = self._connection().execute(
+            "SELECT value FROM settings WHERE key = 'owner_token_sha256'").fetchone()
+        if row is None or not hmac.compare_digest(row[0], _sha256(token)):
+            raise Forbidden("not the owner's credential")
+
     def set_dataset_budget(self, budget: float) -> None:
         if not 0 <= budget < float("inf"):
             raise LedgerError("the dataset budget must be finite and >= 0")
@@ -273,8 +323,16 @@ class Ledger:
             raise Unauthorized("unknown token")
         name, role, active, alpha, budget = row
         if not active:
-            raise Forbidden(f"user {name!r} is disabled")
+            raise self.refused(name, Forbidden(f"user {name!r} is disabled"))
         return User(name, role, alpha, budget)
+
+    def refused(self, user: str, error: LedgerError) -> LedgerError:
+        """Log a known user's refused request for the owner (an unknown token names nobody:
+        it goes to the server's log only); returns the error, for the caller to raise."""
+        with self._transaction() as db:
+            db.execute("INSERT INTO refusals (user, status, reason, at) VALUES (?, ?, ?, ?)",
+                       (user, error.status, str(error), time.time()))
+        return error
 
     def reserve(self, user: User, version: str, workload: str,
                 stale_after: float = STALE_SECONDS) -> Ticket:
@@ -301,8 +359,15 @@ class Ledger:
                 db.execute("UPDATE answers SET reserved_at = ? WHERE role = ? AND version = ? "
                            "AND workload_sha256 = ?", (now, *where))
                 return Ticket(user, version, key, "reserved")
-            self._charge(db, user, version, key, now)
-            db.execute("INSERT INTO answers VALUES (?, ?, ?, NULL, ?)", (*where, now))
+            try:
+                self._charge(db, user, version, key, now)
+            except BudgetExhausted as exc:
+                refusal = exc
+            else:
+                refusal = None
+                db.execute("INSERT INTO answers VALUES (?, ?, ?, NULL, ?)", (*where, now))
+        if refusal is not None:
+            raise self.refused(user.name, refusal)
         return Ticket(user, version, key, "reserved", charged=user.alpha)
 
     def _charge(self, db: sqlite3.Connection, user: User, version: str, key: str,

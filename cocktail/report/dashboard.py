@@ -1,0 +1,155 @@
+"""The dashboard of `cocktail serve`: the owner's report live, and each analyst's own page.
+
+* ``/owner`` — the report of :mod:`cocktail.report.page`, behind the owner's credential
+  (`cocktail owner-token`; never an analyst's token: 403).  The store's part is computed once
+  per version and the ledger's on every load; the page polls ``/owner/state`` and reloads
+  itself when CURRENT (or a table's) moves.
+* ``/analyst`` — an analyst's remaining budget and past answers, and nothing of anyone else's.
+
+A browser signs in once through a form that sets an HttpOnly, SameSite=Strict cookie scoped
+to the page's path; scripts may send ``Authorization: Bearer`` instead.  plotly.js is served
+from the package (``/static/plotly.js``): the pages need no network beyond this server.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+from collections.abc import Callable
+from urllib.parse import parse_qs
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from plotly.offline import get_plotlyjs
+
+from ..dp.ledger import Ledger, LedgerError, User
+from ..store import Store
+from ..tables.release import TABLES, table_store
+from ..versions import current_version
+from .numbers import ledger_numbers, store_numbers
+from .page import STYLE, render, utc
+
+PLOTLY = "/static/plotly.js"
+OWNER_COOKIE, ANALYST_COOKIE = "cocktail_owner", "cocktail_analyst"
+
+
+class OwnerReport:
+    """The store's numbers, recomputed only when a version moves (the audit is not free)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store, self._lock = store, threading.Lock()
+        self._key: tuple | None = None
+        self._numbers: dict = {}
+
+    def state(self) -> tuple:
+        tables = tuple((name, current_version(table_store(self._store, name)))
+                       for name in self._store.list("private", TABLES))
+        return current_version(self._store), tables
+
+    def numbers(self) -> dict:
+        with self._lock:
+            key = self.state()
+            if key != self._key:
+                self._numbers, self._key = store_numbers(self._store), key
+            return self._numbers
+
+
+def _credential(request: Request, cookie: str) -> str | None:
+    header = request.headers.get("authorization", "")
+    if header.lower().startswith("bearer "):
+        return header[7:].strip()
+    return request.cookies.get(cookie)
+
+
+def _login(path: str, status: int, message: str) -> HTMLResponse:
+    return HTMLResponse(
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><link rel='icon' href='data:,'><title>Cocktail: sign "
+        f"in</title><style>{STYLE}</style></head><body><h1>Cocktail</h1>"
+        f"<p>{html.escape(message)}</p><form method='post' action='{path}/login'>"
+        "<label>Token <input type='password' name='token' id='token' autocomplete='off'>"
+        "</label> <button type='submit' id='sign-in'>Sign in</button></form></body></html>",
+        status_code=status)
+
+
+async def _sign_in(request: Request, path: str, cookie: str,
+                   check: Callable[[str], object]) -> Response:
+    """The login form's POST: the token checked by ``check``, then kept in a cookie."""
+    fields = parse_qs((await request.body()).decode("utf-8", "replace"))
+    token = (fields.get("token") or [""])[0].strip()
+    try:
+        check(token)
+    except LedgerError as exc:
+        return _login(path, exc.status, f"Refused: {exc}.")
+    response = RedirectResponse(path, status_code=303)
+    response.set_cookie(cookie, token, httponly=True, samesite="strict", path=path)
+    return response
+
+
+def add_dashboard(app: FastAPI, store: Store, ledger: Ledger) -> None:
+    report = OwnerReport(store)
+
+    @app.get(PLOTLY)
+    def plotly_js() -> Response:
+        return Response(get_plotlyjs(), media_type="application/javascript",
+                        headers={"Cache-Control": "max-age=86400"})
+
+    @app.get("/owner", response_class=HTMLResponse)
+    def owner_page(request: Request) -> HTMLResponse:
+        try:
+            ledger.check_owner(_credential(request, OWNER_COOKIE))
+        except LedgerError as exc:
+            return _login("/owner", exc.status, f"The owner's dashboard: {exc}.")
+        numbers = report.numbers() | {"ledger": ledger_numbers(ledger)}
+        return HTMLResponse(render(numbers, script=PLOTLY, refresh="/owner/state"))
+
+    @app.post("/owner/login")
+    async def owner_login(request: Request) -> Response:
+        return await _sign_in(request, "/owner", OWNER_COOKIE, ledger.check_owner)
+
+    @app.get("/owner/state")
+    def owner_state(request: Request) -> JSONResponse:
+        try:
+            ledger.check_owner(_credential(request, OWNER_COOKIE))
+        except LedgerError as exc:
+            return JSONResponse({"detail": str(exc)}, status_code=exc.status)
+        version, tables = report.state()
+        return JSONResponse({"version": version, "tables": dict(tables)})
+
+    @app.get("/analyst", response_class=HTMLResponse)
+    def analyst_page(request: Request) -> HTMLResponse:
+        try:
+            user = ledger.authenticate(_credential(request, ANALYST_COOKIE))
+        except LedgerError as exc:
+            return _login("/analyst", exc.status, f"Your budget and answers: {exc}.")
+        return HTMLResponse(_analyst_html(user, ledger))
+
+    @app.post("/analyst/login")
+    async def analyst_login(request: Request) -> Response:
+        return await _sign_in(request, "/analyst", ANALYST_COOKIE, ledger.authenticate)
+
+
+def _analyst_html(user: User, ledger: Ledger) -> str:
+    status = ledger.budget_status(user)
+    rows = "".join(
+        f"<tr><td>{utc(h['at'])}</td><td>{html.escape(h['version'])}</td>"
+        f"<td>{h['alpha']:g}</td><td>{html.escape(_summary(h['answer']))}</td></tr>"
+        for h in ledger.history(user))
+    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><link rel='icon' href='data:,'><title>Cocktail: "
+            f"{html.escape(user.name)}</title><style>{STYLE}</style></head><body>"
+            f"<h1>{html.escape(user.name)}</h1><p class='meta'>role {html.escape(user.role)}, "
+            f"α = {user.alpha:g} per query</p><div class='cards'>"
+            f"<div class='card' id='remaining'><b>{status['remaining']:g}</b>remaining of "
+            f"{status['budget']:g}</div><div class='card'><b>{status['spent']:g}</b>spent</div>"
+            "</div><h2>Your answers</h2><table class='data' id='answers'><thead><tr>"
+            "<th>time (UTC)</th><th>version</th><th>α</th><th>answer</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table></body></html>")
+
+
+def _summary(answer: dict | None) -> str:
+    if answer is None:
+        return "(not stored: the request stopped)"
+    if "workload" in answer:
+        shown = ", ".join(f"{a:.6g}" for a in answer["answers"])
+        return f"{answer['workload']} → {shown}"
+    return f"top {len(answer.get('results', []))}: " + ", ".join(
+        str(r.get("id")) for r in answer.get("results", []))

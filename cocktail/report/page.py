@@ -1,0 +1,318 @@
+"""The owner's report as one HTML page: a chart (plotly) per question, each with a caption and
+the numbers it draws in a table beneath.  ``render`` inlines plotly.js, so the file opens with
+no network; the dashboard passes a URL of its own instead."""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.offline import get_plotlyjs
+
+PLOT_CONFIG = {"displaylogo": False, "responsive": True}
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 70rem; color: #222; }
+h1 { margin-bottom: 0; } .meta { color: #666; margin-top: .2rem; }
+.cards { display: flex; flex-wrap: wrap; gap: .8rem; margin: 1rem 0; }
+.card { border: 1px solid #ddd; border-radius: .4rem; padding: .6rem 1rem; min-width: 9rem; }
+.card b { display: block; font-size: 1.4rem; }
+figure.chart { border-top: 1px solid #eee; margin: 1.5rem 0; padding-top: 1rem; }
+figure.chart .plot { height: 22rem; }
+figcaption { color: #444; margin: .4rem 0; }
+table.data { border-collapse: collapse; font-size: .85rem; margin-top: .4rem; }
+table.data th, table.data td { border: 1px solid #ddd; padding: .15rem .5rem; text-align: right; }
+table.data th { background: #f6f6f6; } .ok { color: #176c2a; } .bad { color: #b00020; }
+"""
+
+
+@dataclass
+class Chart:
+    id: str
+    title: str
+    caption: str
+    figure: go.Figure
+    header: Sequence[str]
+    rows: Sequence[Sequence]
+
+
+def render(report: dict, script: str | None = None, refresh: str | None = None) -> str:
+    """The page.  ``script``: where plotly.js comes from (None: inlined); ``refresh``: a URL
+    the page polls, reloading itself when the version it names changes (the dashboard)."""
+    sections = []
+    publication = report.get("publication")
+    if publication:
+        sections += [_section("Coverage", _coverage(publication)),
+                     _section("Shape of the publication", _shapes(report["distributions"])),
+                     _section("Audit", [_audit(report["audit"])]),
+                     _section("Releases", _releases(report["releases"]))]
+    else:
+        sections.append("<p>The store holds no publication yet.</p>")
+    if report.get("ledger") is not None:
+        sections.append(_section("Privacy budget", _ledger(report["ledger"])))
+    if report.get("tables"):
+        sections.append(_section("Tables", _tables(report["tables"])))
+    loader = (f"<script>{get_plotlyjs()}</script>" if script is None
+              else f'<script src="{html.escape(script)}"></script>')
+    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><link rel='icon' href='data:,'>"
+            f"<title>Cocktail report: {html.escape(report['store'])}</title>"
+            f"<style>{STYLE}</style>{loader}</head><body>"
+            f"<h1>Cocktail report</h1><p class='meta'>{html.escape(report['store'])}, version "
+            f"{html.escape(str(report.get('version')))}, generated {report['generated']}</p>"
+            f"{_cards(report)}{''.join(sections)}{_poller(report, refresh)}</body></html>")
+
+
+def _section(title: str, charts: Sequence[Chart | str]) -> str:
+    body = "".join(c if isinstance(c, str) else _chart(c) for c in charts)
+    return f"<section><h2>{html.escape(title)}</h2>{body}</section>"
+
+
+def _chart(chart: Chart) -> str:
+    chart.figure.update_layout(title=chart.title, template="plotly_white",
+                               margin={"l": 50, "r": 20, "t": 50, "b": 40})
+    plot = pio.to_html(chart.figure, full_html=False, include_plotlyjs=False,
+                       div_id=chart.id, config=PLOT_CONFIG)
+    return (f"<figure class='chart' id='figure-{chart.id}'><div class='plot'>{plot}</div>"
+            f"<figcaption>{html.escape(chart.caption)}</figcaption>"
+            f"{_table(chart.header, chart.rows)}</figure>")
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence]) -> str:
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(v))}</td>" for v in row) + "</tr>"
+                   for row in rows)
+    return f"<table class='data'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return "" if value is None else str(value)
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{part / whole:.2%}" if whole else "–"
+
+
+def _cards(report: dict) -> str:
+    p = report.get("publication")
+    if not p:
+        return ""
+    c = p["coverage"]
+    cards = [("records", f"{p['records']:,}"), ("k, m", f"{p['k']}, {p['m']}"),
+             ("public chunks", f"{p['public_chunks']:,}"),
+             ("occurrences public", _share(c["public_occurrences"], c["occurrences"])),
+             ("private (floor)", _share(c["floor_occurrences"], c["occurrences"])),
+             ("audit", "PASS" if report["audit"]["ok"] else "FAIL")]
+    return "<div class='cards'>" + "".join(
+        f"<div class='card'><b>{html.escape(v)}</b>{html.escape(k)}</div>" for k, v in cards
+    ) + "</div>"
+
+
+# -- sections ---------------------------------------------------------------------------------
+
+def _coverage(p: dict) -> list[Chart]:
+    c = p["coverage"]
+    kinds = ["occurrences", "records", "terms"]
+    private = [c["private_occurrences"], c["records_with_private"], c["terms_with_private"]]
+    total = [c["occurrences"], c["records"], c["terms"]]
+    floor = [c["floor_occurrences"], None, c["terms_below_k"]]
+    shares = [100 * x / t if t else 0 for x, t in zip(private, total)]
+    figure = go.Figure([go.Bar(name="private", x=kinds, y=shares),
+                        go.Bar(name=f"floor (support < k = {p['k']})", x=kinds,
+                               y=[100 * f / t if f is not None and t else 0
+                                  for f, t in zip(floor, total)])])
+    figure.update_layout(barmode="group", yaxis_title="% kept private")
+    return [Chart("coverage", "What stayed private, against the floor",
+                  "The share of occurrences ((record, term) pairs), of records (with at least "
+                  "one private occurrence) and of terms (with at least one) that stayed in the "
+                  "private cloud. The floor is what no k^m-anonymous publication can show: the "
+                  "occurrences of terms held by fewer than k records.",
+                  figure, ["", "total", "private", "private share", "floor", "floor share"],
+                  [[kind, t, x, _share(x, t), f if f is not None else "–",
+                    _share(f, t) if f is not None else "–"]
+                   for kind, t, x, f in zip(kinds, total, private, floor)])]
+
+
+BINS = 20  # past this many distinct values a distribution is drawn in bins
+
+
+def _histogram(chart_id: str, title: str, values: Sequence[int], what: str,
+               caption: str) -> Chart:
+    counts = sorted(Counter(values).items())
+    if len(counts) > BINS:
+        found, edges = np.histogram(values, bins=BINS)
+        labels = [f"{edges[i]:,.0f}–{edges[i + 1]:,.0f}" for i in range(BINS)]
+        counts = list(zip(labels, found.tolist()))
+    figure = go.Figure(go.Bar(x=[str(v) for v, _ in counts], y=[n for _, n in counts]))
+    figure.update_layout(xaxis_title=what, yaxis_title="count", xaxis_type="category")
+    return Chart(chart_id, title, caption, figure, [what, "count"], counts)
+
+
+def _shapes(d: dict) -> list[Chart]:
+    charts = [
+        _histogram("cluster-sizes", "Cluster sizes", d["cluster_sizes"], "records per cluster",
+                   "Leaves of the overlay tree: how many records each cluster holds."),
+        _histogram("chunks-per-cluster", "Public chunks per cluster", d["chunks_per_cluster"],
+                   "public chunks", "How many public chunks EQI-partitioning cut each cluster "
+                   "into (a query reads one map task per chunk it touches)."),
+        _histogram("terms-per-chunk", "Terms per public chunk", d["terms_per_chunk"], "terms",
+                   "The width of each public chunk."),
+        _histogram("subrecords-per-chunk", "Subrecords per public chunk",
+                   d["subrecords_per_chunk"], "subrecords",
+                   "How many records show a subrecord in each public chunk."),
+    ]
+    per = d["private_per_cluster"]
+    figure = go.Figure([go.Bar(name="before aggregation", x=[r["cluster"] for r in per],
+                               y=[r["before"] for r in per]),
+                        go.Bar(name="after", x=[r["cluster"] for r in per],
+                               y=[r["after"] for r in per])])
+    figure.update_layout(barmode="group", xaxis_title="cluster", yaxis_title="private subrecords")
+    charts.append(Chart("private-per-cluster", "Private subrecords per cluster",
+                        "Each cluster's leftover private subrecords, before they were pooled "
+                        "up the tree into aggregated clusters and re-partitioned, and after.",
+                        figure, ["cluster", "before", "after"],
+                        [[r["cluster"], r["before"], r["after"]] for r in per]))
+    tree = d["tree"]
+    fan = _histogram("tree-fan-out", "Overlay tree: fan-out", tree["fan_out"], "children",
+                     f"Children of each inner node of the overlay tree ({tree['nodes']:,} "
+                     f"nodes, depth {tree['depth']}).")
+    fan.rows = [*fan.rows, ["depth", tree["depth"]], ["nodes", tree["nodes"]]]
+    charts.append(fan)
+    return charts
+
+
+def _audit(a: dict) -> Chart:
+    checked = [("public chunks", a["chunks"]), ("subrecords", a["subrecords"]),
+               ("itemsets checked", a["itemsets_checked"]),
+               ("violations", len(a["violations"]))]
+    figure = go.Figure(go.Bar(x=[k for k, _ in checked], y=[v for _, v in checked],
+                              marker_color=["#4c78a8"] * 3 + ["#b00020"]))
+    figure.update_layout(yaxis_type="log", yaxis_title="count")
+    rows = [*checked, ["result", "PASS" if a["ok"] else "FAIL"],
+            ["k, m", f"{a['k']}, {a['m']}"]]
+    placement = a.get("placement")
+    if placement:
+        rows += [[f"placement: {k}", json.dumps(v) if isinstance(v, (dict, list)) else v]
+                 for k, v in placement.items()]
+    rows += [["violation", v] for v in a["violations"][:20]]
+    return Chart("audit", "Independent audit of the public zone",
+                 "What `cocktail audit` checked, from the public files alone: every public chunk "
+                 "k^m-anonymous, no pseudonym in two chunks, nothing else in the public zone "
+                 "(and, on HDFS, every private block on a private datanode).",
+                 figure, ["check", "value"], rows)
+
+
+def _releases(history: list[dict]) -> list[Chart]:
+    versions = [r["version"] for r in history]
+    figure = go.Figure([go.Scatter(name=name, x=versions, y=[r[key] or 0 for r in history],
+                                   mode="lines+markers")
+                        for name, key in (("public chunks", "public_chunks"),
+                                          ("records", "records"),
+                                          ("buffered records", "buffered"))])
+    figure.update_layout(xaxis_title="release", yaxis_title="count")
+    return [Chart("releases", "Releases", "Every release the public cloud has seen: its "
+                  "public chunks, the records published so far and those held back in the "
+                  "private buffer until they can be placed safely.", figure,
+                  ["release", "kind", "created", "records", "appended", "buffered",
+                   "public chunks", "public subrecords"],
+                  [[r["version"], r["kind"], r["created"], r["records"], r["appended"],
+                    r["buffered"], r["public_chunks"], r["public_subrecords"]]
+                   for r in history])]
+
+
+def utc(at: float) -> str:
+    return dt.datetime.fromtimestamp(at, dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _ledger(ledger: dict) -> list[Chart]:
+    users = ledger["users"]
+    budget = go.Figure([go.Bar(name="spent", x=[u["name"] for u in users],
+                               y=[u["spent"] for u in users]),
+                        go.Bar(name="remaining", x=[u["name"] for u in users],
+                               y=[u["remaining"] for u in users])])
+    budget.update_layout(barmode="stack", yaxis_title="ε")
+    charts = [Chart("budget", "Privacy budget per user",
+                    "What each analyst has spent of their role's budget and what is left "
+                    f"(dataset-wide: {ledger['dataset_spent']:g} spent of "
+                    f"{ledger['dataset_budget'] if ledger['dataset_budget'] is not None else '∞'}).",
+                    budget, ["user", "role", "α per query", "budget", "spent", "remaining",
+                             "active"],
+                    [[u["name"], u["role"], u["alpha"], u["budget"], u["spent"],
+                      u["remaining"], "yes" if u["active"] else "no"] for u in users])]
+    spent, running = [], Counter()
+    for charge in ledger["charges"]:
+        running[charge["user"]] += charge["alpha"]
+        spent.append((charge["at"], charge["user"], charge["alpha"], running[charge["user"]]))
+    over_time = go.Figure([go.Scatter(name=name, mode="lines+markers",
+                                      x=[utc(at) for at, user, _, _ in spent if user == name],
+                                      y=[total for _, user, _, total in spent if user == name],
+                                      line_shape="hv")
+                           for name in dict.fromkeys(u for _, u, _, _ in spent)])
+    over_time.update_layout(yaxis_title="ε spent", xaxis_title="time (UTC)")
+    charts.append(Chart("spent-over-time", "Budget spent over time",
+                        "Every charge, cumulated per user.", over_time,
+                        ["time (UTC)", "user", "α", "spent so far"],
+                        [[utc(at), user, alpha, round(total, 12)]
+                         for at, user, alpha, total in spent]))
+    refused = ledger["refusals"]
+    by_user = Counter((r["user"], r["status"]) for r in refused)
+    figure = go.Figure(go.Bar(x=[f"{u} ({s})" for u, s in by_user],
+                              y=list(by_user.values())))
+    figure.update_layout(yaxis_title="refused requests")
+    charts.append(Chart("refusals", "Refused requests",
+                        "Requests of known analysts that were refused (403: disabled; 429: "
+                        "budget spent), per user and status. Unknown tokens name nobody and go "
+                        "to the server's log only.", figure,
+                        ["time (UTC)", "user", "status", "reason"],
+                        [[utc(r["at"]), r["user"], r["status"], r["reason"]]
+                         for r in refused]))
+    return charts
+
+
+def _tables(tables: list[dict]) -> list[Chart]:
+    charts = []
+    for table in tables:
+        log, name = table["releases"], table["name"]
+        level = ", ".join(f"{k} = {v:g}" for k, v in table["level"].items())
+        figure = go.Figure([go.Bar(name=key, x=[e["version"] for e in log],
+                                   y=[e[key] for e in log]) for key in ("partitions", "buffered")])
+        figure.update_layout(barmode="group", xaxis_title="release", yaxis_title="count")
+        charts.append(Chart(f"table-{name}", f"Table {name} ({table['model']}, {level})",
+                            "Each release of the table: its partitions (equivalence classes) "
+                            "and the tuples held back in the private zone until they can be "
+                            "placed safely.", figure,
+                            ["release", "kind", "created", "partitions", "buffered"],
+                            [[e["version"], e["kind"], e["created"], e["partitions"],
+                              e["buffered"]] for e in log]))
+        ranged = [p for p in table["partitions"] if "min" in p]
+        if ranged:
+            figure = go.Figure(go.Bar(x=[p["id"] for p in ranged],
+                                      y=[p["max"] - p["min"] for p in ranged],
+                                      base=[p["min"] for p in ranged]))
+            figure.update_layout(xaxis_title="partition", yaxis_title="sensitive value range")
+            charts.append(Chart(f"table-{name}-ranges", f"Table {name}: ranges of the current "
+                                "release", "Each partition's range of sensitive values (a bar "
+                                "from its smallest to its largest value), what an attacker who "
+                                "finds a person's partition learns.", figure,
+                                ["partition", "tuples", "distinct", "min", "max"],
+                                [[p["id"], p["tuples"], p["distinct"], p["min"], p["max"]]
+                                 for p in ranged]))
+    return charts
+
+
+def _poller(report: dict, refresh: str | None) -> str:
+    if refresh is None:
+        return ""
+    return ("<script>setInterval(async () => { const r = await fetch("
+            f"{json.dumps(refresh)}, {{credentials: 'same-origin'}}); if (r.ok && "
+            f"(await r.json()).version !== {json.dumps(report.get('version'))}) "
+            "location.reload(); }, 2000);</script>")

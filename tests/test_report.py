@@ -1,0 +1,202 @@
+"""The owner's report and dashboard: numbers equal to publish/audit/ledger and to brute force on
+the raw data, the page opened in a real headless Chromium (every chart drawn, every table
+there, no console error), the dashboard refusing analyst tokens and following CURRENT, and
+an analyst's page holding their own budget and answers only."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from cocktail.cli import main
+from cocktail.dataset import load
+from cocktail.dp.ledger import BudgetExhausted, Ledger
+from cocktail.private_config import ledger_location
+from cocktail.store import LocalStore
+
+from .served import auth, serve
+
+RUN = CliRunner()
+CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+needs_browser = pytest.mark.skipif(
+    not (CHROMIUM and DRIVER),
+    reason="no Chromium: install Debian's chromium and chromium-driver (.ci/run does)")
+CHARTS = 12  # coverage, 4 distributions, private per cluster, fan-out, audit, releases, 3 budget
+
+
+def cli(*args: str) -> dict:
+    result = RUN.invoke(main, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+@pytest.fixture(scope="module")
+def owned(tmp_path_factory) -> dict:
+    """A published store whose ledger has an analyst with charges and a refusal."""
+    root = tmp_path_factory.mktemp("report")
+    data, store = root / "d.dat", root / "s"
+    RUN.invoke(main, ["generate", str(data), "--records", "4000", "--seed", "3"])
+    published = cli("publish", str(data), "--store", str(store), "--k", "5", "--m", "2")
+    audited = cli("audit", "--store", str(store))
+    ledger = Ledger(ledger_location(LocalStore(str(store))))
+    ledger.add_role("analyst", alpha=0.5, budget=1.0)
+    token = ledger.add_user("ann", "analyst")
+    ledger.add_role("other", alpha=1.0, budget=1.0)
+    other = ledger.add_user("bob", "other")
+    user = ledger.authenticate(token)
+    for workload in ("count(1)", "count(2)"):
+        ledger.fulfil(ledger.reserve(user, published["version"], workload),
+                      {"workload": workload, "answers": [1.0]})
+    with pytest.raises(BudgetExhausted):
+        ledger.reserve(user, published["version"], "count(3)")
+    return {"root": root, "data": data, "store": store, "published": published,
+            "audited": audited, "ledger": ledger, "token": token, "other": other,
+            "owner": ledger.new_owner_token()}
+
+
+def test_the_reports_numbers_are_those_of_publish_audit_the_ledger_and_the_raw_data(owned):
+    report = cli("report", "--store", str(owned["store"]), "--out",
+                 str(owned["root"] / "r.html"))
+    publication, published = report["publication"], owned["published"]
+    for key in ("version", "k", "m", "method", "records", "clusters", "aggregated_clusters",
+                "public_chunks", "private_chunks", "public_subrecords", "private_subrecords",
+                "private_terms", "private_term_share", "private_before_aggregation"):
+        assert publication[key] == published[key], key
+    assert report["audit"] == owned["audited"]
+    # coverage against brute force on the raw records
+    records = load(owned["data"]).records
+    support = Counter(t for r in records for t in r)
+    coverage = publication["coverage"]
+    assert coverage["occurrences"] == sum(support.values())
+    assert coverage["floor_occurrences"] == sum(s for s in support.values() if s < 5)
+    assert coverage["terms"] == len(support)
+    assert coverage["terms_below_k"] == sum(s < 5 for s in support.values())
+    assert coverage["private_occurrences"] >= coverage["floor_occurrences"]
+    shape = report["distributions"]
+    assert sum(shape["cluster_sizes"]) == published["records"] == len(records)
+    assert sum(shape["subrecords_per_chunk"]) == published["public_subrecords"]
+    assert sum(r["before"] for r in shape["private_per_cluster"]) == \
+        published["private_before_aggregation"]["private_subrecords"]
+    assert sum(r["after"] for r in shape["private_per_cluster"]) == \
+        published["private_subrecords"]
+    ledger = report["ledger"]
+    assert [(u["name"], u["spent"], u["remaining"]) for u in ledger["users"]] == \
+        [("ann", 1.0, 0.0), ("bob", 0.0, 1.0)]
+    assert [c["alpha"] for c in ledger["charges"]] == [0.5, 0.5]
+    assert [(r["user"], r["status"]) for r in ledger["refusals"]] == [("ann", 429)]
+    assert Path(report["out"]).stat().st_size > 1_000_000  # plotly.js inlined
+
+
+def browser(tmp_path: Path):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--window-size=1280,2000",
+                 f"--user-data-dir={tmp_path / 'chromium'}"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(DRIVER), options=options)
+
+
+def drawn(driver, charts: int) -> list:
+    """Wait until ``charts`` figures each hold a drawn plot (plotly's SVG) and a data table."""
+    from selenium.webdriver.common.by import By
+
+    deadline = time.monotonic() + 30
+    while True:
+        figures = driver.find_elements(By.CSS_SELECTOR, "figure.chart")
+        done = [f for f in figures if f.find_elements(By.CSS_SELECTOR, ".main-svg")
+                and f.find_elements(By.CSS_SELECTOR, "table.data")]
+        if len(done) == len(figures) == charts or time.monotonic() > deadline:
+            return figures
+        time.sleep(0.2)
+
+
+def errors(driver) -> list[dict]:
+    return [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+
+
+@needs_browser
+def test_the_report_opens_in_chromium_with_every_chart_and_table_and_no_error(owned, tmp_path):
+    page = owned["root"] / "browser.html"
+    cli("report", "--store", str(owned["store"]), "--out", str(page))
+    driver = browser(tmp_path)
+    try:
+        driver.get(page.as_uri())
+        figures = drawn(driver, CHARTS)
+        assert len(figures) == CHARTS
+        ids = {f.get_attribute("id") for f in figures}
+        assert {"figure-coverage", "figure-audit", "figure-budget", "figure-refusals"} <= ids
+        assert errors(driver) == []
+        driver.save_screenshot(str(tmp_path / "report.png"))
+    finally:
+        driver.quit()
+
+
+def test_the_dashboard_refuses_analyst_tokens(owned):
+    with serve(owned["store"]) as (url, _):
+        for token, status in ((None, 401), (owned["token"], 403), (owned["other"], 403),
+                              ("nonsense", 403)):
+            headers = auth(token) if token else {}
+            assert httpx.get(url + "/owner", headers=headers).status_code == status
+            assert httpx.get(url + "/owner/state", headers=headers).status_code == status
+            login = httpx.post(url + "/owner/login", data={"token": token or ""})
+            assert login.status_code == status and "cocktail_owner" not in login.cookies
+        page = httpx.get(url + "/owner", headers=auth(owned["owner"]))
+        assert page.status_code == 200 and "figure-coverage" in page.text
+        # an analyst's page shows their own budget and answers, never another's
+        mine = httpx.get(url + "/analyst", headers=auth(owned["token"])).text
+        assert "ann" in mine and "count(1)" in mine and "bob" not in mine
+        theirs = httpx.get(url + "/analyst", headers=auth(owned["other"])).text
+        assert "count(1)" not in theirs and "ann" not in theirs
+
+
+@needs_browser
+def test_the_dashboard_signs_the_owner_in_and_follows_a_new_release(owned, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    more = owned["root"] / "more.dat"
+    RUN.invoke(main, ["generate", str(more), "--records", "300", "--seed", "4"])
+    with serve(owned["store"]) as (url, _):
+        driver = browser(tmp_path)
+        try:
+            driver.get(url + "/analyst")
+            driver.find_element(By.ID, "token").send_keys(owned["token"])
+            driver.find_element(By.ID, "sign-in").click()
+            assert driver.find_element(By.ID, "remaining").text.startswith("0")
+            assert len(driver.find_elements(By.CSS_SELECTOR, "#answers tbody tr")) == 2
+            driver.get(url + "/owner")  # the analyst's cookie is not the owner's
+            assert not driver.find_elements(By.CSS_SELECTOR, "figure.chart")
+            driver.find_element(By.ID, "token").send_keys(owned["token"])
+            driver.find_element(By.ID, "sign-in").click()
+            assert not driver.find_elements(By.CSS_SELECTOR, "figure.chart")  # refused
+            driver.get(url + "/owner")
+            driver.find_element(By.ID, "token").send_keys(owned["owner"])
+            driver.find_element(By.ID, "sign-in").click()
+            assert len(drawn(driver, CHARTS)) == CHARTS
+            refused = errors(driver)  # reading the log empties it
+            assert {e["message"].split(" - ")[0].rsplit("/", 1)[-1] for e in refused} <= {
+                "analyst", "login", "owner"}  # the 401/403 of the refusals above, nothing else
+            before = driver.find_element(By.CSS_SELECTOR, ".meta").text
+            appended = cli("publish", str(more), "--store", str(owned["store"]), "--append")
+            deadline = time.monotonic() + 30
+            while appended["version"] not in driver.find_element(By.CSS_SELECTOR, ".meta").text:
+                assert time.monotonic() < deadline, "the dashboard did not follow CURRENT"
+                time.sleep(0.5)
+            assert appended["version"] not in before
+            assert len(drawn(driver, CHARTS)) == CHARTS
+            assert errors(driver) == []
+            driver.save_screenshot(str(tmp_path / "dashboard.png"))
+        finally:
+            driver.quit()
