@@ -28,7 +28,8 @@ CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 needs_browser = pytest.mark.skipif(
     not (CHROMIUM and DRIVER),
     reason="no Chromium: install Debian's chromium and chromium-driver (.ci/run does)")
-CHARTS = 12  # coverage, 4 distributions, private per cluster, fan-out, audit, releases, 3 budget
+CHARTS = 14  # coverage, 4 distributions, private per cluster, fan-out, audit, releases, 3 budget,
+#              a (k,e) table's releases and its ranges
 
 
 def cli(*args: str) -> dict:
@@ -45,6 +46,11 @@ def owned(tmp_path_factory) -> dict:
     RUN.invoke(main, ["generate", str(data), "--records", "4000", "--seed", "3"])
     published = cli("publish", str(data), "--store", str(store), "--k", "5", "--m", "2")
     audited = cli("audit", "--store", str(store))
+    people = root / "people.csv"
+    people.write_text("age,sex,salary\n" + "".join(
+        f"{20 + i % 40},{'FM'[i % 2]},{1000 + (i * 37) % 900}\n" for i in range(200)))
+    table = cli("table", "publish", str(people), "--qi", "age,sex", "--sensitive", "salary",
+                "--k", "3", "--e", "100", "--store", str(store))
     ledger = Ledger(ledger_location(LocalStore(str(store))))
     ledger.add_role("analyst", alpha=0.5, budget=1.0)
     token = ledger.add_user("ann", "analyst")
@@ -57,7 +63,7 @@ def owned(tmp_path_factory) -> dict:
     with pytest.raises(BudgetExhausted):
         ledger.reserve(user, published["version"], "count(3)")
     return {"root": root, "data": data, "store": store, "published": published,
-            "audited": audited, "ledger": ledger, "token": token, "other": other,
+            "audited": audited, "table": table, "ledger": ledger, "token": token, "other": other,
             "owner": ledger.new_owner_token()}
 
 
@@ -92,6 +98,12 @@ def test_the_reports_numbers_are_those_of_publish_audit_the_ledger_and_the_raw_d
     assert [c["alpha"] for c in ledger["charges"]] == [0.5, 0.5]
     assert [(r["user"], r["status"]) for r in ledger["refusals"]] == [("ann", 429)]
     assert Path(report["out"]).stat().st_size > 1_000_000  # plotly.js inlined
+    [table] = report["tables"]
+    assert (table["name"], table["model"], table["level"]) == ("table", "ke", {"k": 3, "e": 100})
+    assert len(table["partitions"]) == table["releases"][0]["partitions"] == \
+        owned["table"]["partitions"]
+    assert sum(p["tuples"] for p in table["partitions"]) == owned["table"]["tuples"]
+    assert all(p["max"] - p["min"] >= 100 and p["distinct"] >= 3 for p in table["partitions"])
 
 
 def browser(tmp_path: Path):
@@ -137,7 +149,8 @@ def test_the_report_opens_in_chromium_with_every_chart_and_table_and_no_error(ow
         figures = drawn(driver, CHARTS)
         assert len(figures) == CHARTS
         ids = {f.get_attribute("id") for f in figures}
-        assert {"figure-coverage", "figure-audit", "figure-budget", "figure-refusals"} <= ids
+        assert {"figure-coverage", "figure-audit", "figure-budget", "figure-refusals",
+                "figure-table-table-ranges"} <= ids
         assert errors(driver) == []
         driver.save_screenshot(str(tmp_path / "report.png"))
     finally:
