@@ -76,6 +76,11 @@ def test_the_reports_numbers_are_those_of_publish_audit_the_ledger_and_the_raw_d
                 "private_terms", "private_term_share", "private_before_aggregation"):
         assert publication[key] == published[key], key
     assert report["audit"] == owned["audited"]
+    [release] = report["releases"]
+    assert (release["public_chunks"], release["public_subrecords"],
+            release["public_occurrences"]) == (published["public_chunks"],
+                                               published["public_subrecords"],
+                                               publication["coverage"]["public_occurrences"])
     # coverage against brute force on the raw records
     records = load(owned["data"]).records
     support = Counter(t for r in records for t in r)
@@ -213,3 +218,20 @@ def test_the_dashboard_signs_the_owner_in_and_follows_a_new_release(owned, tmp_p
             driver.save_screenshot(str(tmp_path / "dashboard.png"))
         finally:
             driver.quit()
+
+
+def test_every_release_is_reported_with_what_the_public_cloud_held(tmp_path):
+    data, more, store = tmp_path / "d.dat", tmp_path / "m.dat", str(tmp_path / "s")
+    RUN.invoke(main, ["generate", str(data), "--records", "2000", "--seed", "5"])
+    RUN.invoke(main, ["generate", str(more), "--records", "400", "--seed", "6"])
+    first = cli("publish", str(data), "--store", store, "--k", "4", "--m", "2")
+    second = cli("publish", str(more), "--store", store, "--append")
+    report = cli("report", "--store", store, "--out", str(tmp_path / "r.html"))
+    assert [r["version"] for r in report["releases"]] == [first["version"], second["version"]]
+    assert [r["kind"] for r in report["releases"]] == ["fresh", "append"]
+    last = report["releases"][-1]
+    assert last["records"] == report["publication"]["records"] == 2400
+    assert last["appended"] == 400 and 0 <= last["buffered"] <= 400
+    assert last["public_chunks"] == report["publication"]["public_chunks"]
+    assert last["public_occurrences"] == report["publication"]["coverage"]["public_occurrences"]
+    assert report["releases"][0]["public_occurrences"] <= last["public_occurrences"]

@@ -140,16 +140,20 @@ def _tree_shape(tree: Tree) -> tuple[int, list[int]]:
 
 
 def release_history(store: Store, current: str) -> list[dict]:
-    """Per release: its kind, records appended and buffered, public chunks and subrecords."""
-    history = []
+    """Per release: its kind, records appended and buffered, public chunks, subrecords and
+    occurrences (a chunk's lines accumulate over the releases that added to it)."""
+    history, held = [], Counter()
     for entry in releases.read_log(store, current):
         chunks = entry.get("chunks", {})
+        for chunk_id, chunk in chunks.items():
+            held[chunk_id] += sum(len(terms) * count for terms, count in chunk["added"])
         history.append({"version": entry["version"], "kind": entry.get("kind"),
                         "created": entry.get("created"), "k": entry.get("k"),
                         "m": entry.get("m"), "records": entry.get("records"),
                         "appended": entry.get("appended"), "buffered": entry.get("buffered"),
                         "public_chunks": len(chunks),
-                        "public_subrecords": sum(c["subrecords"] for c in chunks.values())})
+                        "public_subrecords": sum(c["subrecords"] for c in chunks.values()),
+                        "public_occurrences": sum(held[c] for c in chunks)})
     return history
 
 

@@ -223,10 +223,10 @@ def _releases(history: list[dict]) -> list[Chart]:
                   "public chunks, the records published so far and those held back in the "
                   "private buffer until they can be placed safely.", figure,
                   ["release", "kind", "created", "records", "appended", "buffered",
-                   "public chunks", "public subrecords"],
+                   "public chunks", "public subrecords", "public occurrences"],
                   [[r["version"], r["kind"], r["created"], r["records"], r["appended"],
-                    r["buffered"], r["public_chunks"], r["public_subrecords"]]
-                   for r in history])]
+                    r["buffered"], r["public_chunks"], r["public_subrecords"],
+                    r["public_occurrences"]] for r in history])]
 
 
 def utc(at: float) -> str:
