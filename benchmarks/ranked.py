@@ -16,8 +16,9 @@ duplicate rows over those 10 columns dropped (the model needs distinct tuples).
 Workload, as the paper's: |W| queries (10), each a copy of a tuple drawn at random from the
 table (all its public and private values asked); all weights 1; k = 10; l = 2.  *Before* is
 the undefended ranking, *after* the defended one: ESVT/ESTT rank by the published (averaged)
-scores, dp draws a fresh noisy top-k per query with ε per query (sensitivity Σ_j wB_j; the
-default ε = 100 shows where the noise starts to keep the top 1).  Every build of a table
+scores, dp draws a fresh noisy top-k per query with ε per query (sensitivity: the weights of
+the private columns asked, all of them here; the default ε = 100 shows where the noise starts
+to keep the top 1).  Every build of a table
 shares one tie-break key, so before and after break ties alike and the loss is the
 defense's alone.  U_avg is ``cocktail.rank.utility.average_loss`` (Eq. 15 with the notes'
 fixes: D' per query, ranks ≤ k; replacing the whole top k costs (k + 1)/(2k)).  Each point is

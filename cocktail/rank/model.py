@@ -34,11 +34,6 @@ class Schema:
     def weight(self, column: str) -> float:
         return self.weights.get(column, 1.0)
 
-    @property
-    def private_weight(self) -> float:
-        """How far one tuple's private values can move its score: the L∞ sensitivity."""
-        return sum(self.weight(c) for c in self.private)
-
     def as_dict(self) -> dict:
         return {"public": list(self.public), "private": list(self.private),
                 "weights": self.weights, "numeric": {c: list(r) for c, r in self.numeric.items()},
