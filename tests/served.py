@@ -7,7 +7,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -51,3 +51,14 @@ def serve(store: Path, *options: str, log: Path | None = None
 
 def auth(token: str) -> dict:
     return {"Authorization": f"Bearer {token}"}
+
+
+def until(condition: Callable[[], bool], seconds: float = 30, every: float = 0.2) -> bool:
+    """Whether ``condition`` held within ``seconds``: for what the server picks up by polling
+    (a moved CURRENT), which a loaded machine may make slower than any fixed sleep."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(every)
+    return True

@@ -27,7 +27,7 @@ from cocktail.rank.model import Schema, parse_query, read_rank_table
 from cocktail.rank.release import load_ranking
 from cocktail.rank.utility import score_kept, top_k_loss
 from cocktail.store import LocalStore
-from .served import auth, serve
+from .served import auth, serve, until
 
 RUN = CliRunner()
 KEY = b"k" * 32
@@ -532,8 +532,9 @@ def test_http_rank_answers_analysts_only_with_public_attributes_at_a_fixed_time(
         more = table_file(tmp_path, HEADER, people(70), "more.csv")
         code, rebuilt = cli("rank", "build", str(more), *BUILD, "--defense", "estt",
                             "--store", str(store))
-        time.sleep(1.2)
-        assert post(ask, auth(token))[1]["version"] == rebuilt["version"] != version
+        assert rebuilt["version"] != version
+        served = until(lambda: post(ask, auth(token))[1]["version"] == rebuilt["version"])
+        assert served, "the rebuild was not served within 30 s"
 
 
 def test_the_shared_matching_is_the_cheapest_against_brute_force():

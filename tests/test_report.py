@@ -21,7 +21,7 @@ from cocktail.dp.ledger import BudgetExhausted, Ledger
 from cocktail.private_config import ledger_location
 from cocktail.store import LocalStore
 
-from .served import auth, serve
+from .served import auth, serve, until
 
 RUN = CliRunner()
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
@@ -208,10 +208,9 @@ def test_the_dashboard_signs_the_owner_in_and_follows_a_new_release(owned, tmp_p
                 "analyst", "login", "owner"}  # the 401/403 of the refusals above, nothing else
             before = driver.find_element(By.CSS_SELECTOR, ".meta").text
             appended = cli("publish", str(more), "--store", str(owned["store"]), "--append")
-            deadline = time.monotonic() + 30
-            while appended["version"] not in driver.find_element(By.CSS_SELECTOR, ".meta").text:
-                assert time.monotonic() < deadline, "the dashboard did not follow CURRENT"
-                time.sleep(0.5)
+            meta = driver.find_element
+            assert until(lambda: appended["version"] in meta(By.CSS_SELECTOR, ".meta").text), \
+                "the dashboard did not follow CURRENT"
             assert appended["version"] not in before
             assert len(drawn(driver, CHARTS)) == CHARTS
             assert errors(driver) == []

@@ -15,7 +15,8 @@ from ..dp.ledger import Forbidden, Ledger
 from ..private_config import ledger_location
 from ..store import open_store
 from .defenses import DEFENSES
-from .model import columns_list, parse_query, read_rank_table
+from ..tables.data import names
+from .model import parse_query, read_rank_table
 from .release import build_ranking, load_ranking, previous_state
 from .service import answer_rank
 from ..synthetic import PAPER_DOMAINS, RankSpec, write_table
@@ -32,7 +33,7 @@ def rank_group() -> None:
 
 def _weights(spec: str | None) -> dict[str, float]:
     weights = {}
-    for part in columns_list(spec or ""):
+    for part in names(spec or ""):
         column, sep, value = part.partition("=")
         try:
             weights[column.strip()] = float(value)
@@ -45,7 +46,7 @@ def _weights(spec: str | None) -> dict[str, float]:
 
 def _sizes(spec: str) -> tuple[int, ...]:
     try:
-        return tuple(int(part) for part in columns_list(spec))
+        return tuple(int(part) for part in names(spec))
     except ValueError:
         raise InputError(f"{spec!r}: give domain sizes as integers, e.g. 5,2,2,5,6") from None
 
@@ -106,8 +107,8 @@ def build_cmd(path: Path, public: str, private: str, defense: str, l: int,
                          f"{defense}")
     store = open_store(store_spec)
     previous = previous_state(store, name)
-    table = read_rank_table(path, columns_list(public), columns_list(private), id_column,
-                            columns_list(numeric), _weights(weights),
+    table = read_rank_table(path, names(public), names(private), id_column,
+                            names(numeric), _weights(weights),
                             previous["schema"]["domains"] if previous else None)
     asked = None
     if workload is not None:

@@ -9,8 +9,6 @@ or floats (numbers) so that scoring a query is a handful of numpy operations ove
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..dataset import InputError
+from ..tables.data import csv_records
 
 MISSING = -1  # the code of a missing (suppressed, or not asked) categorical value
 
@@ -93,10 +92,6 @@ class RankTable:
     private: np.ndarray  # (n, private columns), encoded
 
 
-def columns_list(spec: str) -> tuple[str, ...]:
-    return tuple(name.strip() for name in spec.split(",") if name.strip())
-
-
 def read_rank_table(path: str | Path, public: Sequence[str], private: Sequence[str],
                     id_column: str | None = None, numeric: Sequence[str] = (),
                     weights: Mapping[str, float] | None = None,
@@ -108,32 +103,11 @@ def read_rank_table(path: str | Path, public: Sequence[str], private: Sequence[s
     public, private, numeric = tuple(public), tuple(private), tuple(numeric)
     weights = dict(weights or {})
     _check_columns(public, private, numeric, weights, id_column)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
-    reader = csv.reader(io.StringIO(text))
-    header = [name.strip() for name in next(reader, None) or []]
-    if not header:
-        raise InputError(f"{path}: empty file (expected a header line)")
     wanted = (*public, *private, *([id_column] if id_column else []))
-    missing = [name for name in wanted if name not in header]
-    if missing:
-        raise InputError(f"{path}: no column {', '.join(map(repr, missing))} (the header has "
-                         f"{', '.join(header)})")
     rows, lines = [], []
-    for line, fields in enumerate(reader, start=2):
-        if not fields or not any(f.strip() for f in fields):
-            continue
-        if len(fields) != len(header):
-            raise InputError(f"{path}:{line}: {len(fields)} fields, the header has "
-                             f"{len(header)}")
-        rows.append({name: fields[header.index(name)].strip() for name in wanted})
+    for line, record in csv_records(path, wanted):
+        rows.append(record)
         lines.append(line)
-    if not rows:
-        raise InputError(f"{path}: no rows after the header")
     return _encode(path, rows, lines, public, private, id_column, numeric, weights, known or {})
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,12 +37,50 @@ class Table:
         return {row.id: row for row in self.rows}
 
 
+def names(spec: str | Sequence[str]) -> tuple[str, ...]:
+    """A comma-separated list (or a sequence) of column names, blanks dropped."""
+    parts = spec.split(",") if isinstance(spec, str) else list(spec)
+    return tuple(name.strip() for name in parts if name.strip())
+
+
 def columns(spec: str | Sequence[str]) -> tuple[str, ...]:
-    names = spec.split(",") if isinstance(spec, str) else list(spec)
-    names = tuple(name.strip() for name in names if name.strip())
-    if not names:
+    found = names(spec)
+    if not found:
         raise InputError("give at least one quasi-identifier column")
-    return names
+    return found
+
+
+def csv_records(path: str | Path, wanted: Sequence[str]) -> Iterator[tuple[int, dict[str, str]]]:
+    """Each non-blank row of a CSV file with a header, as its line number and the ``wanted``
+    columns' stripped values; an unreadable file, a missing column, a ragged row or no row at all
+    is an :class:`InputError` naming the file (and the line)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
+    reader = csv.reader(io.StringIO(text))
+    header = [name.strip() for name in next(reader, None) or []]
+    if not header:
+        raise InputError(f"{path}: empty file (expected a header line)")
+    missing = [name for name in wanted if name not in header]
+    if missing:
+        raise InputError(f"{path}: no column {', '.join(map(repr, missing))} (the header has "
+                         f"{', '.join(header)})")
+    at = {name: header.index(name) for name in wanted}
+    count = 0
+    for line, fields in enumerate(reader, start=2):
+        if not fields or not any(f.strip() for f in fields):
+            continue
+        if len(fields) != len(header):
+            raise InputError(f"{path}:{line}: {len(fields)} fields, the header has "
+                             f"{len(header)}")
+        count += 1
+        yield line, {name: fields[i].strip() for name, i in at.items()}
+    if not count:
+        raise InputError(f"{path}: no rows after the header")
 
 
 def read_table(path: str | Path, qi: Sequence[str], sensitive: str, first_id: int = 0,
@@ -52,40 +90,16 @@ def read_table(path: str | Path, qi: Sequence[str], sensitive: str, first_id: in
     category, which must not be empty); ``person``: a column naming the individual (kept
     private, for measuring attacks across publishers)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
-    reader = csv.reader(io.StringIO(text))
-    header = next(reader, None)
-    if not header:
-        raise InputError(f"{path}: empty file (expected a header line)")
-    header = [name.strip() for name in header]
     if sensitive in qi:
         raise InputError(f"{sensitive!r} is both a quasi-identifier and the sensitive column")
-    missing = [name for name in (*qi, sensitive, *([person] if person else []))
-               if name not in header]
-    if missing:
-        raise InputError(f"{path}: no column {', '.join(map(repr, missing))} (the header has "
-                         f"{', '.join(header)})")
-    where = [header.index(name) for name in qi]
-    at = header.index(sensitive)
     rows, persons = [], {}
-    for line, fields in enumerate(reader, start=2):
-        if not fields or not any(f.strip() for f in fields):
-            continue
-        if len(fields) != len(header):
-            raise InputError(f"{path}:{line}: {len(fields)} fields, the header has "
-                             f"{len(header)}")
-        value = sensitive_value(fields[at], path, line, sensitive) if numeric \
-            else category(fields[at], path, line, sensitive)
+    for line, record in csv_records(path, (*qi, sensitive, *([person] if person else []))):
+        text = record[sensitive]
+        value = sensitive_value(text, path, line, sensitive) if numeric \
+            else category(text, path, line, sensitive)
         if person:
-            persons[first_id + len(rows)] = fields[header.index(person)].strip()
-        rows.append(Row(first_id + len(rows), tuple(fields[i].strip() for i in where), value))
-    if not rows:
-        raise InputError(f"{path}: no rows after the header")
+            persons[first_id + len(rows)] = record[person]
+        rows.append(Row(first_id + len(rows), tuple(record[name] for name in qi), value))
     return Table(tuple(qi), sensitive, rows, persons)
 
 
