@@ -267,7 +267,7 @@ def _print_audit(report: AuditReport) -> None:
 def owner_token_cmd(store_spec: str, as_json: bool) -> None:
     """A new credential for the owner's dashboard (`cocktail serve`, /owner); the previous one
     stops working.  Shown once: only its hash is kept, in the ledger.  Owner command."""
-    token = Ledger(ledger_location(open_store(store_spec))).new_owner_token()
+    token = _ledger(store_spec).new_owner_token()
     emit(as_json, {"token": token}, lambda: click.echo(token))
 
 

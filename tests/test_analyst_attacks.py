@@ -104,14 +104,15 @@ def test_the_timing_attack_works_without_deadlines(target):
                        fmt.index_path(publication.version, task.chunk))
         return time.perf_counter() - started
 
-    # Each try is the fastest of seven requests, the attacker's usual filter for load noise,
+    # Each try is the fastest of fifteen requests, the attacker's usual filter for load noise,
     # and the two kinds alternate, so that a busy spell of the machine slows both alike.
-    # Chance is 0.5; a loaded CI machine once brought a five-request filter to 0.93.
+    # Chance is 0.5 (120 tries: 0.8 is over six standard deviations above it); a CI machine
+    # loaded by parallel test runs brought a seven-request filter to 0.85.
     present, missing = [], []
     for _ in range(60):
-        present.append(min(old_server_time(rare) for _ in range(7)))
-        missing.append(min(old_server_time(absent) for _ in range(7)))
-    assert threshold_accuracy(present, missing) >= 0.9
+        present.append(min(old_server_time(rare) for _ in range(15)))
+        missing.append(min(old_server_time(absent) for _ in range(15)))
+    assert threshold_accuracy(present, missing) >= 0.8
 
 
 @pytest.mark.parametrize("analyst", ["broke", "funded"])
