@@ -110,7 +110,8 @@ def _cards(report: dict) -> str:
     cards = [("records", f"{p['records']:,}"), ("k, m", f"{p['k']}, {p['m']}"),
              ("public chunks", f"{p['public_chunks']:,}"),
              ("occurrences public", _share(c["public_occurrences"], c["occurrences"])),
-             ("private (floor)", _share(c["floor_occurrences"], c["occurrences"])),
+             ("occurrences private", _share(c["private_occurrences"], c["occurrences"])),
+             (f"the floor (support < {p['k']})", _share(c["floor_occurrences"], c["occurrences"])),
              ("audit", "PASS" if report["audit"]["ok"] else "FAIL")]
     return "<div class='cards'>" + "".join(
         f"<div class='card'><b>{html.escape(v)}</b>{html.escape(k)}</div>" for k, v in cards
