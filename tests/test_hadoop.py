@@ -23,6 +23,8 @@ from cocktail.publish import PublishParams, publish
 from cocktail.publish.append import append
 from cocktail.query import Engine, Publication
 from cocktail.querylang import CountQuery
+from cocktail.report.numbers import store_numbers
+from cocktail.report.page import render
 from cocktail.store import PrivacyViolation, StoreError, open_store
 from cocktail.synthetic import random_conjunctions
 from cocktail.versions import current_version
@@ -78,6 +80,18 @@ def test_publish_passes_the_audit_including_block_placement(published):
     assert placement["replicas_outside_private_racks"] == 0
     assert placement["private_files"] >= report.private_chunks and placement["replicas"] > 0
     assert store.zone_storage_policy("private") == "COLD"
+
+
+def test_the_report_shows_the_audits_placement(published):
+    """On HDFS the report carries the audit's placement of private blocks, and draws it."""
+    store, report = published
+    numbers = store_numbers(store)
+    assert numbers["publication"]["public_chunks"] == report.public_chunks
+    placement = numbers["audit"]["placement"]
+    assert placement == audit(store).placement and placement["replicas"] > 0
+    page = render(numbers | {"ledger": None})
+    assert all(f"<td>placement: {key}</td>" in page for key in placement)
+    assert "<td>placement: replicas_outside_private_racks</td><td>0</td>" in page
 
 
 def test_every_file_carries_its_pri_label(published):
