@@ -27,7 +27,7 @@ import numpy as np
 from .. import chunkformat as fmt
 from ..store import Prefixed, Store, StoreError
 from ..tables.data import encode_csv
-from ..tables.release import NAME_RE, Staged, commit_release, read_json
+from ..tables.release import Staged, commit_release, named_store, read_json
 from ..versions import current_version
 from . import defenses
 from .defenses import DEFENSES, EquivalentSet, Protection
@@ -39,9 +39,7 @@ KEEP = 3
 
 
 def rank_store(store: Store, name: str) -> Prefixed:
-    if not NAME_RE.match(name):
-        raise ValueError(f"ranking name {name!r}: use letters, digits, '_', '.' or '-'")
-    return Prefixed(store, f"{RANKS}/{name}")
+    return named_store(store, RANKS, "ranking", name)
 
 
 @dataclass

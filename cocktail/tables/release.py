@@ -34,10 +34,15 @@ STATE = "state.json"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
-def table_store(store: Store, name: str) -> Prefixed:
+def named_store(store: Store, area: str, kind: str, name: str) -> Prefixed:
+    """The part of ``store`` that holds the ``kind`` (table, ranking) called ``name``."""
     if not NAME_RE.match(name):
-        raise ValueError(f"table name {name!r}: use letters, digits, '_', '.' or '-'")
-    return Prefixed(store, f"{TABLES}/{name}")
+        raise ValueError(f"{kind} name {name!r}: use letters, digits, '_', '.' or '-'")
+    return Prefixed(store, f"{area}/{name}")
+
+
+def table_store(store: Store, name: str) -> Prefixed:
+    return named_store(store, TABLES, "table", name)
 
 
 @dataclass
