@@ -27,7 +27,7 @@ from ..store import Store
 from ..tables.release import TABLES, table_store
 from ..versions import current_version
 from .numbers import ledger_numbers, store_numbers
-from .page import STYLE, render, utc
+from .page import document, render, utc
 
 PLOTLY = "/static/plotly.js"
 OWNER_COOKIE, ANALYST_COOKIE = "cocktail_owner", "cocktail_analyst"
@@ -62,12 +62,11 @@ def _credential(request: Request, cookie: str) -> str | None:
 
 
 def _login(path: str, status: int, message: str) -> HTMLResponse:
-    return HTMLResponse(
-        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><link rel='icon' href='data:,'><title>Cocktail: sign "
-        f"in</title><style>{STYLE}</style></head><body><h1>Cocktail</h1>"
-        f"<p>{html.escape(message)}</p><form method='post' action='{path}/login'>"
-        "<label>Token <input type='password' name='token' id='token' autocomplete='off'>"
-        "</label> <button type='submit' id='sign-in'>Sign in</button></form></body></html>",
+    return HTMLResponse(document(
+        "Cocktail: sign in",
+        f"<h1>Cocktail</h1><p>{html.escape(message)}</p><form method='post' "
+        f"action='{path}/login'><label>Token <input type='password' name='token' id='token' "
+        "autocomplete='off'></label> <button type='submit' id='sign-in'>Sign in</button></form>"),
         status_code=status)
 
 
@@ -134,15 +133,15 @@ def _analyst_html(user: User, ledger: Ledger) -> str:
         f"<tr><td>{utc(h['at'])}</td><td>{html.escape(h['version'])}</td>"
         f"<td>{h['alpha']:g}</td><td>{html.escape(_summary(h['answer']))}</td></tr>"
         for h in ledger.history(user))
-    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><link rel='icon' href='data:,'><title>Cocktail: "
-            f"{html.escape(user.name)}</title><style>{STYLE}</style></head><body>"
-            f"<h1>{html.escape(user.name)}</h1><p class='meta'>role {html.escape(user.role)}, "
-            f"α = {user.alpha:g} per query</p><div class='cards'>"
-            f"<div class='card' id='remaining'><b>{status['remaining']:g}</b>remaining of "
-            f"{status['budget']:g}</div><div class='card'><b>{status['spent']:g}</b>spent</div>"
-            "</div><h2>Your answers</h2><table class='data' id='answers'><thead><tr>"
-            "<th>time (UTC)</th><th>version</th><th>α</th><th>answer</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table></body></html>")
+    return document(
+        f"Cocktail: {user.name}",
+        f"<h1>{html.escape(user.name)}</h1><p class='meta'>role {html.escape(user.role)}, "
+        f"α = {user.alpha:g} per query</p><div class='cards'>"
+        f"<div class='card' id='remaining'><b>{status['remaining']:g}</b>remaining of "
+        f"{status['budget']:g}</div><div class='card'><b>{status['spent']:g}</b>spent</div>"
+        "</div><h2>Your answers</h2><table class='data' id='answers'><thead><tr>"
+        "<th>time (UTC)</th><th>version</th><th>α</th><th>answer</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table>")
 
 
 def _summary(answer: dict | None) -> str:

@@ -60,12 +60,18 @@ def render(report: dict, script: str | None = None, refresh: str | None = None) 
         sections.append(_section("Tables", _tables(report["tables"])))
     loader = (f"<script>{get_plotlyjs()}</script>" if script is None
               else f'<script src="{html.escape(script)}"></script>')
-    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><link rel='icon' href='data:,'>"
-            f"<title>Cocktail report: {html.escape(report['store'])}</title>"
-            f"<style>{STYLE}</style>{loader}</head><body>"
-            f"<h1>Cocktail report</h1><p class='meta'>{html.escape(report['store'])}, version "
-            f"{html.escape(str(report.get('version')))}, generated {report['generated']}</p>"
-            f"{_cards(report)}{''.join(sections)}{_poller(report, refresh)}</body></html>")
+    return document(
+        f"Cocktail report: {report['store']}",
+        f"<h1>Cocktail report</h1><p class='meta'>{html.escape(report['store'])}, version "
+        f"{html.escape(str(report.get('version')))}, generated {report['generated']}</p>"
+        f"{_cards(report)}{''.join(sections)}{_poller(report, refresh)}", head=loader)
+
+
+def document(title: str, body: str, head: str = "") -> str:
+    """A page in the report's style: ``title`` is text, ``body`` and ``head`` are HTML."""
+    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+            f"<link rel='icon' href='data:,'><title>{html.escape(title)}</title>"
+            f"<style>{STYLE}</style>{head}</head><body>{body}</body></html>")
 
 
 def _section(title: str, charts: Sequence[Chart | str]) -> str:
