@@ -36,6 +36,14 @@ class CountQuery:
             t if _BARE.fullmatch(t) else json.dumps(t, ensure_ascii=False) for t in self.terms) + ")"
 
 
+def _exact_text(number: float) -> str:
+    """The short form (``2``, ``0.5``) when it is exact, else the shortest text that parses
+    back to the same float: the text is the key stored answers are reused under, so two
+    weights must never share one (``:g`` made 1.0000001 and 1.0000002 both ``1``)."""
+    short = f"{number:g}"
+    return short if float(short) == number else repr(number)
+
+
 @dataclass(frozen=True)
 class LinearQuery:
     parts: tuple[tuple[float, CountQuery], ...]  # (weight, counting query), each query once
@@ -45,7 +53,7 @@ class LinearQuery:
         for weight, query in self.parts:
             sign = "-" if weight < 0 else "+"
             size = abs(weight)
-            factor = "" if size == 1 else f"{size:g}*"
+            factor = "" if size == 1 else f"{_exact_text(size)}*"
             text += f" {sign} {factor}{query}" if text else f"{'-' if weight < 0 else ''}{factor}{query}"
         return text
 

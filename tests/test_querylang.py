@@ -61,3 +61,15 @@ def test_batch_lines_separators_and_comments():
 def test_batch_errors_name_line_and_column(text, fragment):
     with pytest.raises(QuerySyntaxError, match=re.escape(fragment)):
         parse_batch(text, "w")
+
+
+@pytest.mark.parametrize("weights", [(1.0000001, 1.0000002), (123456.7, 123456.8),
+                                     (1e-7, 1.0000000000000002e-7)])
+def test_the_workload_key_keeps_every_weight_to_full_precision(weights):
+    """The key a stored answer is reused under is the workload's text: two weights that differ
+    anywhere must give two texts, each parsing back to its own matrix."""
+    texts = [str(parse_batch(f"{w}*count(a) - count(b)")) for w in weights]
+    assert texts[0] != texts[1]
+    for weight, text in zip(weights, texts):
+        assert parse_batch(text).matrix() == [[weight, -1.0]]
+    assert str(parse_batch("2*count(a) - 0.5*count(b)")) == "2*count(a) - 0.5*count(b)"
