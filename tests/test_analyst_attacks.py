@@ -250,3 +250,81 @@ def test_fuzz_the_http_api(target, body):
                           headers=auth(target["tokens"]["fuzzer"]))
     assert response.status_code in (200, 400, 413, 422, 429), (body, response.text)
     assert isinstance(response.json(), dict)
+
+
+# -- crashes: a request killed between its reservation and its stored answer ----------------
+
+KILLED_ASKER = """
+import os, signal, sys
+from concurrent.futures import ThreadPoolExecutor
+from cocktail.dp.deadline import Deadlines
+from cocktail.dp.ledger import Ledger
+from cocktail.dp.session import Source, ask
+
+path, token, version, store, text = sys.argv[1:]
+def die(queries):  # SIGKILL while the counts run: reserved and charged, nothing stored
+    os.kill(os.getpid(), signal.SIGKILL)
+ask(Ledger(path), Source(version, die, store), token, text,
+    deadlines=Deadlines(base_ms=30, count_ms=1), pool=ThreadPoolExecutor(1))
+"""
+
+
+def kill_mid_request(ledger_path, source: Source, token: str, text: str) -> None:
+    """A real process asks, reserves, and is SIGKILLed before its answer is stored."""
+    import signal
+    import subprocess
+    import sys
+    died = subprocess.run([sys.executable, "-c", KILLED_ASKER, str(ledger_path), token,
+                           source.version, source.store, text], capture_output=True, timeout=60)
+    assert died.returncode == -signal.SIGKILL, died.stderr.decode()
+
+
+def test_a_request_killed_mid_answer_never_leaves_a_placeholder_for_the_role(tmp_path):
+    """A SIGKILL between reserve and store left a pending reservation; the retry waited out
+    its deadline and stored the default answer (noise around zero) for the whole role.  Now
+    the retry sees the reserver is dead and computes the real answer, at no second charge."""
+    from concurrent.futures import ThreadPoolExecutor
+    from cocktail.dp.deadline import Deadlines
+    from cocktail.query import Engine
+    data = tmp_path / "d.dat"
+    data.write_text("".join(f"common {i % 7}\n" for i in range(400)))
+    store = LocalStore(tmp_path / "store")
+    publish(load(data), store, PublishParams(k=2, m=2))
+    engine = Engine(Publication.open(store))
+    source = Source(engine.version, engine.counts, store.url)
+    ledger = Ledger(ledger_location(store))
+    ledger.add_role("analyst", alpha=1.0, budget=5.0)
+    tokens = [ledger.add_user(name, "analyst") for name in ("ann", "bob")]
+    deadlines = Deadlines(base_ms=30, count_ms=1)
+    with ThreadPoolExecutor(2) as pool:
+        for n in range(3):
+            text = f"{n + 1}*count(common)"
+            kill_mid_request(ledger.path, source, tokens[0], text)
+            retry = ask(ledger, source, tokens[0], text, deadlines=deadlines, pool=pool).body
+            # Lap(1) noise: 30 away from the truth has probability e^-30; the placeholder is
+            # noise around 0, 400 (n + 1) away.
+            assert abs(retry["answers"][0] - 400 * (n + 1)) < 30 * (n + 1), retry
+            assert retry["expected_squared_error"] == [pytest.approx(2 * (n + 1) ** 2)]
+            assert retry["charged"] == 0  # the killed request paid for it
+            other = ask(ledger, source, tokens[1], text, deadlines=deadlines, pool=pool).body
+            assert other["answers"] == retry["answers"] and other["reused"]
+    assert ledger.budget_status(ledger.authenticate(tokens[0]))["spent"] == 3.0
+
+
+def test_a_request_waiting_on_a_live_reserver_stores_nothing_at_its_deadline(tmp_path):
+    """The reserver lives (it is slow): the waiter replies at its deadline with 'ask again'
+    and stores no placeholder; the reserver's real answer is what the role then gets."""
+    from concurrent.futures import ThreadPoolExecutor
+    from cocktail.dp.deadline import Deadlines
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.add_role("analyst", alpha=1.0, budget=5.0)
+    token = ledger.add_user("ann", "analyst")
+    user = ledger.authenticate(token)
+    source = Source("v1", lambda queries: [500] * len(queries))
+    slow = ledger.reserve(user, source.publication, "count(a)")  # alive: this very process
+    with ThreadPoolExecutor(1) as pool, pytest.raises(session.ComputeFailed, match="ask again"):
+        ask(ledger, source, token, "count(a)", deadlines=Deadlines(base_ms=30, count_ms=1),
+            pool=pool)
+    assert ledger.reserve(user, source.publication, "count(a)").state == "pending"
+    ledger.fulfil(slow, {"answers": [501.5]})
+    assert ask(ledger, source, token, "count(a)").body["answers"] == [501.5]

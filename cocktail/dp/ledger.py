@@ -9,7 +9,9 @@
   refused request costs the server no work, two concurrent queries cannot both pass a check
   that only one of them fits, and a restart forgets nothing.  The answer is stored before it is
   released (:meth:`Ledger.fulfil`, first writer wins), so everyone who asks gets the same one.
-  A reservation whose process died is taken over, without a second charge, once it is stale.
+  A reservation names the process that made it; once that process is dead (or, when no one
+  here can tell, once the reservation is stale) the next request takes it over and computes
+  the answer, without a second charge — never a placeholder in its place.
 * Tokens are random (``secrets``), shown once, and stored only as SHA-256 hashes; a workload is
   stored once (in its answer), charges name it by hash.
 """
@@ -22,6 +24,7 @@ import json
 import os
 import re
 import secrets
+import socket
 import sqlite3
 import threading
 import time
@@ -30,7 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS roles (name TEXT PRIMARY KEY, alpha REAL NOT NULL CHECK (alpha > 0),
                                   budget REAL NOT NULL CHECK (budget >= 0));
@@ -44,7 +47,7 @@ CREATE TABLE IF NOT EXISTS charges (id INTEGER PRIMARY KEY, user TEXT NOT NULL, 
                                     alpha REAL NOT NULL, at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS answers (role TEXT NOT NULL, version TEXT NOT NULL,
                                     workload_sha256 TEXT NOT NULL, answer TEXT,
-                                    reserved_at REAL NOT NULL,
+                                    reserved_at REAL NOT NULL, owner TEXT,
                                     PRIMARY KEY (role, version, workload_sha256));
 CREATE TABLE IF NOT EXISTS reshares (chain TEXT NOT NULL, hop INTEGER NOT NULL CHECK (hop >= 2),
                                      alpha REAL NOT NULL CHECK (alpha > 0),
@@ -145,6 +148,31 @@ def check_name(kind: str, name: str) -> str:
     return name
 
 
+def _started(pid: int | str) -> str | None:
+    """When a process started (clock ticks since boot; None if it is gone or no /proc): it
+    tells a process from a later one given the same pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return None if fields[0] in "ZX" else fields[19]  # a zombie is dead too
+
+
+def _this_process() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{_started('self')}"
+
+
+def _dead(owner: str | None) -> bool:
+    """Whether the process that reserved an answer is known to be dead: only on this host,
+    with /proc, is there a way to know (elsewhere the reservation waits to go stale)."""
+    host, _, rest = (owner or "").partition(":")
+    pid, _, started = rest.partition(":")
+    if host != socket.gethostname() or started == "None" or not pid.isdigit():
+        return False
+    return _started(pid) != started
+
+
 def _private_file(path: Path) -> None:
     """Create the ledger owner-readable only; SQLite gives its -wal and -shm files the same."""
     os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
@@ -199,6 +227,8 @@ class Ledger:
         for statement in script.split(";"):
             if statement.strip():
                 db.execute(statement)
+        if "owner" not in {row[1] for row in db.execute("PRAGMA table_info(answers)")}:
+            db.execute("ALTER TABLE answers ADD COLUMN owner TEXT")  # version 4 and before
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     # -- administration (owner) ----------------------------------------------------------
@@ -349,15 +379,15 @@ class Ledger:
             return Ticket(user, version, key, "answered", answer=json.loads(stored[0]))
         now = time.time()
         with self._transaction() as db:
-            row = db.execute("SELECT answer, reserved_at FROM answers WHERE role = ? AND "
-                             "version = ? AND workload_sha256 = ?", where).fetchone()
+            row = db.execute("SELECT answer, reserved_at, owner FROM answers WHERE role = ? "
+                             "AND version = ? AND workload_sha256 = ?", where).fetchone()
             if row and row[0] is not None:
                 return Ticket(user, version, key, "answered", answer=json.loads(row[0]))
-            if row and now - row[1] < stale_after:
+            if row and now - row[1] < stale_after and not _dead(row[2]):
                 return Ticket(user, version, key, "pending")
             if row:  # its process died before storing an answer; its charge was paid
-                db.execute("UPDATE answers SET reserved_at = ? WHERE role = ? AND version = ? "
-                           "AND workload_sha256 = ?", (now, *where))
+                db.execute("UPDATE answers SET reserved_at = ?, owner = ? WHERE role = ? AND "
+                           "version = ? AND workload_sha256 = ?", (now, _this_process(), *where))
                 return Ticket(user, version, key, "reserved")
             try:
                 self._charge(db, user, version, key, now)
@@ -365,7 +395,8 @@ class Ledger:
                 refusal = exc
             else:
                 refusal = None
-                db.execute("INSERT INTO answers VALUES (?, ?, ?, NULL, ?)", (*where, now))
+                db.execute("INSERT INTO answers VALUES (?, ?, ?, NULL, ?, ?)",
+                           (*where, now, _this_process()))
         if refusal is not None:
             raise self.refused(user.name, refusal)
         return Ticket(user, version, key, "reserved", charged=user.alpha)
@@ -407,16 +438,17 @@ class Ledger:
             "budget": self.budget_status(ticket.user)}
 
     def wait(self, ticket: Ticket, until: float | None) -> dict | None:
-        """The answer another request is computing, once stored; None if it is not stored by
-        ``until`` (monotonic time) or, without ``until``, before the reservation goes stale."""
+        """The answer another request is computing, once stored; None as soon as its process
+        is dead or its reservation stale (reserve again to take it over), or if it is not
+        stored by ``until`` (monotonic time)."""
         where = (ticket.user.role, ticket.version, ticket.key)
         db = self._connection()
         while True:
-            row = db.execute("SELECT answer, reserved_at FROM answers WHERE role = ? AND "
+            row = db.execute("SELECT answer, reserved_at, owner FROM answers WHERE role = ? AND "
                              "version = ? AND workload_sha256 = ?", where).fetchone()
             if row[0] is not None:
                 return self.result(ticket, json.loads(row[0]))
-            if until is None and time.time() - row[1] >= STALE_SECONDS:
+            if time.time() - row[1] >= STALE_SECONDS or _dead(row[2]):
                 return None
             if until is not None and time.monotonic() >= until:
                 return None

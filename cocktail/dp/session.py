@@ -49,7 +49,8 @@ class Answered:
 
 
 class ComputeFailed(Exception):
-    """The private cloud could not compute the counts; the charge is kept for the retry."""
+    """No answer to release: the counts failed, or the request that reserved the answer is
+    still computing it at this one's deadline; the charge is kept for the retry."""
 
 
 def admit(ledger: Ledger, token: str | None, request: Workload | str,
@@ -80,10 +81,12 @@ def ask(ledger: Ledger, source: Source, token: str | None, request: Workload | s
             stored = ledger.wait(ticket, until)
             if stored is not None:
                 return _answered(stored, source, until)
-            if until is None:
-                continue  # the reservation went stale: take it over
-            body = ledger.fulfil(ticket, prepared.default(user.alpha).as_dict())
-            return _answered(body, source, until)
+            if until is None or time.monotonic() < until:
+                continue  # its process died: take the reservation over
+            # Its process lives and will store the answer; a placeholder stored here instead
+            # would be every later asker's answer.
+            raise ComputeFailed("another request is still computing this answer; ask again "
+                                "(free)")
         try:
             answer = _compute(prepared, source, user.alpha, until, pool)
         except Exception as exc:
