@@ -197,6 +197,9 @@ def _release(future: asyncio.Future) -> None:
 def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
                rankings: Rankings, store: Store, limits: Limits = LIMITS) -> FastAPI:
     pool = ThreadPoolExecutor(4, thread_name_prefix="counts")
+    # Rankings run in threads of their own: a flood of them, or one waiting on another's
+    # answer, never takes the threads every other route runs in.
+    rank_pool = ThreadPoolExecutor(4, thread_name_prefix="rank")
     releaser = Releaser()
 
     @asynccontextmanager
@@ -204,6 +207,7 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
         yield
         source.close()
         pool.shutdown(wait=False, cancel_futures=True)
+        rank_pool.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(title="Cocktail", version="1", lifespan=lifespan,
                   description="Differentially private counting, linear and batch linear queries "
@@ -241,12 +245,15 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
         await releaser.at(release_at)
         return JSONResponse(body, status_code=status)
 
-    def rank_answer(bearer_token: str | None, request: RankRequest) -> tuple[int, dict]:
+    def rank_answer(bearer_token: str | None, request: RankRequest,
+                    until: float) -> tuple[int, dict]:
         try:
             ledger.authenticate(bearer_token)  # analysts only, whatever the defense
             version, index = rankings.get(request.name)
             return 200, answer_rank(index, version, request.name, request.query, request.k,
-                                    ledger, bearer_token)
+                                    ledger, bearer_token, until)
+        except ComputeFailed as exc:
+            return 503, {"detail": str(exc)}
         except LedgerError as exc:
             return exc.status, {"detail": str(exc)}
         except NoRanking as exc:
@@ -261,10 +268,16 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
     async def rank(request: RankRequest, bearer_token: str | None = Depends(token)):
         """The top k of a ranking: ids and public attributes only.  A dp ranking charges the
         caller's α (once per query and k; asked again, the stored answer comes back).  Every
-        reply leaves ``rank_ms`` after arrival."""
-        arrival = time.monotonic()
-        status, body = await run_in_threadpool(rank_answer, bearer_token, request)
-        await releaser.at(arrival + deadlines.rank)
+        reply leaves at the ranking's deadline (``rank_ms`` per 300,000 tuples) after
+        arrival; one not ready by then is 503, never late."""
+        until = time.monotonic() + deadlines.rank(rankings.tuples(request.name))
+        work = asyncio.wrap_future(rank_pool.submit(rank_answer, bearer_token, request, until))
+        try:
+            status, body = await asyncio.wait_for(work, max(0.0, until - time.monotonic()))
+        except asyncio.TimeoutError:  # still queued (then cancelled) or still ranking
+            status, body = 503, {"detail": "the ranking was busy; ask again (a dp answer "
+                                           "being computed is stored, and free on retry)"}
+        await releaser.at(until)
         return JSONResponse(body, status_code=status)
 
     @app.get("/v1/budget")

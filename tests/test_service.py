@@ -142,3 +142,66 @@ def test_shell_wrapper(server, tmp_path):
     unreachable = subprocess.run([str(WRAPPER), "--url", f"http://127.0.0.1:{free_port()}",
                                   "--token", token, "count(x)"], capture_output=True, text=True)
     assert unreachable.returncode == 1 and "cannot reach" in unreachable.stderr
+
+
+STUCK_RANKER = """
+import sys, time
+from cocktail.dp.ledger import Ledger
+from cocktail.private_config import ledger_location
+from cocktail.rank.release import load_ranking
+from cocktail.rank.service import answer_rank
+from cocktail.store import LocalStore
+
+store, name, text, token = sys.argv[1:]
+store = LocalStore(store)
+version, index, _ = load_ranking(store, name)
+def stuck(*args):  # reserved and charged; the top k never comes
+    print("reserved", flush=True)
+    time.sleep(3600)
+index.noisy_top = stuck
+answer_rank(index, version, name, text, 3, Ledger(ledger_location(store)), token)
+"""
+
+
+def test_a_stuck_dp_ranking_holds_no_shared_worker_and_a_killed_one_is_taken_over(tmp_path):
+    """A dp ranking reserved by a process that then hangs: 45 retries each answer 'ask
+    again' at their deadline (they waited for the stale time before, 600 s, and froze every
+    route once the shared threads were all waiting); /v1/query, /v1/budget and /v1/limits
+    answer meanwhile.  Once the process is killed, the next retry computes the real answer
+    at no second charge."""
+    import sys
+    from .test_rank import BUILD, HEADER, cli, people, table_file
+    store = tmp_path / "s"
+    data = table_file(tmp_path, HEADER, people(60))
+    assert cli("rank", "build", str(data), *BUILD, "--defense", "dp", "--store", str(store))[0] == 0
+    publish(load(dataset_path("bms-webview-1.dat")).head(500), LocalStore(store),
+            PublishParams(k=5, m=3))
+    ledger = Ledger(ledger_location(LocalStore(store)))
+    ledger.add_role("analyst", alpha=0.5, budget=1.0)
+    token = ledger.add_user("ann", "analyst")
+    ask = {"query": "city=a,religion=x", "k": 3}
+    stuck = subprocess.Popen([sys.executable, "-c", STUCK_RANKER, str(store), "ranking",
+                              ask["query"], token], stdout=subprocess.PIPE)
+    try:
+        assert stuck.stdout.readline() == b"reserved\n"
+        with serve(store, "--deadline-rank-ms", "300") as (url, _), ThreadPoolExecutor(48) as pool:
+            retries = [pool.submit(httpx.post, url + "/v1/rank", json=ask, headers=auth(token),
+                                   timeout=120) for _ in range(45)]
+            limits = httpx.get(url + "/v1/limits", timeout=20)
+            query = httpx.post(url + "/v1/query", json={"query": "count(x)"},
+                               headers=auth(token), timeout=20)
+            budget = httpx.get(url + "/v1/budget", headers=auth(token), timeout=20)
+            assert limits.status_code == budget.status_code == query.status_code == 200
+            assert budget.json()["spent"] == 1.0  # the rank and the count, nothing more
+            replies = [r.result() for r in retries]
+            assert {r.status_code for r in replies} == {503}, replies[0].text
+            assert all("ask again" in r.json()["detail"] for r in replies)
+            stuck.kill()
+            stuck.wait()
+            taken = httpx.post(url + "/v1/rank", json=ask, headers=auth(token), timeout=30)
+            assert taken.status_code == 200 and len(taken.json()["results"]) == 3
+            assert taken.json()["charged"] == 0 and not taken.json()["reused"]
+    finally:
+        stuck.kill()
+        stuck.wait()
+    assert ledger.budget_status(ledger.authenticate(token))["spent"] == 1.0

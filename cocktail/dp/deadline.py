@@ -8,8 +8,10 @@ analyst who times replies learns what the noise hides (Haeberlen, Pierce and Nar
   where E is the number of conjunctive counts the strategy needs (a function of the workload's
   shape; powers of two keep the classes few);
 * a refusal or a reused answer, which does no work on the data, leaves ``base`` after arrival;
-* every reply of ``POST /v1/rank`` (a top-k answer or a refusal) leaves ``rank_ms`` after
-  arrival;
+* every reply of ``POST /v1/rank`` (a top-k answer or a refusal) leaves ``rank_ms`` per
+  started 300,000 tuples of the ranking after arrival (its size is public), and a top k not
+  ready by then is not sent late: the reply is 503 "ask again" (a late reply's time would tell
+  how long the private scores took to rank);
 * if the counts are not ready by the deadline, the mechanism runs over an all-zero vector (the
   default value) and the miss is logged for the owner, never shown to the analyst.
 
@@ -24,12 +26,14 @@ from dataclasses import dataclass
 from .limits import Limits
 from .workload import MAX_CELL_TERMS
 
+RANK_TUPLES = 300_000  # a top 10 over 300,000 tuples takes ~50-300 ms
+
 
 @dataclass(frozen=True)
 class Deadlines:
     base_ms: float
     count_ms: float
-    rank_ms: float = 400  # a top-k answer (POST /v1/rank): 300,000 tuples take ~50-300 ms
+    rank_ms: float = 400  # a top-k answer (POST /v1/rank) per RANK_TUPLES tuples
 
     def __post_init__(self) -> None:
         if not (0 < self.base_ms < 3.6e6 and 0 <= self.count_ms < 3.6e6
@@ -51,17 +55,18 @@ class Deadlines:
         """Seconds from arrival to a refusal or a reused answer."""
         return self.base_ms / 1000
 
-    @property
-    def rank(self) -> float:
-        """Seconds from arrival to any reply of POST /v1/rank (answer or refusal alike)."""
-        return self.rank_ms / 1000
+    def rank(self, tuples: int) -> float:
+        """Seconds from arrival to any reply of POST /v1/rank on a ranking of ``tuples``
+        tuples (answer or refusal alike): the work grows with the ranking, and the deadline
+        with it, so that a large one is not answered whenever it is done."""
+        return self.rank_ms * max(1, -(-tuples // RANK_TUPLES)) / 1000
 
     def schedule(self, limits: Limits) -> dict:
         largest = max(limits.counts, (1 << MAX_CELL_TERMS))
         classes = sorted({self.size_class(e) for e in range(1, largest + 1)})
         return {"refusal_or_reuse_ms": self.base_ms,
                 "fresh_ms": {str(c): self.base_ms + self.count_ms * c for c in classes},
-                "rank_ms": self.rank_ms}
+                "rank_ms": self.rank_ms, "rank_ms_per_tuples": RANK_TUPLES}
 
 
 # Per runner: an in-process count takes well under a millisecond on a warm publication; an

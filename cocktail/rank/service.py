@@ -15,7 +15,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from ..dp.ledger import Ledger, LedgerError
+from ..dp.ledger import Ledger
+from ..dp.session import ComputeFailed
 from ..store import Store
 from ..versions import current_version
 from .index import RankIndex
@@ -69,9 +70,17 @@ class Rankings:
             known.checked = now
             return known.version, known.index
 
+    def tuples(self, name: str) -> int:
+        """The size of an open ranking (public: its table is published), 0 if not open; read
+        without the lock, which a load may hold for long."""
+        known = self._open.get(name)
+        return len(known.index.ids) if known else 0
+
 
 def answer_rank(index: RankIndex, version: str, name: str, text: str, k: int,
-                ledger: Ledger | None, token: str | None) -> dict:
+                ledger: Ledger | None, token: str | None, until: float | None = None) -> dict:
+    """The body of one answer; a dp answer another request is computing is waited for until
+    ``until`` (monotonic), taken over if that request's process died."""
     if not 1 <= k <= MAX_K:
         raise ValueError(f"k must be between 1 and {MAX_K} (got {k})")
     query = parse_query(index.schema, text)
@@ -86,15 +95,18 @@ def answer_rank(index: RankIndex, version: str, name: str, text: str, k: int,
         return body | {"results": [index.row(i) for i in index.noisy_top(query, k, user.alpha)],
                        "epsilon": 0.0, "charged": 0.0, "reused": False,
                        "budget": ledger.budget_status(user)}
-    ticket = ledger.reserve(user, f"rank:{name}:{version}", f"top {k}: {query.canonical()}")
-    if ticket.state == "answered":
-        return body | ledger.result(ticket)
-    if ticket.state == "pending":
-        stored = ledger.wait(ticket, None)
-        if stored is None:
-            raise LedgerError("another request was computing this answer and stopped; ask "
-                              "again (its charge is reused)")
-        return body | stored
+    while True:
+        ticket = ledger.reserve(user, f"rank:{name}:{version}", f"top {k}: {query.canonical()}")
+        if ticket.state == "answered":
+            return body | ledger.result(ticket)
+        if ticket.state == "reserved":
+            break
+        stored = ledger.wait(ticket, until)
+        if stored is not None:
+            return body | stored
+        if until is not None and time.monotonic() >= until:
+            raise ComputeFailed("another request is still computing this answer; ask again "
+                                "(free)")
     rows = index.noisy_top(query, k, user.alpha)
     stored = ledger.fulfil(ticket, {"results": [index.row(i) for i in rows],
                                     "epsilon": user.alpha})
