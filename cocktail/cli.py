@@ -693,11 +693,14 @@ def ledger_path_cmd(path: Path | None, store_spec: str, as_json: bool) -> None:
 @click.option("--deadline-rank-ms", type=click.FloatRange(min=0, min_open=True),
               default=Deadlines.rank_ms, show_default=True,
               help="Reply time of every POST /v1/rank (top-k over a ranking).")
+@click.option("--rank-per-second", type=click.FloatRange(min=1), default=10,
+              show_default=True, help="POST /v1/rank requests a second per token (in bursts "
+                                      "of as many); more are refused with 429.")
 @click.option("--access-log", is_flag=True, help="Log every request.")
 @fail_cleanly
 def serve_cmd(store_spec: str, host: str, port: int, runner: str,
               deadline_base_ms: float | None, deadline_count_ms: float | None,
-              deadline_rank_ms: float, access_log: bool) -> None:
+              deadline_rank_ms: float, rank_per_second: float, access_log: bool) -> None:
     import uvicorn
 
     from .rank.service import Rankings
@@ -714,7 +717,7 @@ def serve_cmd(store_spec: str, host: str, port: int, runner: str,
     logging.getLogger("cocktail.serve").info("rankings open: %s",
                                              ", ".join(rankings.warm()) or "none")
     app = create_app(CurrentPublication(store, runner), Ledger(ledger_location(store)), deadlines,
-                     rankings, store)
+                     rankings, store, rank_per_second=rank_per_second)
     sys.setswitchinterval(0.001)  # many short requests: hand the GIL over often (tail latency)
     uvicorn.run(app, host=host, port=port, log_level="info", access_log=access_log)
 

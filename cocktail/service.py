@@ -26,6 +26,7 @@ import heapq
 import logging
 import threading
 import time
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 
@@ -194,13 +195,36 @@ def _release(future: asyncio.Future) -> None:
         future.set_result(None)
 
 
+class RateLimit:
+    """At most ``per_second`` requests a second per token, in bursts of as many (a token
+    bucket each): a flood of free requests would otherwise load the server until the data's
+    own cost shows in which replies make their deadline.  Kept for the ``size`` tokens seen
+    last, so unknown tokens cannot grow it; used on the event loop only (no lock)."""
+
+    def __init__(self, per_second: float, size: int = 10_000) -> None:
+        self.per_second, self.size = per_second, size
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+
+    def allow(self, token: str | None) -> bool:
+        now = time.monotonic()
+        level, at = self._buckets.pop(token or "", (self.per_second, now))
+        level = min(self.per_second, level + (now - at) * self.per_second)
+        allowed = level >= 1
+        self._buckets[token or ""] = (level - allowed, now)
+        if len(self._buckets) > self.size:
+            self._buckets.popitem(last=False)
+        return allowed
+
+
 def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
-               rankings: Rankings, store: Store, limits: Limits = LIMITS) -> FastAPI:
+               rankings: Rankings, store: Store, limits: Limits = LIMITS,
+               rank_per_second: float = 10) -> FastAPI:
     pool = ThreadPoolExecutor(4, thread_name_prefix="counts")
     # Rankings run in threads of their own: a flood of them, or one waiting on another's
     # answer, never takes the threads every other route runs in.
     rank_pool = ThreadPoolExecutor(4, thread_name_prefix="rank")
     releaser = Releaser()
+    rank_rate = RateLimit(rank_per_second)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
@@ -271,12 +295,18 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
         reply leaves at the ranking's deadline (``rank_ms`` per 300,000 tuples) after
         arrival; one not ready by then is 503, never late."""
         until = time.monotonic() + deadlines.rank(rankings.tuples(request.name))
-        work = asyncio.wrap_future(rank_pool.submit(rank_answer, bearer_token, request, until))
-        try:
-            status, body = await asyncio.wait_for(work, max(0.0, until - time.monotonic()))
-        except asyncio.TimeoutError:  # still queued (then cancelled) or still ranking
-            status, body = 503, {"detail": "the ranking was busy; ask again (a dp answer "
-                                           "being computed is stored, and free on retry)"}
+        if not rank_rate.allow(bearer_token):
+            status, body = 429, {"detail": f"over {rank_per_second:g} rankings a second for "
+                                           f"this token; ask again later",
+                                 "limit": "rank_per_second"}
+        else:
+            work = asyncio.wrap_future(rank_pool.submit(rank_answer, bearer_token, request,
+                                                        until))
+            try:
+                status, body = await asyncio.wait_for(work, max(0.0, until - time.monotonic()))
+            except asyncio.TimeoutError:  # still queued (then cancelled) or still ranking
+                status, body = 503, {"detail": "the ranking was busy; ask again (a dp answer "
+                                               "being computed is stored, and free on retry)"}
         await releaser.at(until)
         return JSONResponse(body, status_code=status)
 
@@ -291,7 +321,8 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
     @app.get("/v1/limits")
     def published_limits() -> dict:
         """The limits every request is checked against, and when replies leave."""
-        return {"limits": limits.as_dict(), "deadlines": deadlines.schedule(limits)}
+        return {"limits": limits.as_dict() | {"rank_per_second": rank_per_second},
+                "deadlines": deadlines.schedule(limits)}
 
     add_dashboard(app, store, ledger)
     return app

@@ -6,8 +6,12 @@ Each test is the attack itself; it would catch the leak it names.
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import numpy as np
@@ -19,13 +23,14 @@ from scipy.stats import ks_2samp
 from cocktail import chunkformat as fmt
 from cocktail.dataset import load
 from cocktail.dp import session
+from cocktail.dp.deadline import Deadlines
 from cocktail.dp.ledger import BudgetExhausted, Ledger
 from cocktail.dp.limits import LIMITS, LimitExceeded
 from cocktail.dp.session import Source, ask
 from cocktail.overlay.planner import plan_conjunction
 from cocktail.private_config import ledger_location
 from cocktail.publish import PublishParams, publish
-from cocktail.query import Publication
+from cocktail.query import Engine, Publication
 from cocktail.querylang import QuerySyntaxError
 from cocktail.store import LocalStore
 
@@ -271,9 +276,6 @@ ask(Ledger(path), Source(version, die, store), token, text,
 
 def kill_mid_request(ledger_path, source: Source, token: str, text: str) -> None:
     """A real process asks, reserves, and is SIGKILLed before its answer is stored."""
-    import signal
-    import subprocess
-    import sys
     died = subprocess.run([sys.executable, "-c", KILLED_ASKER, str(ledger_path), token,
                            source.version, source.store, text], capture_output=True, timeout=60)
     assert died.returncode == -signal.SIGKILL, died.stderr.decode()
@@ -283,9 +285,6 @@ def test_a_request_killed_mid_answer_never_leaves_a_placeholder_for_the_role(tmp
     """A SIGKILL between reserve and store left a pending reservation; the retry waited out
     its deadline and stored the default answer (noise around zero) for the whole role.  Now
     the retry sees the reserver is dead and computes the real answer, at no second charge."""
-    from concurrent.futures import ThreadPoolExecutor
-    from cocktail.dp.deadline import Deadlines
-    from cocktail.query import Engine
     data = tmp_path / "d.dat"
     data.write_text("".join(f"common {i % 7}\n" for i in range(400)))
     store = LocalStore(tmp_path / "store")
@@ -314,8 +313,6 @@ def test_a_request_killed_mid_answer_never_leaves_a_placeholder_for_the_role(tmp
 def test_a_request_waiting_on_a_live_reserver_stores_nothing_at_its_deadline(tmp_path):
     """The reserver lives (it is slow): the waiter replies at its deadline with 'ask again'
     and stores no placeholder; the reserver's real answer is what the role then gets."""
-    from concurrent.futures import ThreadPoolExecutor
-    from cocktail.dp.deadline import Deadlines
     ledger = Ledger(tmp_path / "ledger.sqlite")
     ledger.add_role("analyst", alpha=1.0, budget=5.0)
     token = ledger.add_user("ann", "analyst")
@@ -328,3 +325,39 @@ def test_a_request_waiting_on_a_live_reserver_stores_nothing_at_its_deadline(tmp
     assert ledger.reserve(user, source.publication, "count(a)").state == "pending"
     ledger.fulfil(slow, {"answers": [501.5]})
     assert ask(ledger, source, token, "count(a)").body["answers"] == [501.5]
+
+
+def test_a_flood_of_free_rank_requests_does_not_time_private_ties(tmp_path):
+    """16 clients of one token flood a 200,000-tuple ranking (no defense: every answer free)
+    with two queries: a value some tuples hold, and one nobody holds (every tuple ties, and
+    ranking them takes ~3x longer).  Replies came whenever the top k was done, late under the
+    flood, and their time told the two apart; now every reply leaves at the ranking's
+    deadline, and the token's rate limit keeps the admitted ones inside it."""
+    from .test_rank import cli
+    table = tmp_path / "big.csv"
+    assert cli("rank", "generate", str(table), "--tuples", "200000")[0] == 0
+    store = tmp_path / "s"
+    assert cli("rank", "build", str(table), "--public", "A1,A2,A3,A4,A5", "--private",
+               "B1,B2,B3,B4,B5", "--defense", "none", "--store", str(store))[0] == 0
+    ledger = Ledger(ledger_location(LocalStore(store)))
+    ledger.add_role("analyst", alpha=0.1, budget=1.0)
+    token = ledger.add_user("flooder", "analyst")
+    with serve(store, "--deadline-rank-ms", "150") as (url, _), httpx.Client() as client:
+        def post(n: int) -> tuple[bool, float, int]:
+            held = n % 2 == 0
+            started = time.perf_counter()
+            reply = client.post(url + "/v1/rank", headers=auth(token), timeout=60,
+                                json={"query": "B2=1" if held else "B2=3", "k": 10})
+            return held, time.perf_counter() - started, reply.status_code
+
+        with ThreadPoolExecutor(16) as pool:
+            replies = list(pool.map(post, range(2 * SAMPLES)))
+    held = [seconds for is_held, seconds, _ in replies if is_held]
+    absent = [seconds for is_held, seconds, _ in replies if not is_held]
+    statuses = Counter(status for _, _, status in replies)
+    assert set(statuses) == {200, 429} and statuses[200] >= 10, statuses  # none late, none 503
+    accuracy = threshold_accuracy(held, absent)
+    p_value = ks_2samp(held, absent).pvalue
+    assert accuracy <= 0.65 and p_value > 0.001, (accuracy, p_value, np.median(held),
+                                                   np.median(absent))
+    assert min(held + absent) >= 0.15

@@ -107,6 +107,8 @@ def test_limits_and_response_times_are_published(server):
     assert published["deadlines"]["refusal_or_reuse_ms"] == 30
     fresh = published["deadlines"]["fresh_ms"]
     assert fresh["1"] == 31 and fresh["256"] == 286
+    assert published["limits"]["rank_per_second"] == 10
+    assert published["deadlines"]["rank_ms_per_tuples"] == 300_000
 
 
 WRAPPER = Path(__file__).resolve().parents[1] / "scripts" / "cocktail-query"
@@ -184,7 +186,8 @@ def test_a_stuck_dp_ranking_holds_no_shared_worker_and_a_killed_one_is_taken_ove
                               ask["query"], token], stdout=subprocess.PIPE)
     try:
         assert stuck.stdout.readline() == b"reserved\n"
-        with serve(store, "--deadline-rank-ms", "300") as (url, _), ThreadPoolExecutor(48) as pool:
+        with serve(store, "--deadline-rank-ms", "300", "--rank-per-second", "100") as (url, _), \
+                ThreadPoolExecutor(48) as pool:
             retries = [pool.submit(httpx.post, url + "/v1/rank", json=ask, headers=auth(token),
                                    timeout=120) for _ in range(45)]
             limits = httpx.get(url + "/v1/limits", timeout=20)
