@@ -242,3 +242,47 @@ def test_one_ledger_serves_several_stores_with_one_budget(tmp_path):
     assert ledger.budget_status(ledger.authenticate(token))["remaining"] == 0
     with pytest.raises(BudgetExhausted):
         ask_source(ledger, sources[1], token, "count(2)")
+
+
+def test_refusals_are_counted_not_listed(tmp_path):
+    """30,000 refused requests once made 30,000 rows, and the owner's page 4× larger; now one
+    row per user, status and reason holds how many and when the first and last came."""
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.add_role("analyst", alpha=1.0, budget=1.0)
+    alice = ledger.authenticate(ledger.add_user("alice", "analyst"))
+    ask(ledger, alice, "v1", "count(a)")
+    for n in range(3):
+        with pytest.raises(BudgetExhausted):
+            ledger.reserve(alice, "v1", f"count(b{n})")
+    before = ledger.overview()
+    size = len(json.dumps(before))
+    for n in range(1000):
+        with pytest.raises(BudgetExhausted):
+            ledger.reserve(alice, "v1", f"count(c{n})")
+    after = ledger.overview()
+    assert len(json.dumps(after)) < size + 32  # the count's digits, a later time
+    [row] = after["refusals"]
+    assert row["user"] == "alice" and row["status"] == 429 and row["count"] == 1003
+    assert row["first_at"] == before["refusals"][0]["first_at"] < row["last_at"]
+
+
+V4_REFUSALS = """
+CREATE TABLE refusals (id INTEGER PRIMARY KEY, user TEXT NOT NULL, status INTEGER NOT NULL,
+                       reason TEXT NOT NULL, at REAL NOT NULL);
+INSERT INTO refusals VALUES (1, 'alice', 429, 'privacy budget exhausted', 10.0);
+INSERT INTO refusals VALUES (2, 'alice', 429, 'privacy budget exhausted', 30.0);
+INSERT INTO refusals VALUES (3, 'alice', 403, 'user ''alice'' is disabled', 20.0);
+INSERT INTO refusals VALUES (4, 'alice', 429, 'privacy budget exhausted', 40.0);
+PRAGMA user_version = 4;
+"""
+
+
+def test_a_version_4_ledger_keeps_its_refusals_counted(tmp_path):
+    path = tmp_path / "ledger.sqlite"
+    with sqlite3.connect(path) as db:
+        db.executescript(V1 + V4_REFUSALS)
+    ledger = Ledger(path)
+    assert [(r["status"], r["count"], r["first_at"], r["last_at"])
+            for r in ledger.overview()["refusals"]] == [(403, 1, 20.0, 20.0), (429, 3, 10.0, 40.0)]
+    ledger.refused("alice", BudgetExhausted("privacy budget exhausted"))
+    assert [r["count"] for r in Ledger(path).overview()["refusals"]] == [1, 4]

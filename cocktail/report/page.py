@@ -271,7 +271,9 @@ def _ledger(ledger: dict) -> list[Chart]:
                         [[utc(at), user, alpha, round(total, 12)]
                          for at, user, alpha, total in spent]))
     refused = ledger["refusals"]
-    by_user = Counter((r["user"], r["status"]) for r in refused)
+    by_user = Counter()
+    for r in refused:
+        by_user[r["user"], r["status"]] += r["count"]
     figure = go.Figure(go.Bar(x=[f"{u} ({s})" for u, s in by_user],
                               y=list(by_user.values())))
     figure.update_layout(yaxis_title="refused requests")
@@ -279,9 +281,9 @@ def _ledger(ledger: dict) -> list[Chart]:
                         "Requests of known analysts that were refused (403: disabled; 429: "
                         "budget spent), per user and status. Unknown tokens name nobody and go "
                         "to the server's log only.", figure,
-                        ["time (UTC)", "user", "status", "reason"],
-                        [[utc(r["at"]), r["user"], r["status"], r["reason"]]
-                         for r in refused]))
+                        ["first (UTC)", "last (UTC)", "user", "status", "reason", "requests"],
+                        [[utc(r["first_at"]), utc(r["last_at"]), r["user"], r["status"],
+                          r["reason"], r["count"]] for r in refused]))
     return charts
 
 
