@@ -40,6 +40,7 @@ from .dp.deadline import Deadlines
 from .dp.ledger import Ledger, LedgerError
 from .dp.limits import LIMITS, LimitExceeded, Limits
 from .dp.session import ComputeFailed, Source, ask
+from .private_config import store_identity
 from .query import Engine, Publication
 from .querylang import QuerySyntaxError
 from .rank.service import NoRanking, Rankings, answer_rank
@@ -82,6 +83,7 @@ class CurrentPublication:
 
     def __init__(self, store: Store, runner: str, interval: float = 1.0) -> None:
         self._store, self._runner, self._interval = store, runner, interval
+        self.identity = store_identity(store)
         self._source: Source | None = None
         self._stop = threading.Event()
         self.refresh()
@@ -99,7 +101,7 @@ class CurrentPublication:
         gc.collect()
         gc.freeze()
         self._source = Source(version, Engine(publication, self._runner).counts,  # one swap
-                              self._store.url)
+                              self.identity)
         log.info("serving %s (opened in %.2f s)", version, time.perf_counter() - started)
 
     def _watch(self) -> None:
@@ -225,6 +227,7 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
     rank_pool = ThreadPoolExecutor(4, thread_name_prefix="rank")
     releaser = Releaser()
     rank_rate = RateLimit(rank_per_second)
+    ledger.rename_store(store.url, source.identity)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):

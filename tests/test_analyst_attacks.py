@@ -28,7 +28,7 @@ from cocktail.dp.ledger import BudgetExhausted, Ledger
 from cocktail.dp.limits import LIMITS, LimitExceeded
 from cocktail.dp.session import Source, ask
 from cocktail.overlay.planner import plan_conjunction
-from cocktail.private_config import ledger_location
+from cocktail.private_config import ledger_location, store_identity
 from cocktail.publish import PublishParams, publish
 from cocktail.query import Engine, Publication
 from cocktail.querylang import QuerySyntaxError
@@ -290,7 +290,7 @@ def test_a_request_killed_mid_answer_never_leaves_a_placeholder_for_the_role(tmp
     store = LocalStore(tmp_path / "store")
     publish(load(data), store, PublishParams(k=2, m=2))
     engine = Engine(Publication.open(store))
-    source = Source(engine.version, engine.counts, store.url)
+    source = Source(engine.version, engine.counts, store_identity(store))
     ledger = Ledger(ledger_location(store))
     ledger.add_role("analyst", alpha=1.0, budget=5.0)
     tokens = [ledger.add_user(name, "analyst") for name in ("ann", "bob")]

@@ -213,7 +213,8 @@ def test_one_ledger_serves_several_stores_with_one_budget(tmp_path):
     releases cannot beat the noise — the 11th query at α 0.1 of 1.0 is refused — and a
     workload asked on both is two charges and two answers, each from its own store."""
     from cocktail.dp.session import Source, ask as ask_source
-    from cocktail.private_config import ledger_location, set_ledger_location
+    from cocktail.private_config import (ledger_location, set_ledger_location,
+                                         store_identity)
     from cocktail.publish import PublishParams, publish
     from cocktail.dataset import load
     from cocktail.query import Engine, Publication
@@ -229,7 +230,7 @@ def test_one_ledger_serves_several_stores_with_one_budget(tmp_path):
         set_ledger_location(store, shared)
         assert ledger_location(store) == shared.resolve()
         engine = Engine(Publication.open(store))
-        sources.append(Source(engine.version, engine.counts, store.url))
+        sources.append(Source(engine.version, engine.counts, store_identity(store)))
     assert sources[0].version == sources[1].version  # both v000001: the store tells them apart
     ledger = Ledger(shared)
     ledger.add_role("analyst", alpha=0.1, budget=1.0)
@@ -286,3 +287,24 @@ def test_a_version_4_ledger_keeps_its_refusals_counted(tmp_path):
             for r in ledger.overview()["refusals"]] == [(403, 1, 20.0, 20.0), (429, 3, 10.0, 40.0)]
     ledger.refused("alice", BudgetExhausted("privacy budget exhausted"))
     assert [r["count"] for r in Ledger(path).overview()["refusals"]] == [1, 4]
+
+
+def test_answers_keyed_by_a_stores_path_are_keyed_by_its_identity(tmp_path):
+    """Stored answers were keyed by the store's path (and analysts saw it in `answer_id`);
+    renamed to the store's identity they are still reused and re-shared, at no new charge."""
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.add_role("analyst", alpha=0.5, budget=1.0)
+    alice = ledger.authenticate(ledger.add_user("alice", "analyst"))
+    first = ask(ledger, alice, "/srv/owner/store#v000001", "count(a)", 7.0)
+    ledger.store_reshare(2, "analyst", first["answer_id"].split("~")[2],
+                         "/srv/owner/store#v000001", 0.25, {"answers": [8.0]})
+    ask(ledger, alice, "/srv/other#v000001", "count(a)", 9.0)
+    ledger.rename_store("/srv/owner/store", "5eed")
+    again = ask(ledger, alice, "5eed#v000001", "count(a)", 99.0)
+    assert again["reused"] and again["answers"] == [7.0]
+    assert again["answer_id"].endswith("~5eed#v000001")
+    assert ledger.answer_at(2, "analyst", again["answer_id"].split("~")[2],
+                            "5eed#v000001") == {"answers": [8.0]}
+    assert [h["version"] for h in ledger.history(alice)] == ["5eed#v000001",
+                                                             "/srv/other#v000001"]
+    assert ledger.budget_status(alice)["spent"] == 1.0

@@ -208,3 +208,17 @@ def test_a_stuck_dp_ranking_holds_no_shared_worker_and_a_killed_one_is_taken_ove
         stuck.kill()
         stuck.wait()
     assert ledger.budget_status(ledger.authenticate(token))["spent"] == 1.0
+
+
+def test_an_answer_id_names_the_publication_not_where_the_store_lies(server):
+    """`answer_id` goes to analysts: it names the store by a random identity kept in its
+    private zone, never by its path (or, on HDFS, its hosts)."""
+    url, _, _, ledger_path = server
+    store = ledger_path.parents[1]
+    ledger = Ledger(ledger_path)
+    ledger.add_role("ids", alpha=0.1, budget=1)
+    body = httpx.post(url + "/v1/query", json={"query": "count(where-am-i)"},
+                      headers=auth(ledger.add_user("id-reader", "ids"))).json()
+    identity = (store / "private" / "store-id").read_text().strip()
+    assert body["answer_id"].endswith(f"~{identity}#{body['version']}")
+    assert str(store) not in json.dumps(body) and "tmp" not in body["answer_id"]

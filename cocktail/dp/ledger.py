@@ -491,6 +491,24 @@ class Ledger:
                                 (chain, hop)).fetchone()[0]
         return json.loads(stored)
 
+    def rename_store(self, old: str, new: str) -> None:
+        """Key what was computed from store ``old`` (the ledger named stores by their path
+        once) by ``new``, its identity, so that it is still reused and re-shared; an answer
+        already stored under ``new`` wins."""
+        prefix, renamed = old + "#", new + "#"
+        with self._transaction() as db:
+            for table in ("answers", "charges"):
+                db.execute(f"UPDATE OR IGNORE {table} SET version = ? || substr(version, ?) "
+                           "WHERE substr(version, 1, ?) = ?",
+                           (renamed, len(prefix) + 1, len(prefix), prefix))
+            for chain, hop in db.execute("SELECT chain, hop FROM reshares").fetchall():
+                first, role, key, version = parse_answer_id(chain)
+                if version.startswith(prefix):
+                    db.execute("UPDATE OR IGNORE reshares SET chain = ? WHERE chain = ? AND "
+                               "hop = ?", (answer_id(first, role, key,
+                                                     renamed + version[len(prefix):]),
+                                           chain, hop))
+
     def abandon(self, ticket: Ticket) -> None:
         """The reserved answer could not be computed: let the next request take it over at
         once (its charge stays paid; nothing was released)."""

@@ -29,8 +29,10 @@ log = logging.getLogger("cocktail.dp")
 @dataclass(frozen=True)
 class Source:
     """The data as the DP layer sees it: a version name, an exact-count function, and the
-    store it comes from — so that one ledger can serve several stores (one budget for
-    overlapping data) without handing one store's stored answer to a query on another."""
+    identity of the store it comes from (:func:`cocktail.private_config.store_identity`,
+    never its path: analysts see it in ``answer_id``) — so that one ledger can serve several
+    stores (one budget for overlapping data) without handing one store's stored answer to a
+    query on another."""
 
     version: str
     counts: Counts
