@@ -694,8 +694,8 @@ def ledger_path_cmd(path: Path | None, store_spec: str, as_json: bool) -> None:
               default=Deadlines.rank_ms, show_default=True,
               help="Reply time of every POST /v1/rank (top-k over a ranking).")
 @click.option("--rank-per-second", type=click.FloatRange(min=1), default=10,
-              show_default=True, help="POST /v1/rank requests a second per token (in bursts "
-                                      "of as many); more are refused with 429.")
+              show_default=True, help="POST /v1/rank requests a second per token, spaced "
+                                      "(no bursts); more are refused with 429.")
 @click.option("--access-log", is_flag=True, help="Log every request.")
 @fail_cleanly
 def serve_cmd(store_spec: str, host: str, port: int, runner: str,

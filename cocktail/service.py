@@ -15,7 +15,7 @@ Analysts hold tokens, never the owner's powers: no route answers exactly, manage
 users, or reads the ledger beyond the caller's own budget and answers (the owner's dashboard
 refuses an analyst's token).  Every reply to /v1/query and
 /v1/rank leaves at a time fixed by the request alone (:mod:`cocktail.dp.deadline`); /v1/rank
-answers 404 for a ranking that does not exist.
+answers 404 for a ranking that does not exist, and 429 past its rate per token.
 """
 
 from __future__ import annotations
@@ -198,10 +198,11 @@ def _release(future: asyncio.Future) -> None:
 
 
 class RateLimit:
-    """At most ``per_second`` requests a second per token, in bursts of as many (a token
-    bucket each): a flood of free requests would otherwise load the server until the data's
-    own cost shows in which replies make their deadline.  Kept for the ``size`` tokens seen
-    last, so unknown tokens cannot grow it; used on the event loop only (no lock)."""
+    """At most one request every 1/``per_second`` seconds per token, with no bursts (a burst
+    of ten top-ks at once made some miss their deadline, a miss likelier for a costlier
+    query): a flood of free requests would otherwise load the server until the data's own
+    cost shows in when, or whether, replies come.  Kept for the ``size`` tokens seen last, so
+    unknown tokens cannot grow it; used on the event loop only (no lock)."""
 
     def __init__(self, per_second: float, size: int = 10_000) -> None:
         self.per_second, self.size = per_second, size
@@ -209,8 +210,8 @@ class RateLimit:
 
     def allow(self, token: str | None) -> bool:
         now = time.monotonic()
-        level, at = self._buckets.pop(token or "", (self.per_second, now))
-        level = min(self.per_second, level + (now - at) * self.per_second)
+        level, at = self._buckets.pop(token or "", (1.0, now))
+        level = min(1.0, level + (now - at) * self.per_second)
         allowed = level >= 1
         self._buckets[token or ""] = (level - allowed, now)
         if len(self._buckets) > self.size:
@@ -299,8 +300,8 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
         arrival; one not ready by then is 503, never late."""
         until = time.monotonic() + deadlines.rank(rankings.tuples(request.name))
         if not rank_rate.allow(bearer_token):
-            status, body = 429, {"detail": f"over {rank_per_second:g} rankings a second for "
-                                           f"this token; ask again later",
+            status, body = 429, {"detail": f"over one ranking every 1/{rank_per_second:g} s "
+                                           f"for this token; ask again later",
                                  "limit": "rank_per_second"}
         else:
             work = asyncio.wrap_future(rank_pool.submit(rank_answer, bearer_token, request,

@@ -181,15 +181,15 @@ def test_a_stuck_dp_ranking_holds_no_shared_worker_and_a_killed_one_is_taken_ove
     ledger = Ledger(ledger_location(LocalStore(store)))
     ledger.add_role("analyst", alpha=0.5, budget=1.0)
     token = ledger.add_user("ann", "analyst")
+    retriers = [ledger.add_user(f"r{n}", "analyst") for n in range(45)]  # one rate limit each
     ask = {"query": "city=a,religion=x", "k": 3}
     stuck = subprocess.Popen([sys.executable, "-c", STUCK_RANKER, str(store), "ranking",
                               ask["query"], token], stdout=subprocess.PIPE)
     try:
         assert stuck.stdout.readline() == b"reserved\n"
-        with serve(store, "--deadline-rank-ms", "300", "--rank-per-second", "100") as (url, _), \
-                ThreadPoolExecutor(48) as pool:
-            retries = [pool.submit(httpx.post, url + "/v1/rank", json=ask, headers=auth(token),
-                                   timeout=120) for _ in range(45)]
+        with serve(store, "--deadline-rank-ms", "300") as (url, _), ThreadPoolExecutor(48) as pool:
+            retries = [pool.submit(httpx.post, url + "/v1/rank", json=ask, headers=auth(other),
+                                   timeout=120) for other in retriers]
             limits = httpx.get(url + "/v1/limits", timeout=20)
             query = httpx.post(url + "/v1/query", json={"query": "count(x)"},
                                headers=auth(token), timeout=20)
