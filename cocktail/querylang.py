@@ -186,7 +186,7 @@ def _line_queries(line: str) -> list[LinearQuery]:
 def parse_batch(text: str, source: str = "batch") -> Workload:
     """Linear queries separated by newlines or ';'; '#' starts a comment line."""
     queries = []
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in enumerate(text.split("\n"), 1):  # not splitlines: U+2028 may be in a term
         if line.strip().startswith("#"):
             continue
         try:
