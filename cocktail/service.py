@@ -43,8 +43,8 @@ from .query import Engine, Publication
 from .querylang import QuerySyntaxError
 from .rank.service import NoRanking, Rankings, answer_rank
 from .report.dashboard import add_dashboard
+from .releases import current_version
 from .store import Store, StoreError
-from .versions import current_version
 
 bearer = HTTPBearer(auto_error=False)
 log = logging.getLogger("cocktail.serve")

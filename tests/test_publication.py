@@ -21,9 +21,8 @@ from cocktail.overlay.planner import plan_conjunction
 from cocktail.publish import PublishParams, publish
 from cocktail.query import Engine, Publication
 from cocktail.querylang import CountQuery
+from cocktail.releases import current_version
 from cocktail.store import LocalStore, PrivacyViolation, StoreError
-from cocktail.versions import current_version
-
 from cocktail.synthetic import SyntheticSpec, generate, random_conjunctions
 
 from .conftest import dataset_path

@@ -23,10 +23,9 @@ from cocktail.publish import PublishParams, publish
 from cocktail.publish.append import append
 from cocktail.query import Engine, Publication
 from cocktail.querylang import CountQuery
-from cocktail.releases import RebaseRefused, read_log
+from cocktail.releases import RebaseRefused, current_version, read_log
 from cocktail.store import LocalStore, StoreError
 from cocktail.synthetic import random_conjunctions
-from cocktail.versions import current_version
 
 from .conftest import dataset_path
 

@@ -13,8 +13,8 @@ from pyroaring import BitMap, FrozenBitMap
 from .. import chunkformat as fmt
 from ..overlay.planner import term_locations
 from ..overlay.tree import Tree
+from ..releases import committed_versions, current_version
 from ..store import Store, StoreError
-from ..versions import committed_versions, current_version
 
 
 @dataclass(frozen=True)

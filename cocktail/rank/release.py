@@ -25,21 +25,21 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .. import chunkformat as fmt
+from ..releases import Staged, commit_release, current_version
+from ..releases.layout import RANKS, named_store
 from ..store import Prefixed, Store, StoreError
 from ..tables.data import encode_csv
-from ..tables.release import Staged, commit_release, named_store, read_json
-from ..versions import current_version
+from ..tables.release import read_json
 from . import defenses
 from .defenses import DEFENSES, EquivalentSet, Protection
 from .index import RankIndex
 from .model import RankTable, Schema
 
-RANKS = "ranks"
 KEEP = 3
 
 
 def rank_store(store: Store, name: str) -> Prefixed:
-    return named_store(store, RANKS, "ranking", name)
+    return named_store(store, RANKS, name)
 
 
 @dataclass

@@ -16,11 +16,12 @@ import time
 from dataclasses import dataclass
 
 from ..dp.ledger import Ledger, LedgerError
+from ..releases import current_version
+from ..releases.layout import RANKS, names
 from ..store import Store
-from ..versions import current_version
 from .index import RankIndex
 from .model import parse_query
-from .release import RANKS, load_ranking, rank_store
+from .release import load_ranking, rank_store
 
 MAX_K = 1000
 RECHECK = 1.0  # seconds between two looks at a ranking's current version
@@ -48,10 +49,10 @@ class Rankings:
         self._lock = threading.Lock()
 
     def warm(self) -> list[str]:
-        names = self._store.list("private", RANKS)
-        for name in names:
+        found = names(self._store, RANKS)
+        for name in found:
             self.get(name)
-        return names
+        return found
 
     def get(self, name: str) -> tuple[str, RankIndex]:
         with self._lock:

@@ -23,9 +23,9 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from plotly.offline import get_plotlyjs
 
 from ..dp.ledger import Ledger, LedgerError, User
+from ..releases import current_version
+from ..releases.layout import AREAS, named_store, parts
 from ..store import Store
-from ..tables.release import TABLES, table_store
-from ..versions import current_version
 from .numbers import ledger_numbers, store_numbers
 from .page import document, render, utc
 
@@ -42,9 +42,9 @@ class OwnerReport:
         self._numbers: dict = {}
 
     def state(self) -> tuple:
-        tables = tuple((name, current_version(table_store(self._store, name)))
-                       for name in self._store.list("private", TABLES))
-        return current_version(self._store), tables
+        held = tuple((area.folder, name, current_version(named_store(self._store, area, name)))
+                     for area, name in parts(self._store))
+        return current_version(self._store), held
 
     def numbers(self) -> dict:
         with self._lock:
@@ -111,8 +111,10 @@ def add_dashboard(app: FastAPI, store: Store, ledger: Ledger) -> None:
             ledger.check_owner(_credential(request, OWNER_COOKIE))
         except LedgerError as exc:
             return JSONResponse({"detail": str(exc)}, status_code=exc.status)
-        version, tables = report.state()
-        return JSONResponse({"version": version, "tables": dict(tables)})
+        version, parts = report.state()
+        return JSONResponse({"version": version} | {
+            area.folder: {name: at for folder, name, at in parts if folder == area.folder}
+            for area in AREAS})
 
     @app.get("/analyst", response_class=HTMLResponse)
     def analyst_page(request: Request) -> HTMLResponse:
