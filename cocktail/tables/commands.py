@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ..cli_support import OWNER, emit, fail_cleanly, json_option, out, store_option
+from ..cli_support import OWNER, emit, err, fail_cleanly, json_option, out, store_option
 from ..publish import DEFAULT_KEEP
 from ..store import open_store
 from .audit import TableAuditReport, audit_table
@@ -78,6 +78,7 @@ def publish_cmd(path: str | None, append_path: str | None, qi: str | None,
                                         ("--sensitive", sensitive), *needs) if given is None]
     if missing:
         raise click.UsageError(f"a first {model} release needs {', '.join(missing)}")
+    _note_ignored(model, {"--k": k, "--e": e, "--l": ell, "--id": person})
     if model != "ke":
         report = publish_group_model(tstore, path, qi, sensitive, model, k or 1, ell, person,
                                      keep)
@@ -92,6 +93,18 @@ def publish_cmd(path: str | None, append_path: str | None, qi: str | None,
         raise ValueError(f"{path}: column {sensitive!r}: {exc}; nothing was "
                          f"written") from None
     _print_ke(report, as_json)
+
+
+# what each model reads of the options it may be given
+_USES = {"ke": {"--k", "--e"}, "rho-clone": {"--k", "--id"}, "l-diverse": {"--l", "--id"}}
+
+
+def _note_ignored(model: str, given: dict[str, object]) -> None:
+    """Say so (on stderr) when an option means nothing to the model, rather than drop it."""
+    ignored = [flag for flag, value in given.items()
+               if value is not None and flag not in _USES[model]]
+    if ignored:
+        err.print(f"note: --model {model} ignores {', '.join(ignored)}", highlight=False)
 
 
 def _print_ke(report: KeReport, as_json: bool) -> None:
