@@ -204,15 +204,48 @@ def test_bad_input(tmp_path):
     bad = runner.invoke(main, ["table", "chain", str(words), "--qi", "age,city",
                                "--sensitive", "purpose", "--hops", "2", "--delta", "0.1",
                                "--out", str(tmp_path / "o"), "--json"])
-    assert bad.exit_code != 0 and "must be a number" in json.loads(bad.output)["error"]
+    assert bad.exit_code == 2 and "w.csv:2: column 'city' is 'Paris', not a number" in \
+        json.loads(bad.output)["error"]
     source = write_csv(tmp_path / "t.csv", synthetic(10))
     weights = runner.invoke(main, ["table", "chain", str(source), "--qi", "age,months",
                                    "--sensitive", "purpose", "--hops", "2", "--delta", "0.1",
                                    "--weights", "1", "--out", str(tmp_path / "o2")])
     assert weights.exit_code != 0 and "1 weight(s) for 2" in weights.output
+    for given in ("nan,1", "inf,1"):
+        odd = runner.invoke(main, ["table", "chain", str(source), "--qi", "age,months",
+                                   "--sensitive", "purpose", "--hops", "2", "--delta", "0.1",
+                                   "--weights", given, "--out", str(tmp_path / "o4")])
+        assert odd.exit_code == 2 and "finite" in odd.output
+        assert not (tmp_path / "o4").exists()
     floor = runner.invoke(main, ["table", "chain", str(source), "--qi", "age,months",
                                  "--sensitive", "purpose", "--hops", "2", "--delta", "0.1",
                                  "--min-size", "11", "--out", str(tmp_path / "o3")])
     assert floor.exit_code != 0 and "cannot be made from 10" in floor.output
     alone = runner.invoke(main, ["table", "audit", "--chain"])
     assert alone.exit_code == 2 and "hop files" in alone.output
+
+
+@pytest.mark.parametrize("cell", ["nan", "inf", "-Infinity"])
+def test_a_non_finite_qi_is_refused_and_nothing_written(tmp_path, cell):
+    """float() reads 'nan' and 'inf'; a chain mean-recodes QIs, so one such cell would poison
+    every mean (and chain.json, as bare NaN, is not JSON)."""
+    rows = [list(r) for r in synthetic(20)]
+    rows[13][1] = cell
+    source = write_csv(tmp_path / "t.csv", rows)
+    result = CliRunner().invoke(main, [
+        "table", "chain", str(source), "--qi", "age,months", "--sensitive", "purpose",
+        "--hops", "2", "--delta", "0.1", "--out", str(tmp_path / "out"), "--json"])
+    assert result.exit_code == 2, result.output
+    assert f"t.csv:15: column 'months' is {cell!r}, not a finite number" in \
+        json.loads(result.output)["error"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_chain_json_is_strict_json(tmp_path):
+    """The writers refuse NaN rather than write it: chain.json parses as strict JSON."""
+    chain(tmp_path, write_csv(tmp_path / "t.csv", synthetic(30)), "tda", "out")
+    json.loads((tmp_path / "out" / "chain.json").read_text(),
+               parse_constant=lambda c: pytest.fail(f"{c} in chain.json"))
+    with pytest.raises(ValueError):
+        chain_files(tmp_path / "bad", fig2_table(), [B], {"delta": float("nan")})
+    assert not (tmp_path / "bad").exists()

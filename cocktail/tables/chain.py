@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -25,7 +26,7 @@ from itertools import combinations
 from pathlib import Path
 
 from ..dataset import InputError
-from .data import Table
+from .data import Table, finite
 from .propagation import Atom, Classes, Space, canonical, merged, next_hop
 
 PARAMS = "chain.json"
@@ -60,19 +61,19 @@ class ChainReport:
         return asdict(self)
 
 
+MEAN_RECODED = "a chain mean-recodes its quasi-identifiers"
+
+
 def numeric_qis(table: Table) -> list[tuple[float, ...]]:
-    try:
-        return [tuple(float(v) for v in row.qi) for row in table.rows]
-    except ValueError:
-        raise InputError("a chain mean-recodes its quasi-identifiers: every QI value must be "
-                         "a number") from None
+    return [tuple(finite(v, f"tuple {row.id}", name, MEAN_RECODED)
+                  for name, v in zip(table.qi, row.qi)) for row in table.rows]
 
 
 def check_weights(weights: Sequence[float], qi: Sequence[str]) -> list[float]:
     if len(weights) != len(qi):
         raise InputError(f"{len(weights)} weight(s) for {len(qi)} quasi-identifier(s)")
-    if any(w < 0 for w in weights) or sum(weights) <= 0:
-        raise InputError("weights must be non-negative and not all zero")
+    if not all(math.isfinite(w) and w >= 0 for w in weights) or sum(weights) <= 0:
+        raise InputError("weights must be finite, non-negative and not all zero")
     return [w / sum(weights) for w in weights]
 
 
@@ -91,9 +92,8 @@ def run_chain(table: Table, weights: Sequence[float], hops: int, delta: float,
     space = Space.of(atoms, weights, scales, min_size)
     members = [[row.id] for row in table.rows]      # the owner's: atom -> tuple ids
     base_utility = space.utility([[a] for a in atoms])
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "owner").mkdir(exist_ok=True)
     original = {row.id: q for row, q in zip(table.rows, qis)}
+    texts = []
     report = ChainReport([], strategy, delta, weights, str(out))
     membership: dict[int, list[int]] = {row.id: [] for row in table.rows}
     for hop in range(1, hops + 1):
@@ -106,7 +106,7 @@ def run_chain(table: Table, weights: Sequence[float], hops: int, delta: float,
             for t in ids:
                 membership[t].append(number)
         text = hop_csv(table, classes)
-        (out / hop_file(hop)).write_text(text)
+        texts.append(text)
         report.hops.append(Hop(
             hop, (hops - hop + 1) * delta, round(space.privacy(classes), 6),
             round(1 - space.utility(classes) / base_utility, 6) if base_utility else 0.0,
@@ -114,13 +114,25 @@ def run_chain(table: Table, weights: Sequence[float], hops: int, delta: float,
             len(classes), round(seconds, 4)))
         atoms, members = received(text, table.qi, table.sensitive, tuples, classes)
     report.sum_utility_loss = round(sum(h.utility_loss for h in report.hops), 6)
-    (out / PARAMS).write_text(json.dumps({
+    write_chain(out, texts, membership, {
         "qi": list(table.qi), "sensitive": table.sensitive, "weights": weights,
         "scales": scales, "hops": hops, "delta": delta, "strategy": strategy,
-        "min_size": min_size,
-        "measured": [asdict(h) for h in report.hops]}, indent=2) + "\n")
-    write_membership(out / MEMBERSHIP, membership, hops)
+        "min_size": min_size, "measured": [asdict(h) for h in report.hops]})
     return report
+
+
+def write_chain(out: Path, texts: Sequence[str], membership: dict[int, list[int]],
+                params: dict) -> list[Path]:
+    """Every file of a chain, once all are made: a refusal leaves nothing half-written.
+    chain.json is strict JSON (a NaN is refused, not written as bare ``NaN``)."""
+    encoded = json.dumps(params, indent=2, allow_nan=False) + "\n"
+    (out / "owner").mkdir(parents=True, exist_ok=True)
+    files = [out / hop_file(hop) for hop in range(1, len(texts) + 1)]
+    for path, text in zip(files, texts):
+        path.write_text(text)
+    write_membership(out / MEMBERSHIP, membership, len(texts))
+    (out / PARAMS).write_text(encoded)
+    return files
 
 
 def hop_csv(table: Table, classes: Classes) -> str:
@@ -172,20 +184,15 @@ def write_hops(out: Path, table: Table, partitions: Sequence[Sequence[Sequence[i
     """Hop files, membership and parameters for chains built elsewhere (baselines, fixtures):
     each hop a partition of the table's row positions, all computed from T_0."""
     atoms = [Atom(q, ((str(row.s), 1),)) for q, row in zip(numeric_qis(table), table.rows)]
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "owner").mkdir(exist_ok=True)
-    files, membership = [], {row.id: [] for row in table.rows}
-    for hop, parts in enumerate(partitions, start=1):
+    texts, membership = [], {row.id: [] for row in table.rows}
+    for parts in partitions:
         classes = canonical([[atoms[i] for i in part] for part in parts])
         number = {id(a): n for n, c in enumerate(classes) for a in c}
         for row, atom in zip(table.rows, atoms):
             membership[row.id].append(number[id(atom)])
-        files.append(out / hop_file(hop))
-        files[-1].write_text(hop_csv(table, classes))
-    write_membership(out / MEMBERSHIP, membership, len(partitions))
-    (out / PARAMS).write_text(json.dumps({"qi": list(table.qi), "sensitive": table.sensitive,
-                                          **params}, indent=2) + "\n")
-    return files
+        texts.append(hop_csv(table, classes))
+    return write_chain(out, texts, membership,
+                       {"qi": list(table.qi), "sensitive": table.sensitive, **params})
 
 
 def write_membership(path: Path, membership: dict[int, list[int]], hops: int) -> None:

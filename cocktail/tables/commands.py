@@ -11,7 +11,7 @@ from ..cli_support import OWNER, emit, err, fail_cleanly, json_option, out, stor
 from ..publish import DEFAULT_KEEP
 from ..store import open_store
 from .audit import TableAuditReport, audit_table
-from .chain import ChainAudit, ChainReport, audit_chain, run_chain
+from .chain import MEAN_RECODED, ChainAudit, ChainReport, audit_chain, run_chain
 from .data import columns, read_table
 from .ke import Infeasible
 from .ke_release import KeReport, append_ke, publish_ke
@@ -204,7 +204,7 @@ def chain_cmd(path: str, qi: str, sensitive: str, hops: int, delta: float,
     """Re-sharing along a chain: T_1 … T_L from PATH (CSV), each computed from the previous
     one only and stricter than it.  Ship hop i's file to the i-th recipient; keep
     owner/membership.csv (it links tuples to classes)."""
-    table = read_table(path, columns(qi), sensitive, numeric=False)
+    table = read_table(path, columns(qi), sensitive, numeric=False, numeric_qi=MEAN_RECODED)
     given = [float(w) for w in weights.split(",")] if weights else [1.0] * len(table.qi)
     report = run_chain(table, given, hops, delta, strategy, Path(out_dir), min_size)
     emit(as_json, report.as_dict(), lambda: _print_chain(report))

@@ -88,11 +88,13 @@ def csv_records(path: str | Path, wanted: Sequence[str]) -> Iterator[tuple[int, 
 
 
 def read_table(path: str | Path, qi: Sequence[str], sensitive: str, first_id: int = 0,
-               numeric: bool = True, person: str | None = None) -> Table:
+               numeric: bool = True, person: str | None = None,
+               numeric_qi: str | None = None) -> Table:
     """The table's tuples; any problem is an :class:`InputError` naming the file, the row (line
     number) and the column.  ``numeric``: the sensitive value must be a number (else it is a
     category, which must not be empty); ``person``: a column naming the individual (kept
-    private, for measuring attacks across publishers)."""
+    private, for measuring attacks across publishers); ``numeric_qi``: why every QI must be a
+    finite number, if it must."""
     path = Path(path)
     if sensitive in qi:
         raise InputError(f"{sensitive!r} is both a quasi-identifier and the sensitive column")
@@ -105,6 +107,8 @@ def read_table(path: str | Path, qi: Sequence[str], sensitive: str, first_id: in
             else category(text, path, line, sensitive)
         if person:
             persons[first_id + len(rows)] = individual(record[person], seen, path, line, person)
+        for name in qi if numeric_qi else ():
+            finite(record[name], f"{path}:{line}", name, numeric_qi)
         rows.append(Row(first_id + len(rows), tuple(record[name] for name in qi), value))
     return Table(tuple(qi), sensitive, rows, persons)
 
@@ -133,14 +137,20 @@ def individual(text: str, seen: dict[str, int], path: Path, line: int, column: s
 
 
 def sensitive_value(text: str, path: Path, line: int, column: str) -> float:
+    return finite(text, f"{path}:{line}", column, "the sensitive attribute must be numeric")
+
+
+def finite(text: str, where: str, column: str, why: str) -> float:
+    """``text`` as a finite number: float() also reads 'nan' and 'inf', which would poison
+    every sum, mean and range they enter."""
     try:
         value = float(text)
     except ValueError:
-        raise InputError(f"{path}:{line}: column {column!r} is {text.strip()!r}, not a "
-                         f"number (the sensitive attribute must be numeric)") from None
+        raise InputError(f"{where}: column {column!r} is {text.strip()!r}, not a number "
+                         f"({why})") from None
     if not math.isfinite(value):
-        raise InputError(f"{path}:{line}: column {column!r} is {text.strip()!r}, not a "
-                         f"finite number")
+        raise InputError(f"{where}: column {column!r} is {text.strip()!r}, not a finite "
+                         f"number ({why})")
     return value
 
 
