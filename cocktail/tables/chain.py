@@ -228,7 +228,8 @@ class ChainAudit:
 def audit_chain(files: Sequence[Path], delta: float | None = None,
                 membership: Path | None = None) -> ChainAudit:
     """Thresholds from the files and ``chain.json``; nestedness and the colluders' attack
-    from the owner's membership file (beside them under ``owner/``, or given)."""
+    from the owner's membership file (beside them under ``owner/``, or given) — without it,
+    nestedness as far as the files alone decide it (:func:`coarsens`)."""
     params = _params(files[0].parent)
     delta = delta if delta is not None else params.get("delta")
     if delta is None:
@@ -261,8 +262,70 @@ def audit_chain(files: Sequence[Path], delta: float | None = None,
             nested = all(n["ok"] for n in report.nested[i:j])
             report.colluders.append(PairFinding((i + 1, j + 1), nested,
                                                 *_composed(supports[i], supports[j])))
-    report.ok = all(t["ok"] for t in report.thresholds) and all(n["ok"] for n in report.nested)
+    else:
+        report.nested = [coarsens(hops[i - 1], hops[i], i) for i in range(1, len(hops))]
+    # a check the files cannot decide (ok None) refutes nothing
+    report.ok = all(t["ok"] for t in report.thresholds) and \
+        all(n["ok"] is not False for n in report.nested)
     return report
+
+
+def coarsens(finer: Sequence[Atom], coarser: Sequence[Atom], hop: int,
+             seconds: float = 20.0) -> dict:
+    """Whether hop ``hop + 1`` (``coarser``) can be a coarsening of hop ``hop`` from the two
+    files alone: each of its classes the union of whole classes of hop ``hop`` — their
+    sensitive multisets adding up to its own and their size-weighted QI means to its mean
+    (to the files' 6 decimals).  ``ok`` False names a class no union of finer ones can make
+    (``offending_class``: its QI means; None when only the classes together cannot be
+    made), None when the solver did not decide within ``seconds``."""
+    found = {"hop": hop + 1, "of_hop": hop, "from": "files"}
+    made = _cover(finer, coarser, seconds, whole=True)
+    if made is not False:
+        return {**found, "ok": made}
+    culprit = next((c for c in coarser if _cover(finer, [c], seconds, whole=False) is False),
+                   None)
+    return {**found, "ok": False,
+            "offending_class": list(culprit.qi) if culprit else None,
+            "offending_size": culprit.size if culprit else None}
+
+
+def _cover(atoms: Sequence[Atom], targets: Sequence[Atom], seconds: float,
+           whole: bool) -> bool | None:
+    """Can the ``targets`` be made of the ``atoms``, each atom in one target at most (exactly
+    one if ``whole``)?  An exact model (CP-SAT): per target, the atoms' sensitive counts sum to
+    its own and Σ size·mean to size·mean, in millionths, within the files' rounding (half a
+    millionth per tuple, at this hop and the one before).  None: undecided in ``seconds``."""
+    from ortools.sat.python import cp_model  # heavy; loaded only when asked for
+
+    def scaled(atom: Atom) -> list[int]:
+        return [round(q * 1_000_000) * atom.size for q in atom.qi]
+
+    model = cp_model.CpModel()
+    held = [dict(t.values) for t in targets]
+    choices: dict[int, list] = {i: [] for i in range(len(atoms))}
+    parts: dict[int, list] = {j: [] for j in range(len(targets))}
+    for i, atom in enumerate(atoms):
+        for j in range(len(targets)):
+            if all(held[j].get(v, 0) >= n for v, n in atom.values):
+                x = model.new_bool_var(f"x{i}_{j}")
+                choices[i].append(x)
+                parts[j].append((atom, x))
+    for xs in choices.values():
+        model.add(sum(xs) == 1 if whole else sum(xs) <= 1)
+    for j, target in enumerate(targets):
+        for value, count in held[j].items():
+            model.add(sum(dict(a.values).get(value, 0) * x for a, x in parts[j]) == count)
+        for k, total in enumerate(scaled(target)):
+            got = sum(scaled(a)[k] * x for a, x in parts[j])
+            model.add(got <= total + target.size)
+            model.add(got >= total - target.size)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = seconds
+    solver.parameters.num_workers = 1
+    status = solver.solve(model)
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return True
+    return False if status == cp_model.INFEASIBLE else None
 
 
 def _params(directory: Path) -> dict:

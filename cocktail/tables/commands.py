@@ -167,17 +167,32 @@ def _print_chain_audit(chain: ChainAudit) -> None:
                   f"; smallest class {t['smallest_class']} (at least {t['min_size']}) "
                   f"{'ok' if t['ok'] else 'VIOLATION'}", highlight=False)
     if chain.membership is None:
-        out.print("nestedness and colluders: not checked (no owner membership file)")
+        out.print("colluders: not checked (no owner membership file); nestedness from the "
+                  "files alone")
     for n in chain.nested:
-        if not n["ok"]:
+        if n["ok"] is None:
+            out.print(f"  hop {n['hop']} in hop {n['of_hop']}: undecided from the files alone",
+                      highlight=False)
+        elif not n["ok"]:
             out.print(f"  VIOLATION hop {n['hop']} is not a coarsening of hop {n['of_hop']}: "
-                      f"its class {n['offending_class']} is split", highlight=False)
+                      f"{_offender(n)}", highlight=False)
     for pair in chain.colluders:
         nested = "nested" if pair.nested else "NOT nested"
         out.print(f"hops {pair.hops[0]}+{pair.hops[1]} ({nested}): {pair.disclosed:,} "
                   f"tuple(s) pinned and {pair.narrowed:,} narrowed only by colluding",
                   highlight=False)
     out.print("PASS" if chain.ok else "FAIL")
+
+
+def _offender(nested: dict) -> str:
+    if nested.get("from") != "files":
+        return f"its class {nested['offending_class']} is split"
+    if nested["offending_class"] is None:
+        return f"hop {nested['of_hop']}'s classes cannot be grouped into its classes"
+    at = ", ".join(f"{x:g}" if float(x).is_integer() else f"{x:.6f}"
+                   for x in nested["offending_class"])
+    return (f"its class of {nested['offending_size']} at ({at}) is no union of hop "
+            f"{nested['of_hop']}'s classes")
 
 
 @table_group.command("chain")
