@@ -39,6 +39,7 @@ from .dp.deadline import Deadlines
 from .dp.ledger import Ledger, LedgerError
 from .dp.limits import LIMITS, LimitExceeded, Limits
 from .dp.session import ComputeFailed, Source, ask
+from .guards import guard
 from .query import Engine, Publication
 from .querylang import QuerySyntaxError
 from .rank.service import NoRanking, Rankings, answer_rank
@@ -209,6 +210,7 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
                   description="Differentially private counting, linear and batch linear queries "
                               "over a k^m-anonymous hybrid-cloud publication.")
     app.add_middleware(BodyLimit, limit=4 * limits.text_bytes)
+    guard(app)
 
     def token(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> str | None:
         return credentials.credentials if credentials else None
