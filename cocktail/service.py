@@ -207,6 +207,7 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
         pool.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(title="Cocktail", version="1", lifespan=lifespan,
+                  docs_url=None, redoc_url=None,  # guard() serves /docs under its own policy
                   description="Differentially private counting, linear and batch linear queries "
                               "over a k^m-anonymous hybrid-cloud publication.")
     app.add_middleware(BodyLimit, limit=4 * limits.text_bytes)

@@ -1,7 +1,7 @@
 """The HTTP surface under malformed input: a deterministic fuzzer over every route and method the
 app itself lists (never a hand-written list).  No reply may be a 5xx, and every error reply of
 the API (``/v1/...``) and every JSON reply anywhere is well-formed, strict JSON with a
-``detail``.  The generator is seeded: a failure names the request that caused it, and replays."""
+``detail``; every reply carries the security headers (:mod:`cocktail.guards`).  The generator is seeded: a failure names the request that caused it, and replays."""
 
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ from .served import in_process
 RUN = CliRunner()
 REQUESTS = 5_200
 EXTRA_METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH")  # what a route does not allow: 405
+HEADERS = {"content-security-policy", "x-frame-options", "x-content-type-options",
+           "referrer-policy"}
 
 
 @pytest.fixture(scope="module")
@@ -156,6 +158,8 @@ def test_no_fuzzed_request_gets_a_5xx_or_a_malformed_error(client):
         problem = None
         if reply.status_code >= 500:
             problem = "5xx"
+        elif HEADERS - set(reply.headers):
+            problem = f"no {HEADERS - set(reply.headers)}"
         elif method != "HEAD" and ((reply.status_code >= 400 and path in api) or
                                    reply.headers.get("content-type", "").startswith(
                                        "application/json")):
@@ -168,3 +172,21 @@ def test_no_fuzzed_request_gets_a_5xx_or_a_malformed_error(client):
     kinds = {(p, s, r["method"], r["url"].split("?")[0]) for p, s, r, _ in failures}
     assert sum(statuses.values()) >= 5_000 and not failures, (len(failures), kinds, failures[:3])
     assert statuses.get(200, 0) > 100  # the valid requests among them were answered
+
+
+def test_every_reply_carries_the_security_headers(client):
+    """Every route and method the app lists, the 404 of a route it does not, the 405 of a
+    method, the 413 of an oversized body and the 422 of an unreadable one."""
+    served, tokens = client
+    pairs, others = routes(served.app)
+    replies = [served.request(method, path, headers={"Authorization": f"Bearer {tokens[0]}"})
+               for method, path in pairs + others]
+    replies += [served.post("/v1/query", content=b"x" * 300_000),
+                served.post("/v1/query", content=b'{"query": 1e999}')]
+    assert {404, 405, 413, 422} <= {r.status_code for r in replies}
+    for reply in replies:
+        assert HEADERS <= set(reply.headers), (reply.request.url, reply.status_code)
+        assert reply.headers["x-content-type-options"] == "nosniff"
+        assert reply.headers["x-frame-options"] == "DENY"
+        assert "frame-ancestors 'none'" in reply.headers["content-security-policy"]
+        assert reply.headers["referrer-policy"] == "same-origin"
