@@ -24,6 +24,17 @@ class QuerySyntaxError(ValueError):
     """A malformed query; the message points at the offending column."""
 
 
+def characters(text: str, source: str = "query") -> str:
+    """``text`` if it is all characters: JSON may carry a lone surrogate (``"\\ud800"``),
+    which no data holds and no reply can encode."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise QuerySyntaxError(f"{source}: the text holds a lone surrogate at position "
+                               f"{exc.start}, which is not a character") from None
+    return text
+
+
 @dataclass(frozen=True)
 class CountQuery:
     terms: tuple[str, ...]  # distinct and sorted: count(a & b) is count(b & a)

@@ -39,6 +39,7 @@ from .dp.deadline import Deadlines
 from .dp.ledger import Ledger, LedgerError
 from .dp.limits import LIMITS, LimitExceeded, Limits
 from .dp.session import ComputeFailed, Source, ask
+from .guards import guard
 from .query import Engine, Publication
 from .querylang import QuerySyntaxError
 from .rank.service import NoRanking, Rankings, answer_rank
@@ -206,9 +207,11 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
         pool.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(title="Cocktail", version="1", lifespan=lifespan,
+                  docs_url=None, redoc_url=None,  # guard() serves /docs under its own policy
                   description="Differentially private counting, linear and batch linear queries "
                               "over a k^m-anonymous hybrid-cloud publication.")
     app.add_middleware(BodyLimit, limit=4 * limits.text_bytes)
+    guard(app)
 
     def token(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> str | None:
         return credentials.credentials if credentials else None

@@ -62,3 +62,22 @@ def until(condition: Callable[[], bool], seconds: float = 30, every: float = 0.2
             return False
         time.sleep(every)
     return True
+
+
+def in_process(store: Path, deadline_ms: float = 0.5):
+    """`cocktail serve`'s app on ``store`` in this process (Starlette's test client): for the
+    tests that send thousands of requests or read every route.  Replies are held
+    ``deadline_ms`` (refusals and ranks alike) instead of the runner's tens of milliseconds."""
+    from starlette.testclient import TestClient
+
+    from cocktail.dp.deadline import Deadlines
+    from cocktail.dp.ledger import Ledger
+    from cocktail.private_config import ledger_location
+    from cocktail.rank.service import Rankings
+    from cocktail.service import CurrentPublication, create_app
+    from cocktail.store import LocalStore
+
+    opened = LocalStore(str(store))
+    app = create_app(CurrentPublication(opened, "fast"), Ledger(ledger_location(opened)),
+                     Deadlines(deadline_ms, 0, deadline_ms), Rankings(opened), opened)
+    return TestClient(app, base_url="http://127.0.0.1:8080", raise_server_exceptions=False)

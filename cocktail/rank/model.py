@@ -18,6 +18,7 @@ import numpy as np
 
 from ..dataset import InputError
 from ..tables.data import csv_records
+from ..querylang import characters
 
 MISSING = -1  # the code of a missing (suppressed, or not asked) categorical value
 
@@ -186,7 +187,7 @@ class Query:
 def parse_query(schema: Schema, text: str) -> Query:
     """'col=value,col=value': any public or private columns, each at most once."""
     public, private, parts = {}, {}, []
-    for part in (p.strip() for p in text.split(",")):
+    for part in (p.strip() for p in characters(text).split(",")):
         if not part:
             continue
         name, sep, value = part.partition("=")
