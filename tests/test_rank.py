@@ -4,6 +4,7 @@ across rebuilds, the CLI and its refusals."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -24,7 +25,7 @@ from cocktail.rank.defenses import (EquivalentSet, algorithm1, esvt_workload, mi
                                      private_scores)
 from cocktail.rank.index import RankIndex
 from cocktail.rank.model import Schema, parse_query, read_rank_table
-from cocktail.rank.release import load_ranking
+from cocktail.rank.release import build_ranking, load_ranking
 from cocktail.rank.utility import score_kept, top_k_loss
 from cocktail.store import LocalStore
 from .served import auth, serve, until
@@ -326,6 +327,7 @@ def test_build_and_query_show_public_attributes_only(tmp_path):
     (["--public", "city,age", "--private", "religion,income,smoker", "--l", "3"],
      "larger than the domain of private column 'smoker'"),
     ([*BUILD, "--weights", "religion=-1"], "positive"),
+    ([*BUILD, "--weights", "religion=1e308"], "weights add up to"),
     ([*BUILD, "--weights", "nope"], "COLUMN=NUMBER"),
 ])
 def test_bad_input_is_refused_and_nothing_written(tmp_path, args, message):
@@ -406,6 +408,50 @@ def test_dp_rankings_charge_the_budget_once_per_query(dp_store):
     assert cli("rank", "query", "city=b,smoker=1", "--store", store, "--token", token)[0] == 0
     assert RUN.invoke(main, ["rank", "query", "city=a,income=3", "--store", store, "--token",
                              token, "--json"]).exit_code == 4  # 0.5 + 0.5 spent of 1
+
+
+def stored_with_weights(tmp_path: Path, weights: dict[str, float],
+                        alpha: float = 0.5) -> tuple[str, str]:
+    """A dp ranking of 40 tuples with ``weights`` (past the bound: one stored before the
+    check) and an analyst's token."""
+    store = str(tmp_path / "s")
+    table = read_rank_table(table_file(tmp_path, HEADER, people(40)), ["city", "age"],
+                            ["religion", "income", "smoker"], "id", ["age"])
+    table.schema = dataclasses.replace(table.schema, weights=weights)
+    build_ranking(LocalStore(store), "ranking", table, "dp", 2)
+    ledger = Ledger(ledger_location(LocalStore(store)))
+    ledger.add_role("analyst", alpha=alpha, budget=1.0)
+    return store, ledger.add_user("ann", "analyst")
+
+
+def spent(store: str, token: str) -> float:
+    ledger = Ledger(ledger_location(LocalStore(store)))
+    return ledger.budget_status(ledger.authenticate(token))["spent"]
+
+
+def test_a_weight_too_heavy_for_the_noise_is_refused_before_any_charge(tmp_path):
+    """A weight of 1e308: OpenDP's map (k·Δ) overflows.  The CLI (exit 2) and the service
+    (400) refuse the query when they parse it, and the analyst's budget is untouched."""
+    store, token = stored_with_weights(tmp_path, {"religion": 1e308})
+    result = RUN.invoke(main, ["rank", "query", "city=a,religion=x", "--store", store,
+                               "--token", token, "--json"])
+    assert result.exit_code == 2 and "weights add up to" in result.output
+    with serve(Path(store)) as (url, _):
+        reply = httpx.post(url + "/v1/rank", json={"query": "city=a,religion=x", "k": 3},
+                           headers=auth(token), timeout=30)
+        assert reply.status_code == 400 and "weights add up to" in reply.json()["detail"]
+    assert spent(store, token) == 0
+
+
+def test_a_noise_scale_past_the_largest_float_is_refused_before_any_charge(tmp_path):
+    """Weights under the bound, but the scale k·Δ/α of the top 40 exceeds the largest float
+    for α = 0.01 (the top 1 does not)."""
+    store, token = stored_with_weights(tmp_path, {"religion": 8e304}, alpha=0.01)
+    ask = ["rank", "query", "city=a,religion=x", "--store", store, "--token", token]
+    result = RUN.invoke(main, [*ask, "--k", "40", "--json"])
+    assert result.exit_code == 2 and "noise scale" in result.output
+    assert spent(store, token) == 0
+    assert cli(*ask, "--k", "1")[0] == 0 and spent(store, token) == 0.01
 
 
 def test_dp_top_k_bounds_what_one_comparison_tells(tmp_path):
