@@ -176,12 +176,6 @@ def _encode(path, rows, lines, public, private, id_column, numeric, weights,
               for c in numeric}
     schema = Schema(public, private, {c: float(w) for c, w in weights.items()}, ranges, domains)
     table = [tuple(schema.encode(c, row[c]) for c in columns) for row in rows]
-    seen: dict[tuple, int] = {}
-    for key, line in zip(table, lines):  # encoded: "45" and "45.0" are one number
-        if key in seen:
-            raise InputError(f"{path}:{line}: duplicate tuple (same values as line {seen[key]}); "
-                             "the model needs distinct tuples: remove or merge duplicates")
-        seen[key] = line
     ids = [row[id_column] for row in rows] if id_column else [str(line - 1) for line in lines]
     if id_column:
         first: dict[str, int] = {}
