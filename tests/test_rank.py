@@ -594,17 +594,22 @@ def test_the_attacks_find_what_they_found_without_copies(tmp_path, duplicated_ta
         assert success <= 0.55 and report["success"]["prior"] <= 0.6
 
 
-def test_a_copy_that_joins_in_a_rebuild_shows_what_its_copies_show(tmp_path):
+@pytest.mark.parametrize("workload", [False, True])
+def test_a_copy_that_joins_in_a_rebuild_shows_what_its_copies_show(tmp_path, workload):
     store = str(tmp_path / "s")
+    given = tmp_path / "w.txt"
+    given.write_text("religion=x,income=3\nsmoker=1\n")
+    esvt = ["--defense", "esvt", *(["--workload", str(given)] if workload else []),
+            "--store", store]
     first = table_file(tmp_path, HEADER, people(40), "first.csv")
-    assert cli("rank", "build", str(first), *BUILD, "--defense", "esvt", "--store",
-               store)[0] == 0
+    assert cli("rank", "build", str(first), *BUILD, *esvt)[0] == 0
     copy = people(1, start=5)[0].replace("p5,", "twin,")
-    second = table_file(tmp_path, HEADER, [*people(40), copy], "second.csv")
-    assert cli("rank", "build", str(second), *BUILD, "--defense", "esvt", "--store",
-               store)[0] == 0
+    copies = [row.replace("p", "c", 1) for row in people(40)]
+    second = table_file(tmp_path, HEADER, [*people(40), *copies, copy], "second.csv")
+    assert cli("rank", "build", str(second), *BUILD, *esvt)[0] == 0
     after = candidates(store)
     assert after["twin"] == after["p5"]
+    assert all(after[f"c{i}"] == after[f"p{i}"] for i in range(40))
 
 
 ADULT = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "adult.csv"

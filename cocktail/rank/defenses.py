@@ -166,7 +166,7 @@ def esvt_workload(table: RankTable, workload: Sequence[dict[int, float]],
     partner: dict[Vector, Vector] = {c: vs[1] for c, vs in (shown or {}).items()}
     partner |= {x: c for c, x in partner.items() if x not in partner}
     distinct = sorted(set(vectors.values()) - partner.keys(), key=lambda _: secrets.randbits(64))
-    points = np.array(distinct, dtype=float).reshape(len(distinct), -1)
+    points = np.array(distinct, dtype=float).reshape(len(distinct), len(schema.private))
     scores = private_scores(schema, workload, points)
 
     def row(a: int) -> tuple[np.ndarray, np.ndarray]:
