@@ -75,8 +75,9 @@ def protect(table: RankTable, defense: str, l: int, workload=None,
         if workload and l != 2:
             raise ValueError("the workload-aware generator (Algorithm 1) builds sets of 2; "
                              "use --l 2 or drop --workload")
-        made = defenses.esvt_workload(table, workload, fresh) if workload else \
-            defenses.esvt_random(table, l, fresh)
+        shown = {s.vectors[0]: s.vectors for s in kept}  # a new copy shows what its copies do
+        made = defenses.esvt_workload(table, workload, fresh, shown) if workload else \
+            defenses.esvt_random(table, l, fresh, shown)
         made.sets = kept + made.sets
         return made, len(kept)
     return defenses.estt(table, l, fresh, kept), len(kept)

@@ -20,10 +20,9 @@ from ..releases import current_version
 from ..releases.layout import RANKS, names
 from ..store import Store
 from .index import RankIndex
-from .model import parse_query
+from .model import MAX_K, parse_query
 from .release import load_ranking, rank_store
 
-MAX_K = 1000
 RECHECK = 1.0  # seconds between two looks at a ranking's current version
 
 
@@ -83,8 +82,9 @@ def answer_rank(index: RankIndex, version: str, name: str, text: str, k: int,
             ledger.authenticate(token)  # analysts are known; nothing is charged
         return body | {"results": [index.row(i) for i in index.top(query, k)]}
     user = ledger.authenticate(token)
+    draw = index.noisy_sampler(query, k, user.alpha)  # refuses a noise scale past any float
     if index.sensitivity(query) == 0:  # no private column asked: nothing to protect or charge
-        return body | {"results": [index.row(i) for i in index.noisy_top(query, k, user.alpha)],
+        return body | {"results": [index.row(i) for i in draw()],
                        "epsilon": 0.0, "charged": 0.0, "reused": False,
                        "budget": ledger.budget_status(user)}
     ticket = ledger.reserve(user, f"rank:{name}:{version}", f"top {k}: {query.canonical()}")
@@ -96,7 +96,7 @@ def answer_rank(index: RankIndex, version: str, name: str, text: str, k: int,
             raise LedgerError("another request was computing this answer and stopped; ask "
                               "again (its charge is reused)")
         return body | stored
-    rows = index.noisy_top(query, k, user.alpha)
+    rows = draw()
     stored = ledger.fulfil(ticket, {"results": [index.row(i) for i in rows],
                                     "epsilon": user.alpha})
     return body | stored
