@@ -177,11 +177,13 @@ def encode_records(ids: Sequence[str], clusters: Sequence[int]) -> bytes:
 
 def encode_json(obj: object, *, compact: bool = False) -> bytes:
     """Indented for people; ``compact`` for files only programs read, where a million-line
-    indented document would cost its writer several times the memory."""
+    indented document would cost its writer several times the memory.  Strict JSON: a NaN
+    fails here, before the commit, rather than in every later reader."""
     if compact:
-        text = json.dumps(obj, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        text = json.dumps(obj, ensure_ascii=False, sort_keys=True, separators=(",", ":"),
+                          allow_nan=False)
     else:
-        text = json.dumps(obj, indent=1, ensure_ascii=False, sort_keys=True)
+        text = json.dumps(obj, indent=1, ensure_ascii=False, sort_keys=True, allow_nan=False)
     return (text + "\n").encode("utf-8")
 
 
