@@ -10,6 +10,9 @@ from the published files, sharing no algorithm with the partitioners:
   every chunk is labelled public (in the manifest and, on HDFS, in its own priLabel xattr), the
   files match their checksums, each index matches its chunk.
 
+:func:`audit_store` audits whatever the store holds: the basket publication, and each table
+(:mod:`.tables.audit`) and ranking (:mod:`.rank.audit`) the layout registry finds.
+
 On a store with blocks (HDFS) it also checks where the private zone's bytes physically are:
 every replica of every private file must sit on a datanode in a private rack.  That check reads
 block locations only, never the private files.
@@ -27,8 +30,12 @@ from math import comb
 from . import chunkformat as fmt
 from . import releases
 from .attacks.joint_view import ChunkView, TooLarge, attack
+from .rank.audit import audit_ranking
+from .rank.release import rank_store
+from .releases.layout import RANKS, TABLES, names, top_level_entry
 from .store import Store, StoreError, ZoneReader
-from .tables.release import TABLES
+from .tables.audit import audit_table
+from .tables.release import table_store
 
 DEFAULT_MAX_ITEMSETS = 20_000_000  # combinations enumerated per chunk before giving up
 EXAMPLES = 5                        # violating itemsets reported per chunk
@@ -187,11 +194,51 @@ class _Auditor:
 
 def _check_zone_top(zone: ZoneReader, report: AuditReport) -> None:
     for name in zone.list():
-        if name in (fmt.POINTER, fmt.POINTER + ".tmp", TABLES) or fmt.VERSION_RE.match(name) \
-                or name.startswith(fmt.STAGING_PREFIX):  # tables: `cocktail table audit`
+        if top_level_entry(name):
             continue
         report.violations.append(Violation("private-data", name,
                                            "unexpected file in the public zone"))
+
+
+@dataclass
+class StoreAudit:
+    """Everything a store holds: its basket publication (if any), every table and ranking."""
+
+    store: str
+    baskets: AuditReport | None
+    layout: list[Violation]  # the top of the public zone, checked even without baskets
+    tables: dict = field(default_factory=dict)    # name -> TableAuditReport
+    rankings: dict = field(default_factory=dict)  # name -> RankingAuditReport
+
+    @property
+    def ok(self) -> bool:
+        parts = [*self.tables.values(), *self.rankings.values()]
+        return not self.layout and (self.baskets is None or self.baskets.ok) and \
+            all(p.ok for p in parts)
+
+    def as_dict(self) -> dict:
+        head = self.baskets.as_dict() if self.baskets else {
+            "store": self.store, "version": None,
+            "violations": [v.__dict__ for v in self.layout]}
+        return head | {"ok": self.ok,
+                       "tables": {n: r.as_dict() for n, r in self.tables.items()},
+                       "rankings": {n: r.as_dict() for n, r in self.rankings.items()}}
+
+
+def audit_store(store: Store, max_itemsets: int = DEFAULT_MAX_ITEMSETS) -> StoreAudit:
+    """The basket publication (when there is one), each table and each ranking the layout
+    registry finds; a store that holds none of them has nothing to audit."""
+    zone = store.zone("public")
+    baskets = audit(store, max_itemsets=max_itemsets) if zone.exists(fmt.POINTER) else None
+    layout = AuditReport(store.url, None)
+    if baskets is None:
+        _check_zone_top(zone, layout)
+    result = StoreAudit(store.url, baskets, layout.violations)
+    result.tables = {n: audit_table(table_store(store, n)) for n in names(store, TABLES)}
+    result.rankings = {n: audit_ranking(rank_store(store, n)) for n in names(store, RANKS)}
+    if baskets is None and not result.tables and not result.rankings:
+        raise StoreError(f"{store.url}: no publication to audit (and no table or ranking)")
+    return result
 
 
 def _versions(zone: ZoneReader) -> Iterator[str]:
@@ -240,7 +287,8 @@ View = list[tuple[str, frozenset[str], list[tuple[str, list[str]]]]]
 
 
 def public_view(store: Store) -> tuple[str, dict, View]:
-    """The current public view: version, manifest, and each chunk's id, terms and rows."""
+    """The current public view: version, manifest, and each chunk's id, terms and rows, each
+    chunk checked against the manifest's checksum."""
     zone = store.zone("public")
     version = zone.read(fmt.POINTER).decode().strip() if zone.exists(fmt.POINTER) else None
     if version is None:
@@ -250,7 +298,11 @@ def public_view(store: Store) -> tuple[str, dict, View]:
     chunks = []
     for entry in manifest["chunks"]:
         path = fmt.chunk_path(version, entry["id"])
-        rows = list(fmt.decode_chunk(zone.read(path), path))
+        data = zone.read(path)
+        if hashlib.sha256(data).hexdigest() != entry["sha256"]["chunk"]:
+            raise StoreError(f"{store.url}: {path} does not match its manifest's sha256: the "
+                             "view was altered since it was published")
+        rows = list(fmt.decode_chunk(data, path))
         chunks.append((entry["id"], frozenset(t for _, sub in rows for t in sub), rows))
     return version, manifest, chunks
 
@@ -273,11 +325,13 @@ def audit_chain(stores: Sequence[Store]) -> ChainAuditReport:
         report = audit(store)
         hops.append({"store": store.url, "version": report.version, "k": report.k,
                      "m": report.m, "ok": report.ok, "violations": len(report.violations)})
-        views.append(public_view(store))
+        views.append(public_view(store) if report.ok else None)  # altered: nothing to nest
     for (before, after), (a, b) in zip(zip(hops, hops[1:]), zip(views, views[1:])):
         if after["k"] < before["k"] or after["m"] < before["m"]:
             violations.append(f"{after['store']}: k={after['k']}, m={after['m']} is laxer than "
                               f"the hop before (k={before['k']}, m={before['m']})")
+        if a is None or b is None:
+            continue
         for chunk_id, terms, rows in b[2]:
             shown = Counter(frozenset(sub) for _, sub in rows)
             if not any(terms <= t and Counter(frozenset(terms.intersection(sub))
@@ -354,6 +408,9 @@ def audit_releases(store: Store, max_itemsets: int = DEFAULT_MAX_ITEMSETS) -> Re
     current = store.read("public", fmt.POINTER).decode().strip() \
         if store.exists("public", fmt.POINTER) else None
     log = releases.read_log(store, current)
+    if any(e["kind"] == "derived" for e in log):
+        raise StoreError(f"{store.url} holds a view derived by `cocktail republish`: it has no "
+                         "owner's releases to check; audit it with `cocktail audit --chain`")
     report = ReleaseAuditReport(store.url, [
         {"version": e["version"], "kind": e["kind"], "created": e["created"]} for e in log])
     history = _History(report, max_itemsets)

@@ -64,6 +64,19 @@ def manifest_path(version: str) -> str:
     return f"{version}/{MANIFEST}"
 
 
+def lines(data: bytes, encoding: str = "utf-8") -> Iterator[tuple[int, str]]:
+    """(line number, line) of a file, split at "\n" only.
+
+    str.splitlines also breaks at U+2028, U+0085, \x1c..., which JSON leaves unescaped inside a
+    term: one data subject's record would otherwise make every file holding it unreadable.
+    """
+    text = data.decode(encoding)
+    pieces = text.split("\n")
+    if pieces[-1] == "":
+        pieces.pop()
+    return enumerate(pieces, 1)
+
+
 # -- chunk files ---------------------------------------------------------------------------
 
 def _json_term(term: str) -> str:
@@ -85,7 +98,7 @@ def encode_chunk(subrecords: Iterable[tuple[str, Sequence[str]]]) -> bytes:
 
 
 def decode_chunk(data: bytes, name: str = "chunk") -> Iterator[tuple[str, list[str]]]:
-    for lineno, line in enumerate(data.decode("utf-8").splitlines(), 1):
+    for lineno, line in lines(data):
         pseudonym, sep, payload = line.partition("\t")
         if not sep:
             raise FormatError(f"{name}:{lineno}: expected '<pseudonym>\\t<terms>'")
@@ -110,7 +123,7 @@ def encode_index(chunk_id: str, postings: Mapping[str, Sequence[str]]) -> bytes:
 
 def decode_index(data: bytes, chunk_id: str, name: str = "index") -> Iterator[tuple[str, list[str]]]:
     """(term, pseudonyms) lines of the index of ``chunk_id``."""
-    for lineno, line in enumerate(data.decode("utf-8").splitlines(), 1):
+    for lineno, line in lines(data):
         fields = line.split("\t")
         if len(fields) != 3:
             raise FormatError(f"{name}:{lineno}: expected '<chunk>\\t<term>\\t<pseudonyms>'")
@@ -145,7 +158,7 @@ def encode_pseudonym_map(rows: Iterable[tuple[str, str, int]]) -> bytes:
 def decode_pseudonym_map(data: bytes, name: str = "pseudonyms") -> dict[str, dict[str, int]]:
     """chunk id -> pseudonym -> record position."""
     result: dict[str, dict[str, int]] = {}
-    for lineno, line in enumerate(data.decode("ascii").splitlines(), 1):
+    for lineno, line in lines(data, "ascii"):
         fields = line.split("\t")
         if len(fields) != 3 or not fields[2].isdigit():
             raise FormatError(f"{name}:{lineno}: expected '<chunk>\\t<pseudonym>\\t<record>'")
@@ -164,11 +177,13 @@ def encode_records(ids: Sequence[str], clusters: Sequence[int]) -> bytes:
 
 def encode_json(obj: object, *, compact: bool = False) -> bytes:
     """Indented for people; ``compact`` for files only programs read, where a million-line
-    indented document would cost its writer several times the memory."""
+    indented document would cost its writer several times the memory.  Strict JSON: a NaN
+    fails here, before the commit, rather than in every later reader."""
     if compact:
-        text = json.dumps(obj, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        text = json.dumps(obj, ensure_ascii=False, sort_keys=True, separators=(",", ":"),
+                          allow_nan=False)
     else:
-        text = json.dumps(obj, indent=1, ensure_ascii=False, sort_keys=True)
+        text = json.dumps(obj, indent=1, ensure_ascii=False, sort_keys=True, allow_nan=False)
     return (text + "\n").encode("utf-8")
 
 

@@ -27,8 +27,8 @@ from .publish.chain_plan import CLUSTERINGS, STRATEGIES, PlanReport, plan_chain
 from .publish.republish import republish
 from .cluster.render import CLUSTER_SETTINGS, render_host, write_host
 from .cluster.spec import ROLES, SIDES, load_spec
-from .audit import DEFAULT_MAX_ITEMSETS, AuditReport, ChainAuditReport, ReleaseAuditReport, audit, \
-    audit_chain, audit_releases
+from .audit import (DEFAULT_MAX_ITEMSETS, AuditReport, ChainAuditReport, ReleaseAuditReport,
+                    StoreAudit, audit, audit_chain, audit_releases, audit_store)
 from .dataset import FORMATS, load, write_fimi
 from .demo import DemoSettings, run_demo
 from .publish import DEFAULT_KEEP, PublishParams, publish
@@ -39,11 +39,11 @@ from .private_config import ledger_location, set_ledger_location
 from .querylang import Workload, parse_batch, parse_count
 from .query import BACKENDS, Engine, Publication, describe
 from .query.backends.streaming import tasks_json
+from .rank.commands import rank_group
+from .releases import current_version
 from .store import open_store
 from .synthetic import SyntheticSpec, generate
-from .rank.commands import rank_group
 from .tables.commands import table_group
-from .versions import current_version
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]},
              epilog=EXIT_STATUS)
@@ -283,11 +283,13 @@ def report_cmd(store_spec: str, out_path: Path, as_json: bool) -> None:
     """The owner's report of a store: coverage against the floor, the publication's shape,
     the audit, the releases, the privacy budget and the tables, as charts with their numbers
     (owner command: it reads the private zone and the ledger)."""
+    from .dp.ledger import private_file
     from .report.numbers import gather, owner_ledger
     from .report.page import render
 
     store = open_store(store_spec)
     numbers = gather(store, owner_ledger(store))
+    private_file(out_path)  # it holds every analyst's spending: the owner's eyes only
     out_path.write_text(render(numbers), encoding="utf-8")
     emit(as_json, numbers | {"out": str(out_path)}, lambda: out.print(
         f"wrote {out_path} ({out_path.stat().st_size / 1e6:.1f} MB); open it with: "
@@ -321,6 +323,7 @@ def audit_cmd(chain_stores: tuple[str, ...], store_spec: str, version: str | Non
     Reads only the public zone: every public chunk must be k^m-anonymous, no pseudonym may occur
     in two chunks, and nothing but listed public chunks, their indexes and the manifest may be there.
     On HDFS it also checks that every replica of every private file is on a private datanode.
+    Without --version, --k or --m it also audits every table and ranking of the store.
     """
     if is_chain != bool(chain_stores):
         raise click.UsageError("give the chain's stores with --chain (and only then)")
@@ -332,9 +335,33 @@ def audit_cmd(chain_stores: tuple[str, ...], store_spec: str, version: str | Non
         history = audit_releases(open_store(store_spec), max_itemsets=max_itemsets)
         emit(as_json, history.as_dict(), lambda: _print_release_audit(history))
         sys.exit(0 if history.ok else 1)
-    report = audit(open_store(store_spec), version=version, k=k, m=m, max_itemsets=max_itemsets)
-    emit(as_json, report.as_dict(), lambda: _print_audit(report))
-    sys.exit(0 if report.ok else 1)
+    if version or k or m:
+        report = audit(open_store(store_spec), version=version, k=k, m=m,
+                       max_itemsets=max_itemsets)
+        emit(as_json, report.as_dict(), lambda: _print_audit(report))
+        sys.exit(0 if report.ok else 1)
+    whole = audit_store(open_store(store_spec), max_itemsets=max_itemsets)
+    emit(as_json, whole.as_dict(), lambda: _print_store_audit(whole))
+    sys.exit(0 if whole.ok else 1)
+
+
+def _print_store_audit(whole: StoreAudit) -> None:
+    if whole.baskets:
+        _print_audit(whole.baskets)
+    for v in whole.layout:
+        out.print(f"  [red]{v.kind}[/] {v.where}: {v.detail}", highlight=False)
+    for name, table in whole.tables.items():
+        _print_part("table", name, table.version, table.ok, table.violations)
+    for name, ranking in whole.rankings.items():
+        _print_part("ranking", name, ranking.version, ranking.ok, ranking.violations)
+
+
+def _print_part(kind: str, name: str, version: str, ok: bool, violations: list[str]) -> None:
+    status = "[green]PASS[/]" if ok else "[bold red]FAIL[/]"
+    out.print(f"{kind} {name} {version}: {status}, {len(violations)} violation(s)",
+              highlight=False)
+    for violation in violations[:50]:
+        out.print(f"  {violation}", highlight=False, markup=False)
 
 
 def _print_chain(chain: ChainAuditReport) -> None:

@@ -21,7 +21,7 @@ from .dp.ledger import BudgetExhausted, Forbidden, LedgerError, Unauthorized
 from .cluster.spec import SpecError
 from .overlay.layout import PhaseProgress
 from .querylang import QuerySyntaxError
-from .releases import RebaseRefused
+from .releases import Refused
 from .store import StoreError, StoreUnavailable
 
 err = Console(stderr=True, soft_wrap=True)  # never break a path or message in two
@@ -41,7 +41,7 @@ usage or input; 3 refused (token, or a publish that would re-partition); 4 budge
 def exit_status(exc: Exception) -> int:
     if isinstance(exc, BudgetExhausted):
         return 4
-    if isinstance(exc, (Unauthorized, Forbidden, RebaseRefused)):
+    if isinstance(exc, (Unauthorized, Forbidden, Refused)):
         return 3
     if isinstance(exc, StoreUnavailable) or (isinstance(exc, OSError)
                                              and not isinstance(exc, FileNotFoundError)):

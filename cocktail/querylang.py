@@ -24,6 +24,17 @@ class QuerySyntaxError(ValueError):
     """A malformed query; the message points at the offending column."""
 
 
+def characters(text: str, source: str = "query") -> str:
+    """``text`` if it is all characters: JSON may carry a lone surrogate (``"\\ud800"``),
+    which no data holds and no reply can encode."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise QuerySyntaxError(f"{source}: the text holds a lone surrogate at position "
+                               f"{exc.start}, which is not a character") from None
+    return text
+
+
 @dataclass(frozen=True)
 class CountQuery:
     terms: tuple[str, ...]  # distinct and sorted: count(a & b) is count(b & a)
@@ -194,7 +205,7 @@ def _line_queries(line: str) -> list[LinearQuery]:
 def parse_batch(text: str, source: str = "batch") -> Workload:
     """Linear queries separated by newlines or ';'; '#' starts a comment line."""
     queries = []
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in enumerate(text.split("\n"), 1):  # not splitlines: U+2028 may be in a term
         if line.strip().startswith("#"):
             continue
         try:

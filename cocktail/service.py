@@ -40,13 +40,14 @@ from .dp.deadline import Deadlines
 from .dp.ledger import Ledger, LedgerError
 from .dp.limits import LIMITS, LimitExceeded, Limits
 from .dp.session import ComputeFailed, Source, ask
+from .guards import guard
 from .private_config import store_identity
 from .query import Engine, Publication
 from .querylang import QuerySyntaxError
 from .rank.service import NoRanking, Rankings, answer_rank
 from .report.dashboard import add_dashboard
+from .releases import current_version
 from .store import Store, StoreError
-from .versions import current_version
 
 bearer = HTTPBearer(auto_error=False)
 log = logging.getLogger("cocktail.serve")
@@ -238,9 +239,11 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
         rank_pool.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(title="Cocktail", version="1", lifespan=lifespan,
+                  docs_url=None, redoc_url=None,  # guard() serves /docs under its own policy
                   description="Differentially private counting, linear and batch linear queries "
                               "over a k^m-anonymous hybrid-cloud publication.")
     app.add_middleware(BodyLimit, limit=4 * limits.text_bytes)
+    guard(app)
 
     def token(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> str | None:
         return credentials.credentials if credentials else None

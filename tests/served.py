@@ -62,3 +62,23 @@ def until(condition: Callable[[], bool], seconds: float = 30, every: float = 0.2
             return False
         time.sleep(every)
     return True
+
+
+def in_process(store: Path, deadline_ms: float = 0.5, rank_ms: float = 100):
+    """`cocktail serve`'s app on ``store`` in this process (Starlette's test client): for the
+    tests that send thousands of requests or read every route.  Replies are held
+    ``deadline_ms`` instead of the runner's tens of milliseconds, and ranks ``rank_ms``: a top
+    k not ready by its deadline is a 503, and a worker thread needs more than 0.5 ms to start."""
+    from starlette.testclient import TestClient
+
+    from cocktail.dp.deadline import Deadlines
+    from cocktail.dp.ledger import Ledger
+    from cocktail.private_config import ledger_location
+    from cocktail.rank.service import Rankings
+    from cocktail.service import CurrentPublication, create_app
+    from cocktail.store import LocalStore
+
+    opened = LocalStore(str(store))
+    app = create_app(CurrentPublication(opened, "fast"), Ledger(ledger_location(opened)),
+                     Deadlines(deadline_ms, 0, rank_ms), Rankings(opened), opened)
+    return TestClient(app, base_url="http://127.0.0.1:8080", raise_server_exceptions=False)

@@ -23,11 +23,11 @@ from cocktail.publish import PublishParams, publish
 from cocktail.publish.append import append
 from cocktail.query import Engine, Publication
 from cocktail.querylang import CountQuery
+from cocktail.releases import current_version
 from cocktail.report.numbers import store_numbers
 from cocktail.report.page import render
 from cocktail.store import PrivacyViolation, StoreError, open_store
 from cocktail.synthetic import random_conjunctions
-from cocktail.versions import current_version
 
 from .conftest import dataset_path
 from .hadoop_cluster import HDFS_EXT, TARGET, build, start, succeeded_label_expressions

@@ -96,6 +96,42 @@ def test_a_nested_chain_gives_colluders_nothing(tmp_path):
     assert report.colluders[0].narrowed == 0
 
 
+def without_membership(files: list[Path]) -> list[Path]:
+    (files[0].parent / "owner" / "membership.csv").unlink()
+    return files
+
+
+def test_the_files_alone_refute_the_colluders_pair(tmp_path):
+    """Without the owner's membership file, (b) then (c) is still refuted: (c)'s class of
+    three at (24.67, 19024) is no union of (b)'s classes of two."""
+    files = without_membership(write_hops(tmp_path, [B, C], 0.25))
+    report = audit_chain(files)
+    assert report.membership is None and report.colluders == []
+    assert report.nested == [{"hop": 2, "of_hop": 1, "from": "files", "ok": False,
+                              "offending_class": [pytest.approx(74 / 3), 19024],
+                              "offending_size": 3}]
+    assert not report.ok
+    result = CliRunner().invoke(main, ["table", "audit", "--chain", *map(str, files)])
+    assert result.exit_code == 1
+    assert "hop 2 is not a coarsening of hop 1: its class of 3 at (24.666667, 19024) is " \
+        "no union of hop 1's classes" in result.output
+
+
+def test_the_files_alone_accept_a_nested_pair(tmp_path):
+    report = audit_chain(without_membership(write_hops(tmp_path, [B, D], 0.25)))
+    assert report.ok and report.nested == [{"hop": 2, "of_hop": 1, "from": "files",
+                                            "ok": True}]
+
+
+def test_the_means_refute_what_the_multisets_allow(tmp_path):
+    """{Ashley, Frank}, {Brooke, Ellen}, {Charish, Dave}: the same three multisets as (b),
+    but means no union of (b)'s classes has."""
+    report = audit_chain(without_membership(write_hops(tmp_path, [B, [[0, 5], [1, 4], [2, 3]]],
+                                                       0.25)))
+    (nested,) = report.nested
+    assert nested["ok"] is False and nested["offending_size"] == 2 and not report.ok
+
+
 def paper_merge_round(space: Space, groups: list[list[Atom]], delta: float):
     """The paper's BUA phase II step: the first group with P > δ merges with the nearest
     partner whose union lowers its P, if any."""
@@ -168,6 +204,10 @@ def test_every_hop_stricter_nested_and_from_the_previous_file_alone(tmp_path, st
     audit = json.loads(audited.output)
     assert audit["ok"] and all(n["ok"] for n in audit["nested"])
     assert all(p["disclosed"] == p["narrowed"] == 0 for p in audit["colluders"])
+    (out / "owner" / "membership.csv").rename(tmp_path / "kept.csv")
+    alone = audit_chain(files)  # the recipients' view: the files are seen to nest
+    assert alone.ok and [n["ok"] for n in alone.nested] == [True, True]
+    (tmp_path / "kept.csv").rename(out / "owner" / "membership.csv")
     params = json.loads((out / "chain.json").read_text())
     for hop in (1, 2):  # the next hop again, from the file and the public parameters only
         atoms = read_hop(files[hop - 1].read_text(), params["qi"], params["sensitive"])
@@ -204,15 +244,48 @@ def test_bad_input(tmp_path):
     bad = runner.invoke(main, ["table", "chain", str(words), "--qi", "age,city",
                                "--sensitive", "purpose", "--hops", "2", "--delta", "0.1",
                                "--out", str(tmp_path / "o"), "--json"])
-    assert bad.exit_code != 0 and "must be a number" in json.loads(bad.output)["error"]
+    assert bad.exit_code == 2 and "w.csv:2: column 'city' is 'Paris', not a number" in \
+        json.loads(bad.output)["error"]
     source = write_csv(tmp_path / "t.csv", synthetic(10))
     weights = runner.invoke(main, ["table", "chain", str(source), "--qi", "age,months",
                                    "--sensitive", "purpose", "--hops", "2", "--delta", "0.1",
                                    "--weights", "1", "--out", str(tmp_path / "o2")])
     assert weights.exit_code != 0 and "1 weight(s) for 2" in weights.output
+    for given in ("nan,1", "inf,1"):
+        odd = runner.invoke(main, ["table", "chain", str(source), "--qi", "age,months",
+                                   "--sensitive", "purpose", "--hops", "2", "--delta", "0.1",
+                                   "--weights", given, "--out", str(tmp_path / "o4")])
+        assert odd.exit_code == 2 and "finite" in odd.output
+        assert not (tmp_path / "o4").exists()
     floor = runner.invoke(main, ["table", "chain", str(source), "--qi", "age,months",
                                  "--sensitive", "purpose", "--hops", "2", "--delta", "0.1",
                                  "--min-size", "11", "--out", str(tmp_path / "o3")])
     assert floor.exit_code != 0 and "cannot be made from 10" in floor.output
     alone = runner.invoke(main, ["table", "audit", "--chain"])
     assert alone.exit_code == 2 and "hop files" in alone.output
+
+
+@pytest.mark.parametrize("cell", ["nan", "inf", "-Infinity"])
+def test_a_non_finite_qi_is_refused_and_nothing_written(tmp_path, cell):
+    """float() reads 'nan' and 'inf'; a chain mean-recodes QIs, so one such cell would poison
+    every mean (and chain.json, as bare NaN, is not JSON)."""
+    rows = [list(r) for r in synthetic(20)]
+    rows[13][1] = cell
+    source = write_csv(tmp_path / "t.csv", rows)
+    result = CliRunner().invoke(main, [
+        "table", "chain", str(source), "--qi", "age,months", "--sensitive", "purpose",
+        "--hops", "2", "--delta", "0.1", "--out", str(tmp_path / "out"), "--json"])
+    assert result.exit_code == 2, result.output
+    assert f"t.csv:15: column 'months' is {cell!r}, not a finite number" in \
+        json.loads(result.output)["error"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_chain_json_is_strict_json(tmp_path):
+    """The writers refuse NaN rather than write it: chain.json parses as strict JSON."""
+    chain(tmp_path, write_csv(tmp_path / "t.csv", synthetic(30)), "tda", "out")
+    json.loads((tmp_path / "out" / "chain.json").read_text(),
+               parse_constant=lambda c: pytest.fail(f"{c} in chain.json"))
+    with pytest.raises(ValueError):
+        chain_files(tmp_path / "bad", fig2_table(), [B], {"delta": float("nan")})
+    assert not (tmp_path / "bad").exists()

@@ -11,17 +11,18 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from cocktail import chunkformat as fmt
 from cocktail.audit import audit
+from cocktail.cli import main
 from cocktail.dataset import Dataset, load
 from cocktail.overlay.planner import plan_conjunction
 from cocktail.publish import PublishParams, publish
 from cocktail.query import Engine, Publication
 from cocktail.querylang import CountQuery
+from cocktail.releases import current_version
 from cocktail.store import LocalStore, PrivacyViolation, StoreError
-from cocktail.versions import current_version
-
 from cocktail.synthetic import SyntheticSpec, generate, random_conjunctions
 
 from .conftest import dataset_path
@@ -271,3 +272,13 @@ def test_bad_parameters_and_a_busy_store_are_refused_before_any_work(tmp_path, m
     with store.publish_lock():
         with pytest.raises(StoreError, match="another publish holds the lock"):
             publish(SMALL, store, PublishParams(k=2, m=2))
+
+
+@pytest.mark.parametrize("command", [["publish", "--append"], ["table", "publish", "--append"]])
+def test_a_refused_append_leaves_no_trace(tmp_path, command):
+    data = tmp_path / ("t.csv" if "table" in command else "t.dat")
+    data.write_text("q,s\na,1\n" if "table" in command else "a b\n")
+    store = tmp_path / "missing"
+    refused = CliRunner().invoke(main, [*command, str(data), "--store", str(store)])
+    assert refused.exit_code != 0 and "publish" in refused.output
+    assert not store.exists()

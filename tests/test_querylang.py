@@ -51,6 +51,12 @@ def test_batch_lines_separators_and_comments():
     assert workload.matrix() == [[1, 0, 0, 0], [0, 2, -1, 0], [0, 0, 0, 1]]
 
 
+def test_a_batch_breaks_lines_only_at_newlines():
+    workload = parse_batch('count("a\u2028b" & "c\u0085d")\r\ncount("e\u2029f")\n')
+    assert [str(q) for q in workload.queries] == ['count("a\u2028b" & "c\u0085d")',
+                                                  'count("e\u2029f")']
+
+
 @pytest.mark.parametrize("text,fragment", [
     ("count(a)\ncount(b) count(c)", "w:2: expected ';' or the end of the line at column 10"),
     ("count(a) - count(a)", "w:1: the weights cancel out"),

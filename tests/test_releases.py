@@ -23,10 +23,9 @@ from cocktail.publish import PublishParams, publish
 from cocktail.publish.append import append
 from cocktail.query import Engine, Publication
 from cocktail.querylang import CountQuery
-from cocktail.releases import RebaseRefused, read_log
+from cocktail.releases import RebaseRefused, current_version, read_log
 from cocktail.store import LocalStore, StoreError
 from cocktail.synthetic import random_conjunctions
-from cocktail.versions import current_version
 
 from .conftest import dataset_path
 
@@ -251,3 +250,42 @@ def test_the_append_workflow_on_the_command_line(tmp_path):
     assert history.exit_code == 0 and json.loads(history.stdout)["pairs_checked"] == 1
     assert CliRunner().invoke(main, ["publish", str(second), "--store", str(store),
                                      "--min-new", "5"]).exit_code == 2
+
+
+def test_terms_holding_line_separators_round_trip(tmp_path):
+    """One data subject's U+2028 must not make every file holding it unreadable."""
+    base = load(dataset_path("bms-webview-1.dat")).head(3000)
+    store = LocalStore(tmp_path / "s")
+    publish(Dataset(base.ids, base.records, "memory", "jsonl"), store, PublishParams(k=5, m=3))
+    odd = ["a\u2028b", "c\u0085d", "e\u2029f", "g\x1ch", "i\rj"]
+    extra = [{"id": f"odd-{i}", "terms": odd[:i % 5 + 1] + sorted(base.records[i])[:1]}
+             for i in range(40)]
+    lines = tmp_path / "odd.jsonl"
+    lines.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in extra))
+    appended = CliRunner().invoke(main, ["publish", str(lines), "--append", "--min-new", "1",
+                                         "--store", str(store.root)])
+    assert appended.exit_code == 0, appended.output
+    whole = base.records + tuple(f(r["terms"]) for r in extra)
+    queries = [CountQuery((t,)) for t in odd] + [CountQuery(tuple(odd[:2]))]
+    assert Engine(Publication.open(store)).counts(queries) == [
+        sum(1 for r in whole if set(q.terms) <= r) for q in queries]
+    cli = CliRunner().invoke(main, ["query", "--exact", str(queries[0]), "--store",
+                                    str(store.root), "--json"])
+    assert cli.exit_code == 0 and json.loads(cli.stdout)["answer"] == 40, cli.output
+    assert audit(store).ok
+
+
+def test_an_append_leaves_no_access_time_on_what_it_read(tmp_path):
+    whole = load(dataset_path("bms-webview-1.dat")).head(4000)
+    store = LocalStore(tmp_path / "s")
+    publish(whole.head(3000), store, PublishParams(k=5, m=3))
+    old = {p: p.stat().st_ino for p in (tmp_path / "s" / "public" / "v000001").rglob("*")
+           if p.is_file()}
+    for path in old:  # an atime before the mtime: any read moves it, even under relatime
+        os.utime(path, (1000, path.stat().st_mtime))
+    extended = append(Dataset(whole.ids[3000:], whole.records[3000:], "memory", "jsonl"), store)
+    assert extended.extended_clusters > 0
+    assert all(p.stat().st_ino == inode for p, inode in old.items())
+    # Kept files are re-stamped with the release's time (atime and mtime); read ones untouched.
+    read = [p for p in old if p.stat().st_atime not in (1000, p.stat().st_mtime)]
+    assert read == []

@@ -6,6 +6,8 @@ an analyst's page holding their own budget and answers only."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import time
 from collections import Counter
@@ -21,7 +23,7 @@ from cocktail.dp.ledger import BudgetExhausted, Ledger
 from cocktail.private_config import ledger_location
 from cocktail.store import LocalStore
 
-from .served import auth, serve, until
+from .served import auth, in_process, serve, until
 
 RUN = CliRunner()
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
@@ -45,12 +47,12 @@ def owned(tmp_path_factory) -> dict:
     data, store = root / "d.dat", root / "s"
     RUN.invoke(main, ["generate", str(data), "--records", "4000", "--seed", "3"])
     published = cli("publish", str(data), "--store", str(store), "--k", "5", "--m", "2")
-    audited = cli("audit", "--store", str(store))
     people = root / "people.csv"
     people.write_text("age,sex,salary\n" + "".join(
         f"{20 + i % 40},{'FM'[i % 2]},{1000 + (i * 37) % 900}\n" for i in range(200)))
     table = cli("table", "publish", str(people), "--qi", "age,sex", "--sensitive", "salary",
                 "--k", "3", "--e", "100", "--store", str(store))
+    audited = cli("audit", "--store", str(store))  # the baskets and the table
     ledger = Ledger(ledger_location(LocalStore(str(store))))
     ledger.add_role("analyst", alpha=0.5, budget=1.0)
     token = ledger.add_user("ann", "analyst")
@@ -162,6 +164,17 @@ def test_the_report_opens_in_chromium_with_every_chart_and_table_and_no_error(ow
         driver.quit()
 
 
+def sign_in(client: httpx.Client, path: str, token: str, origin: str | None = None,
+            form: str | None = None) -> httpx.Response:
+    """Post the sign-in form of ``path`` as a browser would: its token from the page, and the
+    page's Origin (unless given others)."""
+    shown = client.get(path)
+    token_of_form = re.search(r"name='form' value='([0-9a-f]+)'", shown.text).group(1)
+    return client.post(path + "/login", data={"token": token, "form": form or token_of_form},
+                       headers={"Origin": origin or str(client.base_url).rstrip("/")},
+                       follow_redirects=False)
+
+
 def test_the_dashboard_refuses_analyst_tokens(owned):
     with serve(owned["store"]) as (url, _):
         for token, status in ((None, 401), (owned["token"], 403), (owned["other"], 403),
@@ -169,7 +182,8 @@ def test_the_dashboard_refuses_analyst_tokens(owned):
             headers = auth(token) if token else {}
             assert httpx.get(url + "/owner", headers=headers).status_code == status
             assert httpx.get(url + "/owner/state", headers=headers).status_code == status
-            login = httpx.post(url + "/owner/login", data={"token": token or ""})
+            with httpx.Client(base_url=url) as browser_like:
+                login = sign_in(browser_like, "/owner", token or "")
             assert login.status_code == status and "cocktail_owner" not in login.cookies
         page = httpx.get(url + "/owner", headers=auth(owned["owner"]))
         assert page.status_code == 200 and "figure-coverage" in page.text
@@ -178,6 +192,74 @@ def test_the_dashboard_refuses_analyst_tokens(owned):
         assert "ann" in mine and "count(1)" in mine and "bob" not in mine
         theirs = httpx.get(url + "/analyst", headers=auth(owned["other"])).text
         assert "count(1)" not in theirs and "ann" not in theirs
+
+
+def test_a_cross_site_sign_in_is_refused_and_sets_no_cookie(owned):
+    """The attacker's page posts the victim's browser to the sign-in form (login CSRF: the
+    victim then works under the attacker's account, or the reverse): refused 403 and no session
+    cookie, whatever half of the defence it gets past."""
+    here = "http://127.0.0.1:8080"
+    with in_process(owned["store"]) as client:
+        for path, token, cookie in (("/owner", owned["owner"], "cocktail_owner"),
+                                    ("/analyst", owned["token"], "cocktail_analyst")):
+            other = "/analyst" if path == "/owner" else "/owner"
+            stolen = re.search(r"value='([0-9a-f]+)'", client.get(other).text).group(1)
+            for attack in ({"origin": "https://evil.example"},  # the form's own token, foreign
+                           {"origin": "null"},  # a sandboxed frame
+                           {"form": "0" * 64},  # same origin, no valid token
+                           {"form": stolen}):  # the token of another form
+                client.cookies.clear()
+                refused = sign_in(client, path, token, **attack)
+                assert refused.status_code == 403, (path, attack)
+                assert cookie not in refused.cookies and cookie not in client.cookies
+            client.cookies.clear()
+            shown = client.get(path).text
+            form = re.search(r"value='([0-9a-f]+)'", shown).group(1)
+            bare = client.post(path + "/login", data={"token": token, "form": form},
+                               follow_redirects=False)
+            assert bare.status_code == 403 and cookie not in bare.cookies  # no Origin, no Referer
+            client.cookies.clear()
+            signed = sign_in(client, path, token, origin=here)
+            assert signed.status_code == 303 and cookie in signed.cookies
+            client.cookies.clear()
+            client.get(path)
+            by_referer = client.post(path + "/login", data={"token": token, "form": form},
+                                     headers={"Referer": here + path}, follow_redirects=False)
+            assert by_referer.status_code == 403  # the form of the page before: a new token now
+            form = re.search(r"value='([0-9a-f]+)'", client.get(path).text).group(1)
+            by_referer = client.post(path + "/login", data={"token": token, "form": form},
+                                     headers={"Referer": here + path}, follow_redirects=False)
+            assert by_referer.status_code == 303 and cookie in by_referer.cookies
+            client.cookies.clear()
+
+
+def test_every_inline_script_of_the_pages_carries_the_replys_nonce(owned):
+    with in_process(owned["store"]) as client:
+        for path, token in (("/owner", owned["owner"]), ("/analyst", owned["token"]),
+                            ("/owner", None), ("/docs", None)):
+            reply = client.get(path, headers=auth(token) if token else {})
+            policy = reply.headers["content-security-policy"]
+            [nonce] = re.findall(r"'nonce-([^']+)'", policy)
+            scripts = re.findall(r"<script[^>]*>", reply.text)
+            assert scripts or path != "/owner" or token is None
+            assert all(f'nonce="{nonce}"' in tag for tag in scripts), (path, scripts[:3])
+            assert "'unsafe-eval'" not in policy and "frame-ancestors 'none'" in policy
+        other = client.get("/owner", headers=auth(owned["owner"])).headers
+        assert re.findall(r"'nonce-([^']+)'", other["content-security-policy"]) != [nonce]
+
+
+def test_the_report_file_is_readable_by_its_owner_only_whatever_the_umask(owned, tmp_path):
+    out = tmp_path / "report.html"
+    out.write_text("an older report, world-readable")
+    out.chmod(0o644)
+    fresh = tmp_path / "fresh.html"
+    previous = os.umask(0)
+    try:
+        for path in (out, fresh):
+            cli("report", "--store", str(owned["store"]), "--out", str(path))
+            assert path.stat().st_mode & 0o777 == 0o600, oct(path.stat().st_mode)
+    finally:
+        os.umask(previous)
 
 
 @needs_browser

@@ -150,3 +150,29 @@ def test_audit_of_cloned_and_diverse_releases(tmp_path):
     query = CliRunner().invoke(main, ["table", "query", "sum", "--store",
                                       str(tmp_path / "rho-clone"), "--json"])
     assert query.exit_code == 2 and "for ke tables" in json.loads(query.output)["error"]
+
+
+def test_a_class_needing_more_than_eta_tuples_takes_them_all():
+    """Counts 1/40/30/29 at k = 5: b = 1 and every λ_j = |W_j|, so Algorithm 1 distorts
+    nothing — even though the one class needs 40 tuples of a value and η = 20 (20% of 100)."""
+    counts = {"a": 1, "b": 40, "c": 30, "d": 29}
+    plan = rounding(counts)
+    assert plan.b == 1 and plan.lam == counts and not plan.counterfeit and not plan.suppress
+    made = clone(table(counts), [True, False], k=5)
+    assert (len(made.counterfeit), len(made.suppressed)) == (0, 0)
+    assert made.rho == 0 and sorted(made.classes[0]) == list(range(100))
+
+
+@pytest.mark.parametrize("eta", [1, 2, 3, None])
+def test_distortion_is_exactly_the_roundings_whatever_eta(eta):
+    """Counterfeits and suppressions come from rounding λ_j alone (Algorithm 1's δ̃_j), never
+    from how many candidates are scanned: checked against the counts computed directly."""
+    for counts in ({"a": 3, "b": 10, "c": 5}, {"a": 3, "b": 3, "c": 10, "d": 7},
+                   {"x": 4, "y": 17}, {"a": 5, "b": 7, "c": 7, "d": 8}):
+        b = min(counts.values())
+        lam = {v: int(c / b + 0.5) for v, c in counts.items()}  # no exact halves here
+        made = clone(table(counts), [True, False], k=1, eta=eta)
+        assert len(made.counterfeit) == sum(max(0, lam[v] * b - c) for v, c in counts.items())
+        assert len(made.suppressed) == sum(max(0, c - lam[v] * b) for v, c in counts.items())
+        values = {row.id: row.s for row in table(counts)} | made.counterfeit
+        assert all(Counter(values[t] for t in c) == Counter(lam) for c in made.classes)

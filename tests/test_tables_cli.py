@@ -7,6 +7,7 @@ import csv
 import json
 import math
 from collections import Counter
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -217,6 +218,7 @@ def test_audit_catches_a_release_that_breaks_the_laminar_rule(tmp_path):
     ("q,s\na,1\nb,2\n", ["--k", "2", "--e", "-1"], "e must be at least 0"),
     ("q,s\na,1,3\n", ["--k", "2", "--e", "0"], "t.csv:2: 3 fields, the header has 2"),
     ("", ["--k", "2", "--e", "0"], "empty file"),
+    ("q,s,q\na,1,b\n", ["--k", "2", "--e", "0"], "t.csv: column 'q' appears twice"),
 ])
 def test_bad_input_is_named_and_nothing_is_written(tmp_path, content, args, message):
     data = tmp_path / "t.csv"
@@ -267,3 +269,80 @@ def test_tables_live_beside_a_basket_publication(tmp_path):
     assert run("audit", "--store", store)["ok"]
     assert run("table", "audit", "--store", store)["ok"]
     assert math.isclose(run("table", "query", "sum", "--store", store)["low"], 15)
+
+
+def test_a_byte_order_mark_is_stripped(tmp_path):
+    """Spreadsheets save UTF-8 with a BOM; the first column's name must still be found."""
+    data = tmp_path / "t.csv"
+    data.write_bytes("q,s\na,1\nb,5\n".encode("utf-8-sig"))
+    report = run("table", "publish", str(data), "--qi", "q", "--sensitive", "s", "--k", "2",
+                 "--e", "4", "--store", str(tmp_path / "store"))
+    assert report["tuples"] == 2
+    assert _public_rows(str(tmp_path / "store"))[0].keys() == {"partition", "q", "s"}
+
+
+@pytest.mark.parametrize("content,person,message", [
+    ("pid,q,s\np1,a,X\np2,b,Y\np1,c,X\n", "pid", "t.csv:4: column 'pid' is 'p1' again (line 2)"),
+    ("pid,q,s\np1,a,X\n,b,Y\n", "pid", "t.csv:3: column 'pid' is empty"),
+    ("pid,q,s\np1,a,X\np2,b,Y\n", "q", "'q' is a quasi-identifier"),
+    ("pid,q,s\np1,a,X\np2,b,Y\n", " ", "--id needs a column name"),
+])
+@pytest.mark.parametrize("model", [["--model", "rho-clone", "--k", "1"],
+                                   ["--model", "l-diverse", "--l", "2"]])
+def test_a_bad_person_column_is_refused(tmp_path, content, person, message, model):
+    """--id names each individual once: a repeated or empty id would merge people in the
+    composition attack (one person, two truths)."""
+    data = tmp_path / "t.csv"
+    data.write_text(content)
+    store = tmp_path / "store"
+    report = run("table", "publish", str(data), "--qi", "q", "--sensitive", "s", *model,
+                 "--id", person, "--store", str(store), code=2)
+    assert message in report["error"]
+    assert not store.exists() or not any(p.is_file() for p in store.rglob("*"))
+
+
+def test_options_a_model_does_not_use_are_reported_ignored(tmp_path):
+    data = tmp_path / "t.csv"
+    data.write_text("pid,q,s\np1,a,1\np2,b,5\n")
+    result = CliRunner().invoke(main, [
+        "table", "publish", str(data), "--qi", "q", "--sensitive", "s", "--k", "2", "--e", "4",
+        "--id", "pid", "--store", str(tmp_path / "store"), "--json"])
+    assert result.exit_code == 0 and json.loads(result.stdout)["tuples"] == 2
+    assert "--model ke ignores --id" in result.stderr
+    quiet = CliRunner().invoke(main, [
+        "table", "publish", str(data), "--qi", "q", "--sensitive", "s", "--k", "2", "--e", "4",
+        "--store", str(tmp_path / "other"), "--json"])
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+
+
+def small_store(tmp_path: Path, values: list[int], e: int) -> str:
+    data = tmp_path / "t.csv"
+    data.write_text("q,s\n" + "".join(f"{chr(97 + i)},{v}\n" for i, v in enumerate(values)))
+    store = str(tmp_path / "store")
+    run("table", "publish", str(data), "--qi", "q", "--sensitive", "s", "--k", "3", "--e",
+        str(e), "--store", store)
+    return store
+
+
+def test_interval_bounds_round_outwards(tmp_path):
+    """Every tuple selected: AVG is exactly 809000/9 = 89888.888…; rounded to the nearest
+    millionth, [89888.888889, 89888.888889] would exclude it."""
+    values = [85000, 86000, 87000, 88000, 89000, 90000, 91000, 92000, 101000]
+    store = small_store(tmp_path, values, 5000)
+    truth = Fraction(sum(values), len(values))
+    answer = run("table", "query", "avg", "--exact", "--store", store)
+    assert Fraction(answer["low"]) <= truth <= Fraction(answer["high"])
+    assert answer["high"] - answer["low"] <= 2e-6
+    for aggregate, exact in (("sum", sum(values)), ("min", min(values)), ("max", max(values))):
+        got = run("table", "query", aggregate, "--store", store)
+        assert Fraction(got["low"]) <= exact <= Fraction(got["high"])
+
+
+def test_count_of_an_empty_selection_is_zero(tmp_path):
+    store = small_store(tmp_path, [0, 10000, 20000], 20000)
+    answer = run("table", "query", "count", "--where", "q=zzz", "--exact", "--store", store)
+    assert (answer["selected"], answer["low"], answer["high"], answer["exact"]) == (0, 0, 0, 0)
+    assert run("table", "query", "avg", "--where", "q=zzz", "--store", store)["low"] is None
+    text = CliRunner().invoke(main, ["table", "query", "count", "--where", "q=zzz", "--store",
+                                     store])
+    assert "count over 0 tuples: [0, 0]" in text.output

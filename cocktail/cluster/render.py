@@ -149,6 +149,8 @@ def _hdfs(spec: ClusterSpec, host: Host, paths: _Paths) -> dict[str, str]:
         # The load check counts xceivers across both sides; with two private datanodes it
         # can refuse every private target of a busy moment.
         "dfs.namenode.redundancy.considerLoad": "false",
+        # Access times would tell which old chunks an append read (its extended clusters).
+        "dfs.namenode.accesstime.precision": "0",
         "cocktail.private.root": spec.private_root,
         "cocktail.private.rack.prefix": "/private/",
     }

@@ -180,8 +180,9 @@ def _dead(owner: str | None) -> bool:
     return _started(pid) != started
 
 
-def _private_file(path: Path) -> None:
-    """Create the ledger owner-readable only; SQLite gives its -wal and -shm files the same."""
+def private_file(path: Path) -> None:
+    """Make ``path`` readable by its owner only, whatever the umask, creating it if absent: the
+    ledger (SQLite gives its -wal and -shm files the same) and the owner's report."""
     os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
     os.chmod(path, 0o600)
 
@@ -190,7 +191,7 @@ class Ledger:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _private_file(self.path)
+        private_file(self.path)
         self._local = threading.local()
         self._writer = threading.Lock()
         with self._transaction() as db:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from ..querylang import QuerySyntaxError, Workload, parse_batch
+from ..querylang import Workload, characters, parse_batch
 
 
 class LimitExceeded(ValueError):
@@ -36,11 +36,7 @@ class Limits:
 
     def parse(self, text: str, source: str = "query") -> Workload:
         """Parse ``text`` as a batch, refusing it unparsed if it is too long."""
-        try:
-            size = len(text.encode("utf-8"))
-        except UnicodeEncodeError as exc:
-            raise QuerySyntaxError(f"{source}: the text holds a lone surrogate at position "
-                                   f"{exc.start}, which is not a character") from None
+        size = len(characters(text, source).encode("utf-8"))
         if size > self.text_bytes:
             raise LimitExceeded("text_bytes", f"the request holds {size:,} bytes of queries; "
                                 f"the limit is {self.text_bytes:,}")

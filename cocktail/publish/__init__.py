@@ -10,7 +10,6 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
 from typing import BinaryIO
 
 from .. import chunkformat as fmt
@@ -19,8 +18,8 @@ from ..dataset import Dataset
 from ..overlay.layout import LayoutParams, PhaseProgress, build_layout
 from ..overlay.tree import Tree
 from ..query.view import Publication
+from ..releases.layout import Refused, is_derived
 from ..store import Store
-from ..versions import current_version, next_version, prune, sweep
 from .batch import collector_paused
 from .writer import VersionWriter, owner_key, partitions, units_manifest, write_layout
 
@@ -74,6 +73,14 @@ class PublishReport:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+def refuse_derived(store: Store, current: str) -> None:
+    """A derived view is written by `cocktail republish` alone: the owner's writers have no
+    records behind it, and would point CURRENT at a mix."""
+    if is_derived(store, current):
+        raise Refused(f"{store.url} holds a view derived by `cocktail republish`, not an "
+                         "owner's publication: publish to another store")
 
 
 def log_legacy_release(store: Store, current: str) -> None:
@@ -155,20 +162,19 @@ def release(store: Store, params: PublishParams,
     partitioned.  Every public file gets ``mtime``."""
     started = time.perf_counter()
     # The lock first: a read-only store or a running publish is reported before the work.
-    with store.publish_lock(), collector_paused():
-        current = current_version(store)
-        sweep(store, current)
+    with releases.begin(store) as out, collector_paused():
+        current = out.current
         if current is not None:
+            refuse_derived(store, current)
             if not rebase:
                 raise releases.refuse_rebase(store, current)
             log_legacy_release(store, current)
-        version = next_version(store)
-        writer = VersionWriter(store, version, owner_key(store),
+        version = out.version
+        writer = VersionWriter(out, owner_key(store),
                                 releases.ReleaseBuilder("rebase" if current else "fresh"))
-        now = datetime.now(timezone.utc).replace(microsecond=0)
-        built = build(writer, now.timestamp())
+        built = build(writer, out.mtime)
         phases = dict(built.phases)
-        created = now.isoformat(timespec="seconds")
+        created = out.created
         public_manifest = writer.public_manifest(created, params.k, params.m)
         records = built.source["records"]
         private_manifest = {
@@ -185,11 +191,10 @@ def release(store: Store, params: PublishParams,
             appended=records, buffered=0)
         try:
             writer.finish(public_manifest, private_manifest, built.records, release_entry,
-                          now.timestamp(), phases)
+                          params.keep, phases)
         finally:
             if not isinstance(built.records, bytes):
                 built.records.close()
-        prune(store, version, params.keep)
     totals = built.totals
     return PublishReport(
         store=store.url, version=version, method=params.method, k=params.k, m=params.m,

@@ -30,7 +30,6 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
 from itertools import combinations
 
 from .. import chunkformat as fmt
@@ -41,8 +40,7 @@ from ..overlay.planner import aggregates_above
 from ..overlay.tree import Node, Tree
 from ..query.view import Publication
 from ..store import Store, StoreError
-from ..versions import current_version, next_version, prune, sweep
-from . import PublishParams, log_legacy_release
+from . import PublishParams, log_legacy_release, refuse_derived
 from .batch import collector_paused
 from .writer import (Placement, VersionWriter, owner_key, partitions, units_manifest,
                      write_layout)
@@ -194,16 +192,16 @@ def append(dataset: Dataset, store: Store, min_new: int | None = None,
            progress: PhaseProgress | None = None) -> AppendReport:
     """Add ``dataset``'s records to the current release of ``store`` as a new release."""
     started = time.perf_counter()
-    with store.publish_lock(), collector_paused():
-        current = current_version(store)
+    with releases.begin(store) as out, collector_paused():
+        current = out.current
         if current is None:
             raise StoreError(f"{store.url} holds no publication yet: publish one first "
                              "(`cocktail publish FILE`), then append to it")
-        sweep(store, current)
+        refuse_derived(store, current)
         log_legacy_release(store, current)
         publication = Publication.open(store, current)
         params = PublishParams(**publication.manifest["params"])
-        version = next_version(store)
+        version = out.version
         ids = list(publication.record_ids) + _new_ids(dataset, publication, version)
         first_new = len(publication.record_ids)
         new = {first_new + i: r for i, r in enumerate(dataset.records)}
@@ -217,8 +215,7 @@ def append(dataset: Dataset, store: Store, min_new: int | None = None,
             layout = build_layout(
                 [terms_of[p] for p in pool], params,
                 lambda clusters, n: partitions(clusters, params, params.workers, n), progress)
-        writer = VersionWriter(store, version, owner_key(store),
-                                releases.ReleaseBuilder("append"))
+        writer = VersionWriter(out, owner_key(store), releases.ReleaseBuilder("append"))
         previous = releases.read_log(store, current)[-1]
         unit_of = list(publication.cluster_of) + [None] * len(dataset)
         totals = _carry_old(writer, publication, current, previous, extension, ids, unit_of)
@@ -257,8 +254,7 @@ def append(dataset: Dataset, store: Store, min_new: int | None = None,
                           "members": len(buffered), "passed_up": [], "notes": {}})
             for p in buffered:
                 unit_of[p] = unit_id
-        now = datetime.now(timezone.utc).replace(microsecond=0)
-        created = now.isoformat(timespec="seconds")
+        created = out.created
         public_manifest = writer.public_manifest(created, params.k, params.m)
         manifest = publication.manifest
         private_manifest = {
@@ -274,9 +270,7 @@ def append(dataset: Dataset, store: Store, min_new: int | None = None,
         entry = writer.release.entry(
             version, created, params.k, params.m, method=params.method, records=len(ids),
             appended=len(dataset), buffered=len(buffered))
-        writer.finish(public_manifest, private_manifest, records_bytes, entry, now.timestamp(),
-                      {})
-        prune(store, version, params.keep)
+        writer.finish(public_manifest, private_manifest, records_bytes, entry, params.keep, {})
     pairs = totals["public_pairs"] + totals["private_pairs"]
     return AppendReport(
         store=store.url, version=version, records=len(ids), appended_records=len(dataset),
@@ -337,7 +331,7 @@ def _carry_old(writer: VersionWriter, publication: Publication, current: str,
             writer.close_unit(uid, [(c, name, p) for c, names in earlier.items()
                                     for name, p in names.items()])
         elif publication.store.exists("private", map_path):
-            writer.keep("private", current, f"{fmt.PSEUDONYM_DIR}/{uid}.tsv")
+            writer.out.keep("private", current, f"{fmt.PSEUDONYM_DIR}/{uid}.tsv")
         for p in extension.members.get(uid, []):
             unit_of[p] = uid
         logged = previous["units"].get(str(uid))

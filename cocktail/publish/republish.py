@@ -18,16 +18,14 @@ import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
 
 from .. import chunkformat as fmt
-from .. import versions
+from .. import releases
 from ..anonymity import partition
 from ..audit import public_view
+from ..releases.layout import DERIVED, Refused, is_derived
 from ..store import Store
 from .writer import build_chunk
-
-DERIVED = "derived.json"
 
 
 @dataclass
@@ -52,6 +50,9 @@ class RepublishReport:
 def republish(source: Store, target: Store, k: int, m: int,
               method: str = "improved") -> RepublishReport:
     started = time.perf_counter()
+    if source.url == target.url:
+        raise Refused(f"{source.url} is both the source and the recipient: re-share to another "
+                      "store")
     version, manifest, chunks = public_view(source)
     if k < manifest["k"] or m < manifest["m"]:
         raise ValueError(f"a re-share must be at least as strict as its source (k={manifest['k']},"
@@ -79,27 +80,24 @@ def write_view(store: Store, parts: Sequence[Sequence[tuple[str, list[str]]]], k
     """Commit chunks of (source row name, subrecord) as a public-only version: fresh random
     chunk ids, pseudonyms under a fresh key, files in random order with one common time."""
     key = secrets.token_bytes(32)
-    version = versions.next_version(store)
-    staging = fmt.STAGING_PREFIX + version
-    files, entries = [], []
-    for members in parts:
-        built = None
-        while built is None:  # a pseudonym collision: draw another chunk id
-            built = build_chunk(key, secrets.token_hex(fmt.CHUNK_ID_HEX // 2),
-                                [(name, n, sub) for n, (name, sub) in enumerate(members)])
-        files += built.files()
-        entries.append({"id": built.chunk_id, "priLabel": False, "subrecords": len(members),
-                        "terms": len({t for _, sub in members for t in sub}),
-                        "sha256": built.sha256})
-    created = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    manifest = {"format": fmt.FORMAT, "version": version, "created": created, "k": k, "m": m,
-                "chunks": sorted(entries, key=lambda e: e["id"])}
-    files.append((fmt.MANIFEST, fmt.encode_json(manifest)))
-    now = time.time()
-    for name, data in sorted(files, key=lambda _: secrets.randbits(64)):
-        store.write("public", f"{staging}/{name}", data, pri_label=False)
-    for name, _ in sorted(files):
-        store.stamp("public", f"{staging}/{name}", now)
-    store.write("private", f"{staging}/{DERIVED}", fmt.encode_json(derived), pri_label=True)
-    versions.commit(store, staging, version, lambda: None)
-    return version
+    with releases.begin(store) as out:
+        if out.current is not None and not is_derived(store, out.current):
+            raise Refused(f"{store.url} holds an owner's publication: a re-share goes to a "
+                             "store of its own, and this one would lose its publication")
+        entries = []
+        for members in parts:
+            built = None
+            while built is None:  # a pseudonym collision: draw another chunk id
+                built = build_chunk(key, secrets.token_hex(fmt.CHUNK_ID_HEX // 2),
+                                    [(name, n, sub) for n, (name, sub) in enumerate(members)])
+            for name, data in built.files():
+                out.put("public", name, data)
+            entries.append({"id": built.chunk_id, "priLabel": False, "subrecords": len(members),
+                            "terms": len({t for _, sub in members for t in sub}),
+                            "sha256": built.sha256})
+        manifest = {"format": fmt.FORMAT, "version": out.version, "created": out.created,
+                    "k": k, "m": m, "chunks": sorted(entries, key=lambda e: e["id"])}
+        out.put("public", fmt.MANIFEST, fmt.encode_json(manifest))
+        out.put("private", DERIVED, fmt.encode_json(derived))
+        out.commit({"kind": "derived", "created": out.created, "k": k, "m": m, **derived}, None)
+    return out.version

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import secrets
-import tempfile
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
@@ -19,7 +18,8 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from .. import chunkformat as fmt
-from .. import releases, versions
+from .. import releases
+from ..releases import Release
 from ..anonymity import Partition, partition
 from ..overlay.layout import Layout, LayoutParams, PhaseProgress
 from ..store import Store, StoreError
@@ -95,32 +95,15 @@ def owner_key(store: Store) -> bytes:
 
 
 class VersionWriter:
-    """Writes one version's files under its staging names and keeps the running totals.
+    """Writes one basket version's files into a :class:`~cocktail.releases.Release` and keeps
+    the running totals.  Files are produced cluster by cluster; the release writes them in a
+    random order with one common time, so nothing groups the public chunks by cluster."""
 
-    Files are produced cluster by cluster, but written in a random order (from a local spool)
-    and the public ones stamped with one common time: otherwise creation order, inode numbers,
-    HDFS file and block ids and modification times would group the public chunks by cluster,
-    in tree order, for anyone who lists them."""
-
-    def __init__(self, store: Store, version: str, key: bytes,
-                 release: releases.ReleaseBuilder) -> None:
-        self.store, self.version, self.key, self.release = store, version, key, release
-        self.staging = fmt.STAGING_PREFIX + version
+    def __init__(self, release: Release, key: bytes, log: releases.ReleaseBuilder) -> None:
+        self.out, self.key, self.release = release, key, log
+        self.version, self.staging = release.version, release.staging
         self.chunks: dict[str, dict] = {}
         self.unit_map: list[tuple[str, str, int]] = []  # the open unit's pseudonym map
-        self._spool = tempfile.TemporaryFile(prefix="cocktail-spool-")
-        # zone, path, and either (offset, size) in the spool or the path of a file to copy
-        self._spooled: list[tuple[str, str, int | str, int, bool]] = []
-
-    def _put(self, zone: str, name: str, data: bytes, private: bool) -> None:
-        self._spooled.append((zone, f"{self.staging}/{name}", self._spool.tell(), len(data),
-                              private))
-        self._spool.write(data)
-
-    def keep(self, zone: str, old_version: str, name: str) -> None:
-        """Carry a file of an earlier version over unchanged (a link where the store can)."""
-        self._spooled.append((zone, f"{self.staging}/{name}", f"{old_version}/{name}", 0,
-                              zone == "private"))
 
     def _new_chunk(self, members: Sequence[tuple[str, int, list[str]]]) -> BuiltChunk:
         """The chunk's files under a fresh random id whose pseudonyms are distinct."""
@@ -138,7 +121,7 @@ class VersionWriter:
         built = self._new_chunk(members)
         zone = "private" if private else "public"
         for name, data in built.files():
-            self._put(zone, name, data, private)
+            self.out.put(zone, name, data)
         self.unit_map.extend(built.map_rows())
         self.chunks[built.chunk_id] = built.entry(unit, private, terms)
         self.release.add_chunk(built.chunk_id, unit, unit_kind, private, terms,
@@ -158,8 +141,8 @@ class VersionWriter:
         zone = "private" if private else "public"
         chunk_bytes = fmt.encode_chunk(subrecords)
         index_bytes = fmt.encode_index(chunk_id, fmt.build_index(subrecords))
-        self._put(zone, f"{fmt.CHUNK_DIR}/{chunk_id}.tsv", chunk_bytes, private)
-        self._put(zone, f"{fmt.INDEX_DIR}/{chunk_id}.tsv", index_bytes, private)
+        self.out.put(zone, f"{fmt.CHUNK_DIR}/{chunk_id}.tsv", chunk_bytes)
+        self.out.put(zone, f"{fmt.INDEX_DIR}/{chunk_id}.tsv", index_bytes)
         self.unit_map.extend((chunk_id, name, position) for name, (_, position, _) in new_rows)
         self.chunks[chunk_id] = {
             "unit": unit, "priLabel": private, "terms": sorted(terms),
@@ -177,27 +160,15 @@ class VersionWriter:
         """An existing chunk no new record touches: its files carried over as they are."""
         zone = "private" if entry["priLabel"] else "public"
         for folder in (fmt.CHUNK_DIR, fmt.INDEX_DIR):
-            self.keep(zone, old_version, f"{folder}/{chunk_id}.tsv")
+            self.out.keep(zone, old_version, f"{folder}/{chunk_id}.tsv")
         self.chunks[chunk_id] = entry
 
     def close_unit(self, unit: int, earlier: Sequence[tuple[str, str, int]] = ()) -> None:
         """Write the unit's pseudonym map: ``earlier`` rows (of chunks it had before) first."""
-        self._put("private", f"{fmt.PSEUDONYM_DIR}/{unit}.tsv",
-                  fmt.encode_pseudonym_map([*earlier, *self.unit_map]), True)
+        self.out.put("private", f"{fmt.PSEUDONYM_DIR}/{unit}.tsv",
+                     fmt.encode_pseudonym_map([*earlier, *self.unit_map]))
         self.unit_map = []
         self.release.settle(unit)
-
-    def _write_spooled(self) -> None:
-        order = list(range(len(self._spooled)))
-        secrets.SystemRandom().shuffle(order)
-        for i in order:
-            zone, path, source, size, private = self._spooled[i]
-            if isinstance(source, str):
-                self.store.copy(zone, source, path)
-                continue
-            self._spool.seek(source)
-            self.store.write(zone, path, self._spool.read(size), pri_label=private)
-        self._spool.close()
 
     def public_manifest(self, created: str, k: int, m: int) -> dict:
         """What the public cloud may know of the version: its public chunks, by random id."""
@@ -208,24 +179,14 @@ class VersionWriter:
                            for cid, c in sorted(self.chunks.items()) if not c["priLabel"]]}
 
     def finish(self, public_manifest: dict, private_manifest: dict, records: bytes | BinaryIO,
-               release_entry: dict, mtime: float, seconds: dict[str, float]) -> None:
+               release_entry: dict, keep: int, seconds: dict[str, float]) -> None:
         """Write every file, then commit: ``seconds`` gets the time of each."""
         started = time.perf_counter()
-        self._put("public", fmt.MANIFEST, fmt.encode_json(public_manifest), False)
-        # straight to the store: a private file (its order shows nothing) that may be large
-        self.store.write("private", f"{self.staging}/{fmt.RECORDS}", records, pri_label=True)
-        self._put("private", fmt.MANIFEST, fmt.encode_json(private_manifest), True)
-        self._write_spooled()
-        for path in sorted(p for zone, p, *_ in self._spooled if zone == "public"):
-            self.store.stamp("public", path, mtime)  # sorted by random chunk id: no order
-        seconds["write"] = seconds.get("write", 0.0) + time.perf_counter() - started
-        started = time.perf_counter()
-        self._commit(release_entry)
+        self.out.put("public", fmt.MANIFEST, fmt.encode_json(public_manifest))
+        self.out.write_private(fmt.RECORDS, records)
+        self.out.put("private", fmt.MANIFEST, fmt.encode_json(private_manifest))
+        self.out.commit(release_entry, keep)
         seconds["commit"] = time.perf_counter() - started
-
-    def _commit(self, release_entry: dict) -> None:
-        versions.commit(self.store, self.staging, self.version,
-                        lambda: releases.write_entry(self.store, release_entry))
 
 
 def split_members(members: Iterable[tuple[int, frozenset[str]]],

@@ -13,8 +13,8 @@ from pyroaring import BitMap, FrozenBitMap
 from .. import chunkformat as fmt
 from ..overlay.planner import term_locations
 from ..overlay.tree import Tree
+from ..releases import committed_versions, current_version
 from ..store import Store, StoreError
-from ..versions import committed_versions, current_version
 
 
 @dataclass(frozen=True)
@@ -57,8 +57,8 @@ class Publication:
 
     @cached_property
     def _records(self) -> list[list]:
-        data = self.store.read("private", f"{self.version}/{fmt.RECORDS}").decode("utf-8")
-        return [json.loads(line) for line in data.splitlines()]
+        data = self.store.read("private", f"{self.version}/{fmt.RECORDS}")
+        return [json.loads(line) for _, line in fmt.lines(data)]
 
     @cached_property
     def record_ids(self) -> list[str]:

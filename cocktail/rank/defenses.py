@@ -90,17 +90,23 @@ def check_l(schema: Schema, table: RankTable, l: int) -> None:
 
 # -- ESVT -----------------------------------------------------------------------------------
 
-def esvt_random(table: RankTable, l: int, rows: Sequence[int] | None = None) -> Protection:
-    """The paper's generator with secret randomness: l − 1 virtual tuples, distinct values."""
+def esvt_random(table: RankTable, l: int, rows: Sequence[int] | None = None,
+                shown: dict[Vector, list[Vector]] | None = None) -> Protection:
+    """The paper's generator with secret randomness: l − 1 virtual tuples, distinct values,
+    drawn once per private vector (``shown``: those drawn by an earlier build).  Tuples with
+    equal private values (copies) then show one set: drawn apart, the only value their sets
+    would share is the true one."""
     draw = secrets.SystemRandom()
     domains = [domain(table.schema, table, j) for j in range(len(table.schema.private))]
+    shown = dict(shown or {})
     protection = Protection()
     for i in range(len(table.ids)) if rows is None else rows:
         v = tuple(table.private[i].tolist())
-        columns = [draw.sample([x for x in values if x != v[j]], l - 1)
-                   for j, values in enumerate(domains)]
-        virtual = [tuple(column[t] for column in columns) for t in range(l - 1)]
-        protection.sets.append(EquivalentSet([table.ids[i]], [v, *virtual]))
+        if v not in shown:
+            columns = [draw.sample([x for x in values if x != v[j]], l - 1)
+                       for j, values in enumerate(domains)]
+            shown[v] = [v, *(tuple(column[t] for column in columns) for t in range(l - 1))]
+        protection.sets.append(EquivalentSet([table.ids[i]], list(shown[v])))
     return protection
 
 
@@ -145,29 +151,34 @@ def algorithm1(schema: Schema, domains: Sequence[Sequence[float]],
 
 
 def esvt_workload(table: RankTable, workload: Sequence[dict[int, float]],
-                  rows: Sequence[int] | None = None) -> Protection:
+                  rows: Sequence[int] | None = None,
+                  shown: dict[Vector, list[Vector]] | None = None) -> Protection:
     """Algorithm 1 made an involution.  The distinct private vectors are paired with each other
     by a minimum-cost matching (cost (s(c|q) − s(x|q))² over W, the same both ways; each vector
     joined to its cheapest partners that differ from it everywhere), so a matched pair {c, x}
     shows the same candidates whether c or x is real.  A vector left unmatched gets the
-    cheapest vector no tuple has.  Node order is secret, so ties cannot be steered."""
+    cheapest vector no tuple has.  Node order is secret, so ties cannot be steered.  Pairs an
+    earlier build formed (``shown``) are kept, both ways."""
     schema = table.schema
     domains = [domain(schema, table, j) for j in range(len(schema.private))]
     rows = range(len(table.ids)) if rows is None else rows
     vectors = {i: tuple(table.private[i].tolist()) for i in rows}
-    distinct = sorted(set(vectors.values()), key=lambda _: secrets.randbits(64))
-    points = np.array(distinct, dtype=float).reshape(len(distinct), -1)
+    partner: dict[Vector, Vector] = {c: vs[1] for c, vs in (shown or {}).items()}
+    partner |= {x: c for c, x in partner.items() if x not in partner}
+    distinct = sorted(set(vectors.values()) - partner.keys(), key=lambda _: secrets.randbits(64))
+    points = np.array(distinct, dtype=float).reshape(len(distinct), len(schema.private))
     scores = private_scores(schema, workload, points)
 
     def row(a: int) -> tuple[np.ndarray, np.ndarray]:
         return ((scores - scores[a]) ** 2).sum(axis=1), (points != points[a]).all(axis=1)
 
-    partner: dict[Vector, Vector] = {}
     for a, b in cheapest_matching(len(distinct), row):
         partner[distinct[a]], partner[distinct[b]] = distinct[b], distinct[a]
+    taken = {*distinct, *partner, *partner.values()}
     for c in distinct:
         if c not in partner:
-            partner[c] = _free_partner(schema, domains, workload, c, set(distinct))
+            partner[c] = _free_partner(schema, domains, workload, c, taken)
+            taken.add(partner[c])
     return Protection([EquivalentSet([table.ids[i]], [v, partner[v]])
                        for i, v in vectors.items()])
 

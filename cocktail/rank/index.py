@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -106,14 +108,18 @@ class RankIndex:
         return sum(self.schema.weight(c) for c in query.private)
 
     def noisy_top(self, query: Query, k: int, epsilon: float) -> list[int]:
-        """Report-noisy-max top-k (OpenDP), ε-DP for a change of one tuple's private values;
-        a query that asks no private column needs no noise."""
+        return self.noisy_sampler(query, k, epsilon)()
+
+    def noisy_sampler(self, query: Query, k: int, epsilon: float) -> Callable[[], list[int]]:
+        """Report-noisy-max top-k (OpenDP), ε-DP for a change of one tuple's private values,
+        ready to draw: a noise scale that is not a number is refused here, before anything
+        is charged.  A query that asks no private column needs no noise."""
         k = min(k, len(self.ids))
         sensitivity = self.sensitivity(query)
         if sensitivity == 0:
-            return self.order(self.scores(query, true=True), k)
+            return lambda: self.order(self.scores(query, true=True), k)
         measurement = top_k_measurement(len(self.ids), k, sensitivity, epsilon)
-        return [int(i) for i in measurement(self.scores(query, true=True).tolist())]
+        return lambda: [int(i) for i in measurement(self.scores(query, true=True).tolist())]
 
     def row(self, i: int) -> dict[str, str]:
         """What a result shows: the id and the public attributes, nothing private."""
@@ -136,8 +142,12 @@ def top_k_measurement(n: int, k: int, sensitivity: float, epsilon: float):
         return dp.m.make_noisy_top_k(dp.vector_domain(dp.atom_domain(T=float, nan=False), n),
                                      dp.linf_distance(T=float, monotonic=True),
                                      dp.max_divergence(), k=k, scale=scale)
-    at_one = make(1.0).map(sensitivity)
-    measurement = make(at_one / epsilon)
+    at_one = make(1.0).map(sensitivity)  # k·Δ: finite under MAX_WEIGHT_SUM
+    scale = at_one / epsilon
+    if not math.isfinite(scale):
+        raise ValueError(f"the noise scale of this top {k} (k·Δ/α = {at_one:g}/{epsilon:g}) is "
+                         "larger than any number: ask for fewer results, or lower the weights")
+    measurement = make(scale)
     if measurement.map(sensitivity) > epsilon * (1 + 1e-9):
         raise ValueError("noisy top-k: the privacy map exceeds ε")  # OpenDP's map is linear
     return measurement

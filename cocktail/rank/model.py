@@ -10,6 +10,7 @@ or floats (numbers) so that scoring a query is a handful of numpy operations ove
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,8 +19,15 @@ import numpy as np
 
 from ..dataset import InputError
 from ..tables.data import csv_records
+from ..querylang import characters
 
 MISSING = -1  # the code of a missing (suppressed, or not asked) categorical value
+MAX_K = 1000  # the most results one query may ask for
+# A score is at most Σw (every ρ ≤ 1), and so is the sensitivity Δ of a dp query; OpenDP's
+# noisy top-k map at unit scale is k·Δ (2k·Δ when not monotonic).  Σw ≤ float max / (2·MAX_K)
+# keeps every one of them a finite number.  The noise scale k·Δ/α also depends on the caller's
+# α: it is checked when a dp answer is prepared, before any charge (index.noisy_sampler).
+MAX_WEIGHT_SUM = sys.float_info.max / (2 * MAX_K)
 
 
 @dataclass(frozen=True)
@@ -32,6 +40,9 @@ class Schema:
 
     def weight(self, column: str) -> float:
         return self.weights.get(column, 1.0)
+
+    def check_weights(self) -> None:
+        check_weights((*self.public, *self.private), self.weights)
 
     def as_dict(self) -> dict:
         return {"public": list(self.public), "private": list(self.private),
@@ -127,11 +138,21 @@ def _check_columns(public, private, numeric, weights, id_column) -> None:
     if unknown:
         raise InputError(f"--numeric/--weights name column(s) {', '.join(map(repr, unknown))}, "
                          "which are neither public nor private")
+    check_weights((*public, *private), weights)
+    if id_column and id_column in (*public, *private):
+        raise InputError(f"the id column {id_column!r} cannot also be an attribute")
+
+
+def check_weights(columns: Sequence[str], weights: Mapping[str, float]) -> None:
+    """Every weight a positive number, and all of them (1 where not given) adding up to at
+    most MAX_WEIGHT_SUM."""
     bad = {c: w for c, w in weights.items() if not (math.isfinite(w) and w > 0)}
     if bad:
         raise InputError(f"weights must be positive numbers: {bad}")
-    if id_column and id_column in (*public, *private):
-        raise InputError(f"the id column {id_column!r} cannot also be an attribute")
+    total = sum(weights.get(c, 1.0) for c in columns)
+    if total > MAX_WEIGHT_SUM:
+        raise InputError(f"the weights add up to {total:g}; at most {MAX_WEIGHT_SUM:g} keeps "
+                         f"every score and the noise of a top {MAX_K} finite")
 
 
 def _encode(path, rows, lines, public, private, id_column, numeric, weights,
@@ -156,12 +177,6 @@ def _encode(path, rows, lines, public, private, id_column, numeric, weights,
               for c in numeric}
     schema = Schema(public, private, {c: float(w) for c, w in weights.items()}, ranges, domains)
     table = [tuple(schema.encode(c, row[c]) for c in columns) for row in rows]
-    seen: dict[tuple, int] = {}
-    for key, line in zip(table, lines):  # encoded: "45" and "45.0" are one number
-        if key in seen:
-            raise InputError(f"{path}:{line}: duplicate tuple (same values as line {seen[key]}); "
-                             "the model needs distinct tuples: remove or merge duplicates")
-        seen[key] = line
     ids = [row[id_column] for row in rows] if id_column else [str(line - 1) for line in lines]
     if id_column:
         first: dict[str, int] = {}
@@ -184,9 +199,11 @@ class Query:
 
 
 def parse_query(schema: Schema, text: str) -> Query:
-    """'col=value,col=value': any public or private columns, each at most once."""
+    """'col=value,col=value': any public or private columns, each at most once.  The ranking's
+    weights are checked too (a ranking stored before the check may hold any)."""
+    schema.check_weights()
     public, private, parts = {}, {}, []
-    for part in (p.strip() for p in text.split(",")):
+    for part in (p.strip() for p in characters(text).split(",")):
         if not part:
             continue
         name, sep, value = part.partition("=")

@@ -25,21 +25,21 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .. import chunkformat as fmt
+from ..releases import Staged, commit_release, current_version
+from ..releases.layout import RANKS, named_store
 from ..store import Prefixed, Store, StoreError
 from ..tables.data import encode_csv
-from ..tables.release import Staged, commit_release, named_store, read_json
-from ..versions import current_version
+from ..tables.release import read_json
 from . import defenses
 from .defenses import DEFENSES, EquivalentSet, Protection
 from .index import RankIndex
 from .model import RankTable, Schema
 
-RANKS = "ranks"
 KEEP = 3
 
 
 def rank_store(store: Store, name: str) -> Prefixed:
-    return named_store(store, RANKS, "ranking", name)
+    return named_store(store, RANKS, name)
 
 
 @dataclass
@@ -75,8 +75,9 @@ def protect(table: RankTable, defense: str, l: int, workload=None,
         if workload and l != 2:
             raise ValueError("the workload-aware generator (Algorithm 1) builds sets of 2; "
                              "use --l 2 or drop --workload")
-        made = defenses.esvt_workload(table, workload, fresh) if workload else \
-            defenses.esvt_random(table, l, fresh)
+        shown = {s.vectors[0]: s.vectors for s in kept}  # a new copy shows what its copies do
+        made = defenses.esvt_workload(table, workload, fresh, shown) if workload else \
+            defenses.esvt_random(table, l, fresh, shown)
         made.sets = kept + made.sets
         return made, len(kept)
     return defenses.estt(table, l, fresh, kept), len(kept)

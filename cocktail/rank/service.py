@@ -17,13 +17,13 @@ from dataclasses import dataclass
 
 from ..dp.ledger import Ledger
 from ..dp.session import ComputeFailed
+from ..releases import current_version
+from ..releases.layout import RANKS, names
 from ..store import Store
-from ..versions import current_version
 from .index import RankIndex
-from .model import parse_query
-from .release import RANKS, load_ranking, rank_store
+from .model import MAX_K, parse_query
+from .release import load_ranking, rank_store
 
-MAX_K = 1000
 RECHECK = 1.0  # seconds between two looks at a ranking's current version
 
 
@@ -49,10 +49,10 @@ class Rankings:
         self._lock = threading.Lock()
 
     def warm(self) -> list[str]:
-        names = self._store.list("private", RANKS)
-        for name in names:
+        found = names(self._store, RANKS)
+        for name in found:
             self.get(name)
-        return names
+        return found
 
     def get(self, name: str) -> tuple[str, RankIndex]:
         with self._lock:
@@ -91,8 +91,9 @@ def answer_rank(index: RankIndex, version: str, name: str, text: str, k: int,
             ledger.authenticate(token)  # analysts are known; nothing is charged
         return body | {"results": [index.row(i) for i in index.top(query, k)]}
     user = ledger.authenticate(token)
+    draw = index.noisy_sampler(query, k, user.alpha)  # refuses a noise scale past any float
     if index.sensitivity(query) == 0:  # no private column asked: nothing to protect or charge
-        return body | {"results": [index.row(i) for i in index.noisy_top(query, k, user.alpha)],
+        return body | {"results": [index.row(i) for i in draw()],
                        "epsilon": 0.0, "charged": 0.0, "reused": False,
                        "budget": ledger.budget_status(user)}
     while True:
@@ -107,7 +108,7 @@ def answer_rank(index: RankIndex, version: str, name: str, text: str, k: int,
         if until is not None and time.monotonic() >= until:
             raise ComputeFailed("another request is still computing this answer; ask again "
                                 "(free)")
-    rows = index.noisy_top(query, k, user.alpha)
+    rows = draw()
     stored = ledger.fulfil(ticket, {"results": [index.row(i) for i in rows],
                                     "epsilon": user.alpha})
     return body | stored

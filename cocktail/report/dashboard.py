@@ -7,7 +7,8 @@
 * ``/analyst`` — an analyst's remaining budget and past answers, and nothing of anyone else's.
 
 A browser signs in once through a form that sets an HttpOnly, SameSite=Strict cookie scoped
-to the page's path; scripts may send ``Authorization: Bearer`` instead.  plotly.js is served
+to the page's path; scripts may send ``Authorization: Bearer`` instead.  The form refuses
+cross-site posts (:mod:`cocktail.guards`).  plotly.js is served
 from the package (``/static/plotly.js``): the pages need no network beyond this server.
 """
 
@@ -23,9 +24,10 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from plotly.offline import get_plotlyjs
 
 from ..dp.ledger import Ledger, LedgerError, User
+from ..guards import form_page, page, posted_here
+from ..releases import current_version
+from ..releases.layout import AREAS, named_store, parts
 from ..store import Store
-from ..tables.release import TABLES, table_store
-from ..versions import current_version
 from .numbers import ledger_numbers, store_numbers
 from .page import document, render, utc
 
@@ -42,9 +44,9 @@ class OwnerReport:
         self._numbers: dict = {}
 
     def state(self) -> tuple:
-        tables = tuple((name, current_version(table_store(self._store, name)))
-                       for name in self._store.list("private", TABLES))
-        return current_version(self._store), tables
+        held = tuple((area.folder, name, current_version(named_store(self._store, area, name)))
+                     for area, name in parts(self._store))
+        return current_version(self._store), held
 
     def numbers(self) -> dict:
         with self._lock:
@@ -61,24 +63,27 @@ def _credential(request: Request, cookie: str) -> str | None:
     return request.cookies.get(cookie)
 
 
-def _login(path: str, status: int, message: str) -> HTMLResponse:
-    return HTMLResponse(document(
+def _login(request: Request, path: str, status: int, message: str) -> HTMLResponse:
+    return form_page(request, f"{path}/login", lambda token: document(
         "Cocktail: sign in",
         f"<h1>Cocktail</h1><p>{html.escape(message)}</p><form method='post' "
-        f"action='{path}/login'><label>Token <input type='password' name='token' id='token' "
-        "autocomplete='off'></label> <button type='submit' id='sign-in'>Sign in</button></form>"),
-        status_code=status)
+        f"action='{path}/login'><input type='hidden' name='form' value='{token}'><label>Token "
+        "<input type='password' name='token' id='token' autocomplete='off'></label> "
+        "<button type='submit' id='sign-in'>Sign in</button></form>"), status)
 
 
 async def _sign_in(request: Request, path: str, cookie: str,
                    check: Callable[[str], object]) -> Response:
-    """The login form's POST: the token checked by ``check``, then kept in a cookie."""
+    """The login form's POST: refused (403, no cookie) unless it comes from this server's own
+    form; then the token checked by ``check``, then kept in a cookie."""
     fields = parse_qs((await request.body()).decode("utf-8", "replace"))
+    if not posted_here(request, f"{path}/login", (fields.get("form") or [""])[0]):
+        return _login(request, path, 403, "Refused: sign in through this server's own page.")
     token = (fields.get("token") or [""])[0].strip()
     try:
         check(token)
     except LedgerError as exc:
-        return _login(path, exc.status, f"Refused: {exc}.")
+        return _login(request, path, exc.status, f"Refused: {exc}.")
     response = RedirectResponse(path, status_code=303)
     response.set_cookie(cookie, token, httponly=True, samesite="strict", path=path)
     return response
@@ -97,9 +102,9 @@ def add_dashboard(app: FastAPI, store: Store, ledger: Ledger) -> None:
         try:
             ledger.check_owner(_credential(request, OWNER_COOKIE))
         except LedgerError as exc:
-            return _login("/owner", exc.status, f"The owner's dashboard: {exc}.")
+            return _login(request, "/owner", exc.status, f"The owner's dashboard: {exc}.")
         numbers = report.numbers() | {"ledger": ledger_numbers(ledger)}
-        return HTMLResponse(render(numbers, script=PLOTLY, refresh="/owner/state"))
+        return page(request, render(numbers, script=PLOTLY, refresh="/owner/state"))
 
     @app.post("/owner/login")
     async def owner_login(request: Request) -> Response:
@@ -111,16 +116,18 @@ def add_dashboard(app: FastAPI, store: Store, ledger: Ledger) -> None:
             ledger.check_owner(_credential(request, OWNER_COOKIE))
         except LedgerError as exc:
             return JSONResponse({"detail": str(exc)}, status_code=exc.status)
-        version, tables = report.state()
-        return JSONResponse({"version": version, "tables": dict(tables)})
+        version, parts = report.state()
+        return JSONResponse({"version": version} | {
+            area.folder: {name: at for folder, name, at in parts if folder == area.folder}
+            for area in AREAS})
 
     @app.get("/analyst", response_class=HTMLResponse)
     def analyst_page(request: Request) -> HTMLResponse:
         try:
             user = ledger.authenticate(_credential(request, ANALYST_COOKIE))
         except LedgerError as exc:
-            return _login("/analyst", exc.status, f"Your budget and answers: {exc}.")
-        return HTMLResponse(_analyst_html(user, ledger))
+            return _login(request, "/analyst", exc.status, f"Your budget and answers: {exc}.")
+        return page(request, _analyst_html(user, ledger))
 
     @app.post("/analyst/login")
     async def analyst_login(request: Request) -> Response:

@@ -8,15 +8,17 @@ import datetime as dt
 from collections import Counter
 
 from .. import releases
-from ..audit import audit
+from ..audit import audit_store
 from ..dp.ledger import Ledger
 from ..overlay.tree import Tree
 from ..query import Publication
 from ..private_config import ledger_location
+from ..rank.audit import RankingAuditReport
+from ..releases import current_version
+from ..releases.layout import TABLES, names, parts
 from ..store import Store, StoreError
-from ..tables.release import MANIFEST, TABLES, read_json, table_store
+from ..tables.release import MANIFEST, read_json, table_store
 from ..tables.release import read_log as table_log
-from ..versions import current_version
 
 
 def gather(store: Store, ledger: Ledger | None) -> dict:
@@ -29,13 +31,15 @@ def store_numbers(store: Store) -> dict:
     version = current_version(store)
     report = {"store": store.url, "version": version,
               "generated": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+    audited = audit_store(store) if version is not None or parts(store) else None
     if version is not None:
         publication = Publication.open(store, version)
         report["publication"] = publication_numbers(publication)
         report["distributions"] = distributions(publication)
-        report["audit"] = audit(store, version=version).as_dict()
+        report["audit"] = audited.as_dict()
         report["releases"] = release_history(store, version)
     report["tables"] = table_history(store)
+    report["rankings"] = ranking_numbers(audited.rankings) if audited else []
     return report
 
 
@@ -161,7 +165,7 @@ def table_history(store: Store) -> list[dict]:
     """Every `cocktail table` of the store: its model and level, its current partitions (with
     their ranges, for (k,e)), and per release the partitions and the tuples buffered."""
     found = []
-    for name in store.list("private", TABLES):
+    for name in names(store, TABLES):
         tstore = table_store(store, name)
         current = current_version(tstore)
         if current is None:
@@ -176,6 +180,14 @@ def table_history(store: Store) -> list[dict]:
                           "buffered": len(e.get("buffered") or ())}
                          for e in table_log(tstore)]})
     return found
+
+
+def ranking_numbers(audited: dict[str, RankingAuditReport]) -> list[dict]:
+    """Every ranking of the store: its defense and size, the versions kept, and its audit."""
+    return [{"name": name, "version": r.version, "defense": r.defense, "tuples": r.tuples,
+             "versions": r.versions,
+             "audit": "pass" if r.ok else f"{len(r.violations)} violation(s)"}
+            for name, r in audited.items()]
 
 
 def ledger_numbers(ledger: Ledger) -> dict:

@@ -58,6 +58,8 @@ def render(report: dict, script: str | None = None, refresh: str | None = None) 
         sections.append(_section("Privacy budget", _ledger(report["ledger"])))
     if report.get("tables"):
         sections.append(_section("Tables", _tables(report["tables"])))
+    if report.get("rankings"):
+        sections.append(_section("Rankings", [_rankings(report["rankings"])]))
     loader = (f"<script>{get_plotlyjs()}</script>" if script is None
               else f'<script src="{html.escape(script)}"></script>')
     return document(
@@ -316,6 +318,11 @@ def _tables(tables: list[dict]) -> list[Chart]:
                                 [[p["id"], p["tuples"], p["distinct"], p["min"], p["max"]]
                                  for p in ranged]))
     return charts
+
+
+def _rankings(rankings: list[dict]) -> str:
+    columns = ["name", "version", "defense", "tuples", "versions", "audit"]
+    return _table(columns, [[r[c] for c in columns] for r in rankings])
 
 
 def _poller(report: dict, refresh: str | None) -> str:

@@ -54,9 +54,15 @@ class LocalStore(Store):
             raise StoreUnavailable(f"cannot write {target}: {exc.strerror}") from exc
 
     def read(self, zone: str, path: str) -> bytes:
+        """Without touching atime: which old chunks an append reads would sort by it."""
         target = self._path(zone, path)
         try:
-            return target.read_bytes()
+            try:
+                descriptor = os.open(target, os.O_RDONLY | os.O_NOATIME)
+            except PermissionError:  # O_NOATIME needs the file's owner; others leave a trace
+                descriptor = os.open(target, os.O_RDONLY)
+            with open(descriptor, "rb") as stream:
+                return stream.read()
         except FileNotFoundError:
             raise StoreError(f"{target} does not exist") from None
         except OSError as exc:
@@ -108,17 +114,23 @@ class LocalStore(Store):
 
     @contextmanager
     def publish_lock(self) -> Iterator[None]:
-        self._ensure_zones()
+        """flock on the store's own directory: no lock file, and a refused publish leaves no trace."""
+        created = not self.root.exists()
         try:
-            descriptor = os.open(self.root / "private" / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+            self.root.mkdir(parents=True, exist_ok=True)
+            descriptor = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
         except OSError as exc:
             raise StoreUnavailable(f"cannot write to {self.root}: {exc.strerror}") from exc
-        with open(descriptor, "w") as handle:
+        try:
             try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 raise StoreError(f"another publish holds the lock on {self.root}") from None
             yield
+        finally:
+            os.close(descriptor)
+            if created and not any(self.root.iterdir()):
+                self.root.rmdir()
 
     def sync(self) -> None:
         os.sync()

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 
+from ..releases import committed_versions
 from ..store import Store
-from ..versions import committed_versions
 from . import ke
 from .attack import atoms, differential_attack
 from .data import decode_csv
@@ -27,8 +27,21 @@ from .release import (MANIFEST, PUBLIC_TABLE, STATE, log_entry, read_json, read_
                       require_current)
 
 
+class Findings:
+    """A part's audit: it passes when nothing was found."""
+
+    violations: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "ok": self.ok}
+
+
 @dataclass
-class TableAuditReport:
+class TableAuditReport(Findings):
     store: str
     version: str
     k: int | None
@@ -42,13 +55,6 @@ class TableAuditReport:
     atoms: int = 0
     pairwise_breaches: int = 0       # the paper's Definition 5 test, for comparison
     violations: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.violations
-
-    def as_dict(self) -> dict:
-        return {**asdict(self), "ok": self.ok}
 
 
 def audit_table(tstore: Store, whole_history: bool = False) -> TableAuditReport:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -25,7 +26,7 @@ from itertools import combinations
 from pathlib import Path
 
 from ..dataset import InputError
-from .data import Table
+from .data import Table, finite
 from .propagation import Atom, Classes, Space, canonical, merged, next_hop
 
 PARAMS = "chain.json"
@@ -60,19 +61,19 @@ class ChainReport:
         return asdict(self)
 
 
+MEAN_RECODED = "a chain mean-recodes its quasi-identifiers"
+
+
 def numeric_qis(table: Table) -> list[tuple[float, ...]]:
-    try:
-        return [tuple(float(v) for v in row.qi) for row in table.rows]
-    except ValueError:
-        raise InputError("a chain mean-recodes its quasi-identifiers: every QI value must be "
-                         "a number") from None
+    return [tuple(finite(v, f"tuple {row.id}", name, MEAN_RECODED)
+                  for name, v in zip(table.qi, row.qi)) for row in table.rows]
 
 
 def check_weights(weights: Sequence[float], qi: Sequence[str]) -> list[float]:
     if len(weights) != len(qi):
         raise InputError(f"{len(weights)} weight(s) for {len(qi)} quasi-identifier(s)")
-    if any(w < 0 for w in weights) or sum(weights) <= 0:
-        raise InputError("weights must be non-negative and not all zero")
+    if not all(math.isfinite(w) and w >= 0 for w in weights) or sum(weights) <= 0:
+        raise InputError("weights must be finite, non-negative and not all zero")
     return [w / sum(weights) for w in weights]
 
 
@@ -91,9 +92,8 @@ def run_chain(table: Table, weights: Sequence[float], hops: int, delta: float,
     space = Space.of(atoms, weights, scales, min_size)
     members = [[row.id] for row in table.rows]      # the owner's: atom -> tuple ids
     base_utility = space.utility([[a] for a in atoms])
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "owner").mkdir(exist_ok=True)
     original = {row.id: q for row, q in zip(table.rows, qis)}
+    texts = []
     report = ChainReport([], strategy, delta, weights, str(out))
     membership: dict[int, list[int]] = {row.id: [] for row in table.rows}
     for hop in range(1, hops + 1):
@@ -106,7 +106,7 @@ def run_chain(table: Table, weights: Sequence[float], hops: int, delta: float,
             for t in ids:
                 membership[t].append(number)
         text = hop_csv(table, classes)
-        (out / hop_file(hop)).write_text(text)
+        texts.append(text)
         report.hops.append(Hop(
             hop, (hops - hop + 1) * delta, round(space.privacy(classes), 6),
             round(1 - space.utility(classes) / base_utility, 6) if base_utility else 0.0,
@@ -114,13 +114,25 @@ def run_chain(table: Table, weights: Sequence[float], hops: int, delta: float,
             len(classes), round(seconds, 4)))
         atoms, members = received(text, table.qi, table.sensitive, tuples, classes)
     report.sum_utility_loss = round(sum(h.utility_loss for h in report.hops), 6)
-    (out / PARAMS).write_text(json.dumps({
+    write_chain(out, texts, membership, {
         "qi": list(table.qi), "sensitive": table.sensitive, "weights": weights,
         "scales": scales, "hops": hops, "delta": delta, "strategy": strategy,
-        "min_size": min_size,
-        "measured": [asdict(h) for h in report.hops]}, indent=2) + "\n")
-    write_membership(out / MEMBERSHIP, membership, hops)
+        "min_size": min_size, "measured": [asdict(h) for h in report.hops]})
     return report
+
+
+def write_chain(out: Path, texts: Sequence[str], membership: dict[int, list[int]],
+                params: dict) -> list[Path]:
+    """Every file of a chain, once all are made: a refusal leaves nothing half-written.
+    chain.json is strict JSON (a NaN is refused, not written as bare ``NaN``)."""
+    encoded = json.dumps(params, indent=2, allow_nan=False) + "\n"
+    (out / "owner").mkdir(parents=True, exist_ok=True)
+    files = [out / hop_file(hop) for hop in range(1, len(texts) + 1)]
+    for path, text in zip(files, texts):
+        path.write_text(text)
+    write_membership(out / MEMBERSHIP, membership, len(texts))
+    (out / PARAMS).write_text(encoded)
+    return files
 
 
 def hop_csv(table: Table, classes: Classes) -> str:
@@ -172,20 +184,15 @@ def write_hops(out: Path, table: Table, partitions: Sequence[Sequence[Sequence[i
     """Hop files, membership and parameters for chains built elsewhere (baselines, fixtures):
     each hop a partition of the table's row positions, all computed from T_0."""
     atoms = [Atom(q, ((str(row.s), 1),)) for q, row in zip(numeric_qis(table), table.rows)]
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "owner").mkdir(exist_ok=True)
-    files, membership = [], {row.id: [] for row in table.rows}
-    for hop, parts in enumerate(partitions, start=1):
+    texts, membership = [], {row.id: [] for row in table.rows}
+    for parts in partitions:
         classes = canonical([[atoms[i] for i in part] for part in parts])
         number = {id(a): n for n, c in enumerate(classes) for a in c}
         for row, atom in zip(table.rows, atoms):
             membership[row.id].append(number[id(atom)])
-        files.append(out / hop_file(hop))
-        files[-1].write_text(hop_csv(table, classes))
-    write_membership(out / MEMBERSHIP, membership, len(partitions))
-    (out / PARAMS).write_text(json.dumps({"qi": list(table.qi), "sensitive": table.sensitive,
-                                          **params}, indent=2) + "\n")
-    return files
+        texts.append(hop_csv(table, classes))
+    return write_chain(out, texts, membership,
+                       {"qi": list(table.qi), "sensitive": table.sensitive, **params})
 
 
 def write_membership(path: Path, membership: dict[int, list[int]], hops: int) -> None:
@@ -221,7 +228,8 @@ class ChainAudit:
 def audit_chain(files: Sequence[Path], delta: float | None = None,
                 membership: Path | None = None) -> ChainAudit:
     """Thresholds from the files and ``chain.json``; nestedness and the colluders' attack
-    from the owner's membership file (beside them under ``owner/``, or given)."""
+    from the owner's membership file (beside them under ``owner/``, or given) — without it,
+    nestedness as far as the files alone decide it (:func:`coarsens`)."""
     params = _params(files[0].parent)
     delta = delta if delta is not None else params.get("delta")
     if delta is None:
@@ -254,8 +262,70 @@ def audit_chain(files: Sequence[Path], delta: float | None = None,
             nested = all(n["ok"] for n in report.nested[i:j])
             report.colluders.append(PairFinding((i + 1, j + 1), nested,
                                                 *_composed(supports[i], supports[j])))
-    report.ok = all(t["ok"] for t in report.thresholds) and all(n["ok"] for n in report.nested)
+    else:
+        report.nested = [coarsens(hops[i - 1], hops[i], i) for i in range(1, len(hops))]
+    # a check the files cannot decide (ok None) refutes nothing
+    report.ok = all(t["ok"] for t in report.thresholds) and \
+        all(n["ok"] is not False for n in report.nested)
     return report
+
+
+def coarsens(finer: Sequence[Atom], coarser: Sequence[Atom], hop: int,
+             seconds: float = 20.0) -> dict:
+    """Whether hop ``hop + 1`` (``coarser``) can be a coarsening of hop ``hop`` from the two
+    files alone: each of its classes the union of whole classes of hop ``hop`` — their
+    sensitive multisets adding up to its own and their size-weighted QI means to its mean
+    (to the files' 6 decimals).  ``ok`` False names a class no union of finer ones can make
+    (``offending_class``: its QI means; None when only the classes together cannot be
+    made), None when the solver did not decide within ``seconds``."""
+    found = {"hop": hop + 1, "of_hop": hop, "from": "files"}
+    made = _cover(finer, coarser, seconds, whole=True)
+    if made is not False:
+        return {**found, "ok": made}
+    culprit = next((c for c in coarser if _cover(finer, [c], seconds, whole=False) is False),
+                   None)
+    return {**found, "ok": False,
+            "offending_class": list(culprit.qi) if culprit else None,
+            "offending_size": culprit.size if culprit else None}
+
+
+def _cover(atoms: Sequence[Atom], targets: Sequence[Atom], seconds: float,
+           whole: bool) -> bool | None:
+    """Can the ``targets`` be made of the ``atoms``, each atom in one target at most (exactly
+    one if ``whole``)?  An exact model (CP-SAT): per target, the atoms' sensitive counts sum to
+    its own and Σ size·mean to size·mean, in millionths, within the files' rounding (half a
+    millionth per tuple, at this hop and the one before).  None: undecided in ``seconds``."""
+    from ortools.sat.python import cp_model  # heavy; loaded only when asked for
+
+    def scaled(atom: Atom) -> list[int]:
+        return [round(q * 1_000_000) * atom.size for q in atom.qi]
+
+    model = cp_model.CpModel()
+    held = [dict(t.values) for t in targets]
+    choices: dict[int, list] = {i: [] for i in range(len(atoms))}
+    parts: dict[int, list] = {j: [] for j in range(len(targets))}
+    for i, atom in enumerate(atoms):
+        for j in range(len(targets)):
+            if all(held[j].get(v, 0) >= n for v, n in atom.values):
+                x = model.new_bool_var(f"x{i}_{j}")
+                choices[i].append(x)
+                parts[j].append((atom, x))
+    for xs in choices.values():
+        model.add(sum(xs) == 1 if whole else sum(xs) <= 1)
+    for j, target in enumerate(targets):
+        for value, count in held[j].items():
+            model.add(sum(dict(a.values).get(value, 0) * x for a, x in parts[j]) == count)
+        for k, total in enumerate(scaled(target)):
+            got = sum(scaled(a)[k] * x for a, x in parts[j])
+            model.add(got <= total + target.size)
+            model.add(got >= total - target.size)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = seconds
+    solver.parameters.num_workers = 1
+    status = solver.solve(model)
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return True
+    return False if status == cp_model.INFEASIBLE else None
 
 
 def _params(directory: Path) -> dict:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import click
 
-from ..cli_support import OWNER, emit, fail_cleanly, json_option, out, store_option
+from ..cli_support import OWNER, emit, err, fail_cleanly, json_option, out, store_option
 from ..publish import DEFAULT_KEEP
 from ..store import open_store
 from .audit import TableAuditReport, audit_table
-from .chain import ChainAudit, ChainReport, audit_chain, run_chain
+from .chain import MEAN_RECODED, ChainAudit, ChainReport, audit_chain, run_chain
 from .data import columns, read_table
 from .ke import Infeasible
 from .ke_release import KeReport, append_ke, publish_ke
@@ -78,6 +78,7 @@ def publish_cmd(path: str | None, append_path: str | None, qi: str | None,
                                         ("--sensitive", sensitive), *needs) if given is None]
     if missing:
         raise click.UsageError(f"a first {model} release needs {', '.join(missing)}")
+    _note_ignored(model, {"--k": k, "--e": e, "--l": ell, "--id": person})
     if model != "ke":
         report = publish_group_model(tstore, path, qi, sensitive, model, k or 1, ell, person,
                                      keep)
@@ -92,6 +93,18 @@ def publish_cmd(path: str | None, append_path: str | None, qi: str | None,
         raise ValueError(f"{path}: column {sensitive!r}: {exc}; nothing was "
                          f"written") from None
     _print_ke(report, as_json)
+
+
+# what each model reads of the options it may be given
+_USES = {"ke": {"--k", "--e"}, "rho-clone": {"--k", "--id"}, "l-diverse": {"--l", "--id"}}
+
+
+def _note_ignored(model: str, given: dict[str, object]) -> None:
+    """Say so (on stderr) when an option means nothing to the model, rather than drop it."""
+    ignored = [flag for flag, value in given.items()
+               if value is not None and flag not in _USES[model]]
+    if ignored:
+        err.print(f"note: --model {model} ignores {', '.join(ignored)}", highlight=False)
 
 
 def _print_ke(report: KeReport, as_json: bool) -> None:
@@ -154,17 +167,32 @@ def _print_chain_audit(chain: ChainAudit) -> None:
                   f"; smallest class {t['smallest_class']} (at least {t['min_size']}) "
                   f"{'ok' if t['ok'] else 'VIOLATION'}", highlight=False)
     if chain.membership is None:
-        out.print("nestedness and colluders: not checked (no owner membership file)")
+        out.print("colluders: not checked (no owner membership file); nestedness from the "
+                  "files alone")
     for n in chain.nested:
-        if not n["ok"]:
+        if n["ok"] is None:
+            out.print(f"  hop {n['hop']} in hop {n['of_hop']}: undecided from the files alone",
+                      highlight=False)
+        elif not n["ok"]:
             out.print(f"  VIOLATION hop {n['hop']} is not a coarsening of hop {n['of_hop']}: "
-                      f"its class {n['offending_class']} is split", highlight=False)
+                      f"{_offender(n)}", highlight=False)
     for pair in chain.colluders:
         nested = "nested" if pair.nested else "NOT nested"
         out.print(f"hops {pair.hops[0]}+{pair.hops[1]} ({nested}): {pair.disclosed:,} "
                   f"tuple(s) pinned and {pair.narrowed:,} narrowed only by colluding",
                   highlight=False)
     out.print("PASS" if chain.ok else "FAIL")
+
+
+def _offender(nested: dict) -> str:
+    if nested.get("from") != "files":
+        return f"its class {nested['offending_class']} is split"
+    if nested["offending_class"] is None:
+        return f"hop {nested['of_hop']}'s classes cannot be grouped into its classes"
+    at = ", ".join(f"{x:g}" if float(x).is_integer() else f"{x:.6f}"
+                   for x in nested["offending_class"])
+    return (f"its class of {nested['offending_size']} at ({at}) is no union of hop "
+            f"{nested['of_hop']}'s classes")
 
 
 @table_group.command("chain")
@@ -191,7 +219,7 @@ def chain_cmd(path: str, qi: str, sensitive: str, hops: int, delta: float,
     """Re-sharing along a chain: T_1 … T_L from PATH (CSV), each computed from the previous
     one only and stricter than it.  Ship hop i's file to the i-th recipient; keep
     owner/membership.csv (it links tuples to classes)."""
-    table = read_table(path, columns(qi), sensitive, numeric=False)
+    table = read_table(path, columns(qi), sensitive, numeric=False, numeric_qi=MEAN_RECODED)
     given = [float(w) for w in weights.split(",")] if weights else [1.0] * len(table.qi)
     report = run_chain(table, given, hops, delta, strategy, Path(out_dir), min_size)
     emit(as_json, report.as_dict(), lambda: _print_chain(report))

@@ -52,11 +52,12 @@ def columns(spec: str | Sequence[str]) -> tuple[str, ...]:
 
 def csv_records(path: str | Path, wanted: Sequence[str]) -> Iterator[tuple[int, dict[str, str]]]:
     """Each non-blank row of a CSV file with a header, as its line number and the ``wanted``
-    columns' stripped values; an unreadable file, a missing column, a ragged row or no row at all
-    is an :class:`InputError` naming the file (and the line)."""
+    columns' stripped values; an unreadable file, a repeated or missing column, a ragged row or
+    no row at all is an :class:`InputError` naming the file (and the line).  A byte order mark
+    (spreadsheets write one) is not part of the first column's name."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except UnicodeDecodeError as exc:
@@ -65,6 +66,9 @@ def csv_records(path: str | Path, wanted: Sequence[str]) -> Iterator[tuple[int, 
     header = [name.strip() for name in next(reader, None) or []]
     if not header:
         raise InputError(f"{path}: empty file (expected a header line)")
+    repeated = next((name for i, name in enumerate(header) if name in header[:i]), None)
+    if repeated is not None:
+        raise InputError(f"{path}: column {repeated!r} appears twice in the header")
     missing = [name for name in wanted if name not in header]
     if missing:
         raise InputError(f"{path}: no column {', '.join(map(repr, missing))} (the header has "
@@ -84,34 +88,69 @@ def csv_records(path: str | Path, wanted: Sequence[str]) -> Iterator[tuple[int, 
 
 
 def read_table(path: str | Path, qi: Sequence[str], sensitive: str, first_id: int = 0,
-               numeric: bool = True, person: str | None = None) -> Table:
+               numeric: bool = True, person: str | None = None,
+               numeric_qi: str | None = None) -> Table:
     """The table's tuples; any problem is an :class:`InputError` naming the file, the row (line
     number) and the column.  ``numeric``: the sensitive value must be a number (else it is a
     category, which must not be empty); ``person``: a column naming the individual (kept
-    private, for measuring attacks across publishers)."""
+    private, for measuring attacks across publishers); ``numeric_qi``: why every QI must be a
+    finite number, if it must."""
     path = Path(path)
     if sensitive in qi:
         raise InputError(f"{sensitive!r} is both a quasi-identifier and the sensitive column")
-    rows, persons = [], {}
+    if person is not None:
+        person_column(person, qi, sensitive)
+    rows, persons, seen = [], {}, {}
     for line, record in csv_records(path, (*qi, sensitive, *([person] if person else []))):
         text = record[sensitive]
         value = sensitive_value(text, path, line, sensitive) if numeric \
             else category(text, path, line, sensitive)
         if person:
-            persons[first_id + len(rows)] = record[person]
+            persons[first_id + len(rows)] = individual(record[person], seen, path, line, person)
+        for name in qi if numeric_qi else ():
+            finite(record[name], f"{path}:{line}", name, numeric_qi)
         rows.append(Row(first_id + len(rows), tuple(record[name] for name in qi), value))
     return Table(tuple(qi), sensitive, rows, persons)
 
 
+def person_column(person: str, qi: Sequence[str], sensitive: str) -> None:
+    """The column naming individuals is kept private: it cannot be one that is published."""
+    if not person.strip():
+        raise InputError("--id needs a column name")
+    if person in (*qi, sensitive):
+        kind = "the sensitive column" if person == sensitive else "a quasi-identifier"
+        raise InputError(f"--id {person!r} is {kind}, which is published; name a column that "
+                         f"identifies each individual")
+
+
+def individual(text: str, seen: dict[str, int], path: Path, line: int, column: str) -> str:
+    """Each individual once: a repeated or empty id would make two tuples one person (with
+    two true values) for the composition attack."""
+    if not text:
+        raise InputError(f"{path}:{line}: column {column!r} is empty (each individual needs "
+                         f"an id)")
+    if text in seen:
+        raise InputError(f"{path}:{line}: column {column!r} is {text!r} again (line "
+                         f"{seen[text]}); each individual must appear once")
+    seen[text] = line
+    return text
+
+
 def sensitive_value(text: str, path: Path, line: int, column: str) -> float:
+    return finite(text, f"{path}:{line}", column, "the sensitive attribute must be numeric")
+
+
+def finite(text: str, where: str, column: str, why: str) -> float:
+    """``text`` as a finite number: float() also reads 'nan' and 'inf', which would poison
+    every sum, mean and range they enter."""
     try:
         value = float(text)
     except ValueError:
-        raise InputError(f"{path}:{line}: column {column!r} is {text.strip()!r}, not a "
-                         f"number (the sensitive attribute must be numeric)") from None
+        raise InputError(f"{where}: column {column!r} is {text.strip()!r}, not a number "
+                         f"({why})") from None
     if not math.isfinite(value):
-        raise InputError(f"{path}:{line}: column {column!r} is {text.strip()!r}, not a "
-                         f"finite number")
+        raise InputError(f"{where}: column {column!r} is {text.strip()!r}, not a finite "
+                         f"number ({why})")
     return value
 
 

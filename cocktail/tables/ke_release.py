@@ -11,11 +11,11 @@ import secrets
 from dataclasses import asdict, dataclass
 
 from .. import chunkformat as fmt
-from ..releases import RebaseRefused
+from ..releases import RebaseRefused, Staged, commit_release
 from ..store import Store
 from . import ke
 from .data import Table, columns, encode_csv, number, read_table
-from .release import (MANIFEST, PUBLIC_TABLE, STATE, TUPLES, Staged, commit_release,
+from .release import (MANIFEST, PUBLIC_TABLE, STATE, TUPLES,
                       encode_tuples, read_json, log_entry, read_tuples, timed)
 
 MODEL = "ke"

@@ -21,12 +21,12 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 
 from .. import chunkformat as fmt
-from ..releases import RebaseRefused
+from ..releases import RebaseRefused, Staged, commit_release
 from ..store import Store
 from . import rho
 from .data import Table, columns, encode_csv, read_table
 from .mondrian import generalize, mondrian
-from .release import (MANIFEST, PUBLIC_TABLE, STATE, TUPLES, Staged, commit_release,
+from .release import (MANIFEST, PUBLIC_TABLE, STATE, TUPLES,
                       encode_tuples, timed)
 
 PERSONS = "persons.csv"

@@ -15,6 +15,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
 
 from ..querylang import QuerySyntaxError
 from ..store import Store
@@ -93,7 +94,8 @@ def answer(tstore: Store, aggregate: str, where: str, exact: bool = False) -> Ta
     bounds = interval(aggregate, [(sorted(partitions[p]), c) for p, c in chosen.items() if c])
     selected = sum(chosen.values())
     low, high = bounds if bounds else (None, None)
-    result = TableAnswer(version, aggregate, where or "", selected, _out(low), _out(high),
+    result = TableAnswer(version, aggregate, where or "", selected,
+                         _out(low, ROUND_FLOOR), _out(high, ROUND_CEILING),
                          _out((low + high) / 2) if bounds else None)
     if exact:
         truth = exact_answer(tstore, version, aggregate, conditions)
@@ -109,12 +111,13 @@ def _selects(conditions: list[Condition], qi: Sequence[str], cells: Sequence[str
 
 def interval(aggregate: str, groups: list[tuple[list[float], int]]) -> tuple[float, float] | None:
     """Bounds of the aggregate over ``groups``: (a partition's sorted values, how many of its
-    tuples are selected), each with at least one selected."""
-    if not groups:
-        return None
+    tuples are selected), each with at least one selected.  None when nothing is selected,
+    except COUNT, which is then 0."""
     if aggregate == "count":
         total = float(sum(c for _, c in groups))
         return total, total
+    if not groups:
+        return None
     if aggregate in ("sum", "avg"):
         low = sum(sum(values[:c]) for values, c in groups)
         high = sum(sum(values[-c:]) for values, c in groups)
@@ -135,7 +138,7 @@ def exact_answer(tstore: Store, version: str, aggregate: str,
     table = read_tuples(tstore, version, state)
     values = [row.s for row in table.rows
               if row.id in published and _selects(conditions, table.qi, row.qi)]
-    if not values:
+    if not values and aggregate != "count":
         return None
     reducers: dict[str, Callable[[list[float]], float]] = {
         "count": lambda v: float(len(v)), "sum": sum, "avg": lambda v: sum(v) / len(v),
@@ -143,5 +146,9 @@ def exact_answer(tstore: Store, version: str, aggregate: str,
     return reducers[aggregate](values)
 
 
-def _out(value: float | None) -> int | float | None:
-    return None if value is None else number(float(round(value, 6)))
+def _out(value: float | None, rounding: str = ROUND_HALF_EVEN) -> int | float | None:
+    """To the millionth: a bound rounds outwards (floor, ceiling), so the interval printed
+    still holds the answer; exact in decimal, and the float of it never crosses ``value``."""
+    if value is None:
+        return None
+    return number(float(Decimal(value).quantize(Decimal("1e-6"), rounding=rounding)))

@@ -1,4 +1,4 @@
-"""Where table releases live, and how one is committed.
+"""Where table releases live (committed by :func:`cocktail.releases.commit_release`).
 
 A table named N keeps its releases under ``tables/N/`` in both zones of a store, with its own
 CURRENT pointer and versions (the set-valued publication's rules: staged, renamed into place,
@@ -13,75 +13,23 @@ the buffered ones included) and ``state.json`` (the model's parameters and what 
 
 from __future__ import annotations
 
-import re
-import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
 
 from .. import chunkformat as fmt
 from .. import releases
+from ..releases import current_version
+from ..releases.layout import TABLES, named_store
 from ..store import Prefixed, Store, StoreError
-from ..versions import commit, current_version, next_version, prune, sweep
 from .data import Row, Table, decode_csv, encode_csv, number
 
-TABLES = "tables"
-PUBLIC_TABLE = "table.csv"
-MANIFEST = "manifest.json"
+PUBLIC_TABLE, MANIFEST = TABLES.public_files
 TUPLES = "tuples.csv"
 STATE = "state.json"
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-
-
-def named_store(store: Store, area: str, kind: str, name: str) -> Prefixed:
-    """The part of ``store`` that holds the ``kind`` (table, ranking) called ``name``."""
-    if not NAME_RE.match(name):
-        raise ValueError(f"{kind} name {name!r}: use letters, digits, '_', '.' or '-'")
-    return Prefixed(store, f"{area}/{name}")
 
 
 def table_store(store: Store, name: str) -> Prefixed:
-    return named_store(store, TABLES, "table", name)
-
-
-@dataclass
-class Staged:
-    """One release's files and its log entry, as a model built them."""
-
-    public: dict[str, bytes] = field(default_factory=dict)
-    private: dict[str, bytes] = field(default_factory=dict)
-    entry: dict = field(default_factory=dict)
-
-
-# build(current version or None, new version, creation time) -> the release's files
-Builder = Callable[[str | None, str, str], Staged]
-
-
-def commit_release(tstore: Store, build: Builder, keep: int) -> str:
-    """Build and commit the next version under the store's publish lock; returns its name.
-    Files go out in a random order and the public ones share one modification time, so a
-    listing shows nothing of how they were made."""
-    with tstore.publish_lock():
-        current = current_version(tstore)
-        sweep(tstore, current)
-        version = next_version(tstore)
-        now = datetime.now(timezone.utc).replace(microsecond=0)
-        staged = build(current, version, now.isoformat(timespec="seconds"))
-        staging = fmt.STAGING_PREFIX + version
-        files = [("public", name, data) for name, data in staged.public.items()] + \
-                [("private", name, data) for name, data in staged.private.items()]
-        secrets.SystemRandom().shuffle(files)
-        for zone, name, data in files:
-            tstore.write(zone, f"{staging}/{name}", data, pri_label=zone == "private")
-            if zone == "public":
-                tstore.stamp(zone, f"{staging}/{name}", now.timestamp())
-        entry = {"format": 1, "version": version, **staged.entry}
-        commit(tstore, staging, version, lambda: tstore.write(
-            "private", releases.entry_path(version), fmt.encode_json(entry, compact=True),
-            pri_label=True))
-        prune(tstore, version, keep)
-    return version
+    return named_store(store, TABLES, name)
 
 
 def require_current(tstore: Store) -> str:

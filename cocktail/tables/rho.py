@@ -7,7 +7,7 @@ independent publishers tells little beyond the global distributions:
 
 1. *Division*: one sub-dataset W_j per sensitive value; b = min |W_j| classes.
 2. *Assignment*: each class takes λ_j = round(|W_j| / b) tuples of every value, the λ_j of the
-   first η candidates that widen its QIs least.  Rounding up adds counterfeit tuples (value
+   first η candidates (the first λ_j when λ_j > η) that widen its QIs least.  Rounding up adds counterfeit tuples (value
    s_j, no QIs), rounding down suppresses the tuples left over; a fraction of exactly ½
    suppresses in the first half of the tied values (by name) and counterfeits in the rest —
    not Python's round-half-even.
@@ -118,12 +118,16 @@ def clone(rows: Sequence[Row], numeric: Sequence[bool], k: int,
     # the rarest values first: each class is seeded with one of their tuples
     for value in sorted(by_value, key=lambda v: (counts[v], v)):
         pool = [row.id for row in by_value[value]]
+        # λ_j of the first η: when λ_j > η, the first λ_j — else the shortfall would be
+        # counterfeited and as many tuples suppressed, distortion the rounding never asked for
+        scan = max(eta, plan.lam[value])
         for r in range(plan.b):
-            chosen = qi.least_distortion(pool[:eta], boxes[r], plan.lam[value])
+            chosen = qi.least_distortion(pool[:scan], boxes[r], plan.lam[value])
             for t in chosen:
                 classes[r].append(t)
                 boxes[r].add(qi.values(t))
-            pool = [t for t in pool if t not in set(chosen)]
+            taken = set(chosen)
+            pool = [t for t in pool if t not in taken]
             for _ in range(plan.lam[value] - len(chosen)):
                 fake = -(len(counterfeit) + 1)
                 counterfeit[fake] = value

@@ -1,29 +1,15 @@
 """Versions of a publication: the CURRENT pointer, the committed versions, and the clean-up.
 
 A version is written under a staging name, renamed into place, and made current by replacing
-the ``CURRENT`` pointer: the one atomic step.  A crash at any point leaves the previous version
+the ``CURRENT`` pointer (:mod:`.commit`).  A crash at any point leaves the previous version
 current; the next publish sweeps what the crash left behind.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from . import chunkformat as fmt
-from . import releases
-from .store import Store, StoreError
-
-
-def commit(store: Store, staging: str, version: str, log: Callable[[], None]) -> None:
-    """Move a staged version into place in both zones, ``log`` it, and make it current by
-    replacing the pointer: the one atomic step, after everything is durable."""
-    for zone in ("public", "private"):
-        store.rename(zone, staging, version)
-    log()
-    store.sync()
-    store.write("public", fmt.POINTER + ".tmp", f"{version}\n".encode(), pri_label=False)
-    store.rename("public", fmt.POINTER + ".tmp", fmt.POINTER)  # the commit point
-    store.sync()
+from .. import chunkformat as fmt
+from ..store import Store, StoreError
+from .log import sweep_log
 
 
 def current_version(store: Store) -> str | None:
@@ -58,7 +44,7 @@ def sweep(store: Store, current: str | None) -> None:
             if name.startswith(fmt.STAGING_PREFIX) or stale_version:
                 store.remove(zone, name)
     if current is not None:
-        releases.sweep_log(store, current)
+        sweep_log(store, current)
 
 
 def prune(store: Store, current: str, keep: int) -> None:

@@ -25,11 +25,12 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import chunkformat as fmt
-from .store import Store, StoreError
+from .. import chunkformat as fmt
+from ..store import Store
+from .layout import Refused
 
 LOG_DIR = "releases"
-KINDS = ("fresh", "append", "rebase", "imported")
+KINDS = ("fresh", "append", "rebase", "imported", "derived")
 
 
 @lru_cache(maxsize=1 << 16)  # a record is a member of each of its cluster's chunks
@@ -50,8 +51,13 @@ def entry_path(version: str) -> str:
 
 
 def write_entry(store: Store, entry: dict) -> None:
-    """The entry as compact JSON, spooled to a private temporary file unit by unit: its member
-    names are 16 bytes a record as arrays and would be ~80 as a list of strings."""
+    """The entry as compact JSON.  A basket release's is spooled to a private temporary file
+    unit by unit: its member names are 16 bytes a record as arrays and would be ~80 as a list
+    of strings."""
+    if "units" not in entry:
+        store.write("private", entry_path(entry["version"]), fmt.encode_json(entry, compact=True),
+                    pri_label=True)
+        return
     with tempfile.TemporaryFile() as spool:
         units = entry["units"]
         head = fmt.encode_json({k: v for k, v in entry.items() if k != "units"}, compact=True)
@@ -94,7 +100,7 @@ def sweep_log(store: Store, current: str) -> None:
             store.remove("private", f"{LOG_DIR}/{name}")
 
 
-class RebaseRefused(StoreError):
+class RebaseRefused(Refused):
     """A fresh partition of a store whose records the public cloud has already seen."""
 
 

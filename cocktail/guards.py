@@ -1,0 +1,135 @@
+"""What every request and reply of `cocktail serve` passes through, in one place.
+
+* A body the API cannot read (malformed JSON, wrong types, ``1e999``, NaN, bytes that are not
+  UTF-8) is refused 422, naming each field at fault and never echoing the input back: FastAPI's
+  default reply echoes it, and an infinite number or undecodable bytes then broke the reply
+  itself (a 500).
+* Every reply, errors and 404s included, carries a Content-Security-Policy (scripts from this
+  server or inline with the request's nonce only; no framing; forms post here only),
+  X-Frame-Options, X-Content-Type-Options: nosniff and Referrer-Policy.  A page's inline
+  scripts get the nonce through :func:`page`; a route may set a policy of its own (``/docs``).
+* A sign-in form resists cross-site posts twice over (:func:`form_page`, :func:`posted_here`):
+  the post's Origin (or, lacking one, its Referer) must name this server, and it must carry the
+  token of a form this server gave the same browser.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse
+from starlette.datastructures import MutableHeaders
+
+SWAGGER = "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/"
+FORM_COOKIE = "cocktail_form"
+_FORM_KEY = secrets.token_bytes(32)  # per process: a form does not outlive a restart
+
+
+def guard(app: FastAPI) -> None:
+    """Install the guards on ``app`` (after its other middleware: the headers go outermost,
+    onto the 413 of a body limit too)."""
+    app.add_exception_handler(RequestValidationError, _unreadable)
+    app.add_middleware(SecurityHeaders)
+    app.add_api_route("/docs", _docs(app), include_in_schema=False)
+
+
+async def _unreadable(_: Request, exc: RequestValidationError) -> JSONResponse:
+    return JSONResponse({"detail": [{"loc": [_text(part) for part in error["loc"]],
+                                     "msg": _text(error["msg"]), "type": error["type"]}
+                                    for error in exc.errors()]}, status_code=422)
+
+
+def _text(value) -> str | int:
+    """A location or message as JSON can carry it (a dict key may hold a lone surrogate)."""
+    if isinstance(value, int):
+        return value
+    return str(value).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def policy(nonce: str, scripts: str = "'self'", styles: str = "'self'",
+           images: str = "'self' data:") -> str:
+    return (f"default-src 'none'; script-src {scripts} 'nonce-{nonce}'; "
+            # plotly.js writes style elements and attributes as it draws
+            f"style-src {styles} 'unsafe-inline'; img-src {images}; connect-src 'self'; "
+            "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+
+
+class SecurityHeaders:
+    """Each request gets a fresh nonce (``request.state.nonce``); each reply the headers,
+    unless the route set its own."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        nonce = secrets.token_urlsafe(16)
+        scope.setdefault("state", {})["nonce"] = nonce
+
+        async def headed(message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in (("Content-Security-Policy", policy(nonce)),
+                                    ("X-Frame-Options", "DENY"),
+                                    ("X-Content-Type-Options", "nosniff"),
+                                    ("Referrer-Policy", "same-origin")):
+                    headers.setdefault(name, value)
+            await send(message)
+        await self.app(scope, receive, headed)
+
+
+def page(request: Request, html: str, status_code: int = 200, headers=None) -> HTMLResponse:
+    """An HTML reply whose inline scripts run under the policy: each gets the request's nonce
+    (every text the pages show is escaped, so any ``<script`` in them is the page's own)."""
+    nonce = request.state.nonce
+    return HTMLResponse(html.replace("<script", f'<script nonce="{nonce}"'),
+                        status_code=status_code, headers=headers)
+
+
+def _docs(app: FastAPI):
+    def docs(request: Request) -> HTMLResponse:
+        """Swagger UI, its two files from the CDN FastAPI names and nothing else from there."""
+        nonce = request.state.nonce
+        rules = policy(nonce, scripts=SWAGGER + "swagger-ui-bundle.js",
+                       styles=SWAGGER + "swagger-ui.css",
+                       images="'self' data: https://fastapi.tiangolo.com/img/favicon.png")
+        html = get_swagger_ui_html(openapi_url=app.openapi_url, title=f"{app.title} - API")
+        return page(request, html.body.decode(), headers={"Content-Security-Policy": rules})
+    return docs
+
+
+def form_page(request: Request, action: str, render: Callable[[str], str],
+              status_code: int) -> HTMLResponse:
+    """A page whose form posts to ``action``: ``render`` puts the form's token in it; the
+    browser's half goes in a cookie that only ``action`` receives."""
+    seed = secrets.token_urlsafe(16)
+    response = page(request, render(_form_token(seed, action)), status_code)
+    response.set_cookie(FORM_COOKIE, seed, path=action, httponly=True, samesite="strict")
+    return response
+
+
+def posted_here(request: Request, action: str, token: str) -> bool:
+    """Whether a post to ``action`` came from this server's own form in the same browser.  The
+    token is keyed to the cookie and the action, so neither a token fetched by an attacker
+    nor a cookie planted from a sibling host passes alone."""
+    source = request.headers.get("origin") or request.headers.get("referer") or ""
+    try:
+        here = urlsplit(source).netloc == request.headers.get("host")
+    except ValueError:  # not a URL
+        return False
+    seed = request.cookies.get(FORM_COOKIE, "")
+    return here and bool(seed) and hmac.compare_digest(
+        token.encode("utf-8", "replace"), _form_token(seed, action).encode())
+
+
+def _form_token(seed: str, action: str) -> str:
+    return hmac.new(_FORM_KEY, f"{action}\n{seed}".encode("utf-8", "replace"),
+                    hashlib.sha256).hexdigest()

@@ -1,0 +1,124 @@
+"""The one commit step of every writer: basket publish and append, republish, tables, rankings.
+
+:func:`begin` takes the store's publish lock, sweeps what a crashed writer left and names the
+next version; the :class:`Release` it yields collects the version's files.  ``commit`` then
+writes them in a random order (from a local spool) and stamps the public ones with one common
+time — otherwise creation order, inode numbers, HDFS file and block ids and modification times
+would group files by how they were made, for anyone who lists them — renames the staging
+folders into place in both zones, writes the release-log entry, and makes the version current by
+replacing the pointer: the one atomic step, after everything is durable.  Older versions are
+pruned last.
+"""
+
+from __future__ import annotations
+
+import secrets
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import BinaryIO
+
+from .. import chunkformat as fmt
+from ..store import Store
+from .log import write_entry
+from .versions import current_version, next_version, prune, sweep
+
+
+class Release:
+    """One version being staged."""
+
+    def __init__(self, store: Store, current: str | None) -> None:
+        self.store, self.current = store, current
+        self.version = next_version(store)
+        self.staging = fmt.STAGING_PREFIX + self.version
+        now = datetime.now(timezone.utc).replace(microsecond=0)
+        self.created = now.isoformat(timespec="seconds")
+        self.mtime = now.timestamp()  # every public file's modification time
+        self._spool = tempfile.TemporaryFile(prefix="cocktail-spool-")
+        # zone, path, and either (offset, size) in the spool or the path of a file to link
+        self._files: list[tuple[str, str, int | str, int]] = []
+
+    def put(self, zone: str, name: str, data: bytes) -> None:
+        self._files.append((zone, f"{self.staging}/{name}", self._spool.tell(), len(data)))
+        self._spool.write(data)
+
+    def keep(self, zone: str, old_version: str, name: str) -> None:
+        """Carry a file of an earlier version over unchanged (a link where the store can)."""
+        self._files.append((zone, f"{self.staging}/{name}", f"{old_version}/{name}", 0))
+
+    def write_private(self, name: str, data: bytes | BinaryIO) -> None:
+        """Straight to the store: a private file (its order shows nothing) that may be large."""
+        self.store.write("private", f"{self.staging}/{name}", data, pri_label=True)
+
+    def commit(self, entry: dict, keep: int | None) -> None:
+        """Write, log ``entry``, make current; keep ``keep`` versions (None: all of them)."""
+        self._write_files()
+        for zone in ("public", "private"):
+            self.store.rename(zone, self.staging, self.version)
+        write_entry(self.store, {"format": 1, "version": self.version} | entry)
+        self.store.sync()
+        self.store.write("public", fmt.POINTER + ".tmp", f"{self.version}\n".encode(),
+                         pri_label=False)
+        self.store.rename("public", fmt.POINTER + ".tmp", fmt.POINTER)  # the commit point
+        self.store.sync()
+        if keep is not None:
+            prune(self.store, self.version, keep)
+
+    def discard(self) -> None:
+        """Drop the spool (what was staged in the store the next writer sweeps)."""
+        self._spool.close()
+
+    def _write_files(self) -> None:
+        order = list(range(len(self._files)))
+        secrets.SystemRandom().shuffle(order)
+        for i in order:
+            zone, path, source, size = self._files[i]
+            if isinstance(source, str):
+                self.store.copy(zone, source, path)
+                continue
+            self._spool.seek(source)
+            self.store.write(zone, path, self._spool.read(size), pri_label=zone == "private")
+        self.discard()
+        for zone, path, *_ in sorted(self._files):  # in path order: random ids, no history
+            if zone == "public":
+                self.store.stamp(zone, path, self.mtime)
+
+
+@contextmanager
+def begin(store: Store) -> Iterator[Release]:
+    """The next version of ``store``, under its publish lock; nothing is current until
+    :meth:`Release.commit`."""
+    with store.publish_lock():
+        current = current_version(store)
+        sweep(store, current)
+        release = Release(store, current)
+        try:
+            yield release
+        finally:
+            release.discard()
+
+
+@dataclass
+class Staged:
+    """One small release's files and its log entry (a table's, a ranking's)."""
+
+    public: dict[str, bytes] = field(default_factory=dict)
+    private: dict[str, bytes] = field(default_factory=dict)
+    entry: dict = field(default_factory=dict)
+
+
+# build(current version or None, new version, creation time) -> the release's files
+Builder = Callable[[str | None, str, str], Staged]
+
+
+def commit_release(store: Store, build: Builder, keep: int) -> str:
+    """Build and commit the next version of a small part; returns its name."""
+    with begin(store) as release:
+        staged = build(release.current, release.version, release.created)
+        for zone, files in (("public", staged.public), ("private", staged.private)):
+            for name, data in files.items():
+                release.put(zone, name, data)
+        release.commit(staged.entry, keep)
+    return release.version
