@@ -98,14 +98,14 @@ def main() -> int:
     console, failures = Console(width=200), 0
     summary = Table(title="Total variance at α = 1 (worst query in brackets)")
     for column in ("workload", "u", "NOQ", "NOT", "best fixed", "chosen", "strategy",
-                   "search s", "HDMM (ours)", "HDMM (issue)", "chosen/HDMM", "empirical gap"):
+                   "search s (CPU)", "HDMM (ours)", "HDMM (issue)", "chosen/HDMM", "empirical gap"):
         summary.add_column(column)
     for name, text in workloads(terms).items():
         m = Matrices(parse_batch(text))
         _choose.cache_clear()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         choice = choose(m)
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
         candidates = [noq(m), noT(m), *cell_candidates(m),
                       *searched_candidates(m, None, optimize.Budget(1 << 30))]
         detail = Table(title=f"{name}: every candidate")
@@ -120,17 +120,17 @@ def main() -> int:
         reference = min(hdmm, ISSUE_HDMM.get(name, hdmm))
         gap = empirical(chosen, m, exact_vector(chosen, m, counts), args.draws)
         worse = np.any(chosen.variances(1.0) > fixed.variances(1.0) * (1 + 1e-9))
-        failures += int(gap > 0.1) + int(bool(worse)) + int(seconds > 2)
+        failures += int(gap > 0.1) + int(bool(worse)) + int(cpu > 2)  # wall time: other load
         v = chosen.variances(1.0)
         summary.add_row(
             name, str(len(m.terms)),
             *(f"{s.expected_error(1.0):.1f} ({s.variances(1.0).max():.1f})"
               for s in (choice.noq, choice.not_, fixed)),
-            f"{v.sum():.1f} ({v.max():.1f})", chosen.name, f"{seconds:.2f}", f"{hdmm:.1f}",
+            f"{v.sum():.1f} ({v.max():.1f})", chosen.name, f"{seconds:.2f} ({cpu:.2f})", f"{hdmm:.1f}",
             str(ISSUE_HDMM.get(name, "tie")), f"{v.sum() / reference:.2f}", f"{gap:.1%}")
     console.print(summary)
     console.print(f"{args.draws} draws per workload; a gap over 10%, a query worse than the best "
-                  f"fixed candidate or a search over 2 s counts as a failure: {failures}")
+                  f"fixed candidate or a search over 2 s of CPU counts as a failure: {failures}")
     return 1 if failures else 0
 
 
