@@ -155,7 +155,7 @@ def test_a_spent_analyst_costs_no_data_dependent_work(tmp_path, monkeypatch):
     counted, prepared = [], []
     source = Source("v1", lambda queries: counted.append(len(queries)) or [0] * len(queries))
     real_prepare = session.prepare
-    monkeypatch.setattr(session, "prepare", lambda w: prepared.append(w) or real_prepare(w))
+    monkeypatch.setattr(session, "prepare", lambda w, *a: prepared.append(w) or real_prepare(w, *a))
     ask(ledger, source, token, "count(a)")
     assert len(counted) == 1 and len(prepared) == 1
     eight = [f"t{i}" for i in range(8)]

@@ -63,9 +63,13 @@ def test_paper_example_under_the_correct_sensitivity():
     assert choice.noq.sensitivity == 12 and choice.not_.sensitivity == 4
     assert list(choice.noq.variances(1.0)) == pytest.approx([288, 288, 288])
     assert list(choice.not_.variances(1.0)) == pytest.approx([192, 160, 288])
-    assert list(choice.optimized.variances(1.0)) == pytest.approx([176, 112, 272])
-    assert choice.optimized.expected_error(1.0) < min(choice.noq.expected_error(1.0),
-                                                      choice.not_.expected_error(1.0))
+    assert list(choice.fixed.variances(1.0)) == pytest.approx([176, 112, 272])
+    assert choice.fixed.expected_error(1.0) < min(choice.noq.expected_error(1.0),
+                                                  choice.not_.expected_error(1.0))
+    # The searched p-Identity: 219 in all (HDMM's measured best 209), no query above the 176,
+    # 112, 272 of the cell histogram.
+    assert choice.optimized.expected_error(1.0) < 220
+    assert np.all(choice.optimized.variances(1.0) <= choice.fixed.variances(1.0) * (1 + 1e-9))
 
 
 @pytest.mark.parametrize("seed", range(40))

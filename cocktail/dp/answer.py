@@ -16,6 +16,7 @@ import numpy as np
 
 from ..querylang import CountQuery, Workload
 from .noise import laplace
+from .limits import LIMITS
 from .strategies import Choice, Strategy, choose
 from .workload import Matrices
 
@@ -103,7 +104,7 @@ class Prepared:
         return self.noisy(np.zeros(self.choice.optimized.A.shape[1]), alpha)
 
 
-def prepare(workload: Workload) -> Prepared:
+def prepare(workload: Workload, search_units: int = LIMITS.search_units) -> Prepared:
     """Choose the strategy: data independent, so it costs no privacy."""
     matrices = Matrices(workload)
-    return Prepared(workload, matrices, choose(matrices))
+    return Prepared(workload, matrices, choose(matrices, search_units))

@@ -30,6 +30,7 @@ class Limits:
     counts: int = 128          # distinct counting queries in one batch
     terms: int = 32            # distinct terms in one batch
     weight: float = 1e6        # |w| of every weight
+    search_units: int = 10_000  # work of one new shape's strategy search (dp/optimize.py)
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -77,7 +77,7 @@ def ask(ledger: Ledger, source: Source, token: str | None, request: Workload | s
         if ticket.state == "answered":
             return _answered(ledger.result(ticket), source,
                              arrival + deadlines.refusal if deadlines else None)
-        prepared = prepare(workload)
+        prepared = prepare(workload, limits.search_units)  # after the charge: never free
         until = time.monotonic() + deadlines.fresh(prepared.evaluations) if deadlines else None
         if ticket.state == "pending":
             stored = ledger.wait(ticket, until)

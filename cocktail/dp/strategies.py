@@ -13,9 +13,12 @@ workload and α only, never on the data, so choosing the strategy costs no priva
   is in exactly one cell, with least-squares reconstruction R = W_cells A^+.  The candidate
   strategies are the cell histogram (A = I, Δ = 1), the counting queries (A = C, NOT's
   measurements), the workload itself (A = W C, NOQ's), and counting queries plus histogram
-  stacked; the one with the lowest expected error wins.  As NOQ's and NOT's own measurements
-  are candidates, the optimized error is never above theirs.  Past ``MAX_CELL_TERMS`` workload
-  terms there are no cells to work on, and the optimized strategy is the better of NOQ and NOT.
+  stacked (the *fixed* candidates), and HDMM's p-Identity and weighted marginals searched for
+  this workload (:mod:`.optimize`), penalised for any query above the best fixed candidate's
+  variance.  A searched candidate may win only if no query's variance is above the best fixed
+  candidate's; the lowest total wins.  As NOQ's and NOT's own measurements are candidates,
+  the optimized error is never above theirs.  Past ``MAX_CELL_TERMS`` workload terms there are
+  no cells to work on, and the optimized strategy is the better of NOQ and NOT.
 """
 
 from __future__ import annotations
@@ -25,9 +28,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
+from . import optimize
+from .limits import LIMITS
 from .sensitivity import satisfiable_sensitivity
 from .workload import Matrices
+
+_STARTS = 6  # seeded starting points per searched family
 
 
 @dataclass(frozen=True)
@@ -79,23 +87,61 @@ def cell_candidates(m: Matrices) -> list[Strategy]:
             _cell_strategy("cells: counting queries + histogram", np.vstack([m.C, cells]), m)]
 
 
+def _unbiased(strategy: Strategy, m: Matrices) -> bool:
+    """R A = W over cells: A measures everything the workload asks (a searched A may not)."""
+    scale = max(1.0, float(np.abs(m.W_cells).max()))
+    return bool(np.allclose(strategy.R @ strategy.A, m.W_cells, atol=1e-7 * scale))
+
+
+def searched_candidates(m: Matrices, bound: np.ndarray | None, budget: optimize.Budget,
+                        seed: int = 0) -> list[Strategy]:
+    """HDMM's p-Identity (p in {N/16, q, 2q}, q counting queries) and weighted marginals, found
+    for this workload, their queries' variances (at α = 1) held under ``bound`` if given."""
+    V, u, cells = m.W_cells, len(m.terms), m.C.shape[1]  # noqa: N806
+    half = None if bound is None else bound / 2  # optimize leaves out the Laplace variance's 2
+    found = []
+    theta = optimize.marginals(V, u, budget, _STARTS, seed, half)  # the cheapest: first
+    if theta is not None:
+        theta = np.where(theta > 1e-4 * theta.max(), theta, 0)  # drop the negligible marginals
+        found.append(_cell_strategy(f"cells: weighted marginals ({np.count_nonzero(theta)})",
+                                    optimize.marginals_matrix(theta, u), m))
+    for p in sorted({max(1, cells // 16), m.C.shape[0], 2 * m.C.shape[0]}):
+        theta = optimize.p_identity(V, p, budget, _STARTS, seed + p, half)
+        if theta is not None:
+            found.append(_cell_strategy(f"cells: p-identity (p={p})",
+                                        optimize.p_identity_matrix(theta), m))
+    return [s for s in found if _unbiased(s, m)]
+
+
+def optimized(m: Matrices, fixed: Strategy, search_units: int) -> Strategy:
+    """The lowest-total candidate among ``fixed`` and the searched ones that keep every query's
+    variance at or below ``fixed``'s."""
+    bound = fixed.variances(1.0)
+    found = searched_candidates(m, bound, optimize.Budget(search_units))
+    allowed = [s for s in found if np.all(s.variances(1.0) <= bound * (1 + 1e-9))]
+    return min([fixed, *allowed], key=lambda s: s.expected_error(1.0))
+
+
 @dataclass(frozen=True)
 class Choice:
     noq: Strategy
     not_: Strategy
+    fixed: Strategy       # the best fixed candidate: no query of ``optimized`` is worse
     optimized: Strategy
 
     def report(self, alpha: float) -> dict[str, float]:
         return {"NOQ": self.noq.expected_error(alpha), "NOT": self.not_.expected_error(alpha),
+                "fixed": self.fixed.expected_error(alpha), "fixed_strategy": self.fixed.name,
                 "optimized": self.optimized.expected_error(alpha),
                 "optimized_strategy": self.optimized.name}
 
 
-def choose(m: Matrices) -> Choice:
+def choose(m: Matrices, search_units: int = LIMITS.search_units) -> Choice:
     """NOQ, NOT and the optimized strategy for a workload (errors scale as 1/α², so α plays
     no part in the choice).  The choice depends only on the workload's shape, never on term
-    names, so ``count(x)`` for every x shares one search."""
-    return _choose(_ByShape(m))
+    names, so ``count(x)`` for every x shares one search; ``search_units`` bounds the search's
+    work (:class:`.optimize.Budget`)."""
+    return _choose(_ByShape(m), search_units)
 
 
 @dataclass(frozen=True, eq=False)
@@ -109,10 +155,14 @@ class _ByShape:
         return isinstance(other, _ByShape) and self.m.shape == other.m.shape
 
 
-@lru_cache(maxsize=64)  # at most ~1 MB each (256 cells), so memory stays bounded
-def _choose(keyed: _ByShape) -> Choice:
+@lru_cache(maxsize=64)  # at most ~3 MB each (256 cells), so memory stays bounded
+def _choose(keyed: _ByShape, search_units: int) -> Choice:
     m = keyed.m
     plain = [noq(m), noT(m)]
     candidates = plain + (cell_candidates(m) if m.cells_feasible else [])
-    best = min(candidates, key=lambda s: s.expected_error(1.0))
-    return Choice(plain[0], plain[1], best)
+    fixed = min(candidates, key=lambda s: s.expected_error(1.0))
+    if not m.cells_feasible:
+        return Choice(plain[0], plain[1], fixed, fixed)
+    with threadpool_limits(limits=1, user_api="blas"):  # small matrices: threads only contend
+        best = optimized(m, fixed, search_units)
+    return Choice(plain[0], plain[1], fixed, best)

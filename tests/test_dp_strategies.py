@@ -1,0 +1,144 @@
+"""The searched strategies (HDMM's families): their reported variances and sensitivity against
+brute force, the per-query guarantee, the empirical variance, and the search's published bound."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from cocktail.dp import optimize, session, strategies
+from cocktail.dp.ledger import BudgetExhausted, Ledger
+from cocktail.dp.limits import LIMITS, Limits
+from cocktail.dp.noise import laplace
+from cocktail.dp.strategies import _choose, choose, searched_candidates
+from cocktail.dp.workload import Matrices
+from cocktail.querylang import parse_batch
+
+PREFIX = "count(a); count(a & b); count(a & b & c); count(a & b & c & d); " \
+         "count(a & b & c & d & e); count(a & b & c & d & e & f)"
+
+
+def random_workload(seed: int):
+    rng = random.Random(seed)
+    names = [f"t{i}" for i in range(rng.randint(2, 5))]
+    lines = []
+    for _ in range(rng.randint(2, 6)):
+        parts = {" & ".join(sorted(rng.sample(names, rng.randint(1, min(3, len(names))))))
+                 for _ in range(rng.randint(1, 3))}
+        lines.append(" + ".join(f"{rng.choice([-2, -1, 1, 2])}*count({p})" for p in sorted(parts)))
+    return parse_batch("\n".join(lines).replace("+ -", "- "))
+
+
+def brute_force(A: np.ndarray, m: Matrices) -> tuple[float, np.ndarray]:  # noqa: N803
+    """Δ as the largest move one record (one cell) makes, and 2Δ²‖(W A⁺)_i‖² per query."""
+    delta = max(float(np.abs(A @ record).sum()) for record in np.eye(A.shape[1]))
+    return delta, 2 * delta ** 2 * ((m.W_cells @ np.linalg.pinv(A)) ** 2).sum(axis=1)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_searched_variances_and_sensitivity_equal_brute_force(seed):
+    m = Matrices(random_workload(seed))
+    found = searched_candidates(m, None, optimize.Budget(3000))
+    assert {s.name.split(" (")[0] for s in found} == {"cells: p-identity",
+                                                     "cells: weighted marginals"}
+    for strategy in found:
+        delta, variances = brute_force(strategy.A, m)
+        assert strategy.sensitivity == pytest.approx(delta, rel=1e-12)
+        assert strategy.variances(1.0) == pytest.approx(variances, rel=1e-9)
+        assert strategy.R @ strategy.A == pytest.approx(m.W_cells, abs=1e-6)  # unbiased
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_optimizers_objectives_are_the_matrix_formula(seed):
+    m = Matrices(random_workload(seed))
+    rng, u = np.random.default_rng(seed), len(m.terms)
+    theta = rng.uniform(size=(3, 1 << u))
+    A = optimize.p_identity_matrix(theta)  # noqa: N806
+    bound = rng.uniform(1, 20, size=len(m.W))
+    _, variances = brute_force(A, m)
+    value, _ = optimize.p_identity_loss(m.W_cells, 3, bound)(theta.ravel())
+    assert value == pytest.approx(optimize.penalised(variances / 2, bound)[0], rel=1e-9)
+    weights = rng.uniform(size=1 << u)
+    _, variances = brute_force(optimize.marginals_matrix(weights, u), m)
+    value, _ = optimize.marginals_loss(m.W_cells, u, bound)(weights)
+    assert value == pytest.approx(optimize.penalised(variances / 2, bound)[0], rel=1e-9)
+
+
+def test_the_search_beats_every_fixed_candidate_where_hdmm_did():
+    # Prefix chain of 6: the best fixed candidate (cell histogram) has total 126; HDMM ~42.
+    choice = choose(Matrices(parse_batch(PREFIX)))
+    assert choice.fixed.expected_error(1.0) == pytest.approx(126)
+    assert choice.optimized.name.startswith("cells: p-identity")
+    assert choice.optimized.expected_error(1.0) < 0.45 * 126
+    one_way = choose(Matrices(parse_batch("; ".join(f"count(t{i})" for i in range(8)))))
+    assert one_way.fixed.expected_error(1.0) == pytest.approx(1024)
+    assert one_way.optimized.expected_error(1.0) < 380
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_no_query_is_worse_than_under_the_best_fixed_candidate(seed):
+    choice = choose(Matrices(random_workload(seed)))
+    assert np.all(choice.optimized.variances(1.0) <= choice.fixed.variances(1.0) * (1 + 1e-9))
+    assert choice.optimized.expected_error(1.0) <= choice.fixed.expected_error(1.0)
+    assert choice.fixed.expected_error(1.0) <= min(choice.noq.expected_error(1.0),
+                                                   choice.not_.expected_error(1.0))
+
+
+def test_the_search_is_deterministic():
+    m = Matrices(parse_batch(PREFIX))
+    first = choose(m).optimized
+    _choose.cache_clear()
+    second = choose(m).optimized
+    assert first.name == second.name and np.array_equal(first.A, second.A)
+
+
+def test_empirical_variance_of_a_searched_strategy_matches_the_reported_one():
+    m = Matrices(parse_batch(PREFIX))
+    strategy = choose(m).optimized
+    exact = np.arange(1 << len(m.terms), dtype=float)
+    runs = 8000
+    samples = np.array([strategy.answer(exact, 1.0, laplace) for _ in range(runs)])
+    expected = strategy.variances(1.0)
+    # Relative standard error of a Laplace-like sample variance ~ sqrt(5/n) = 2.5%: 10% is 4 SE.
+    assert np.all(np.abs(samples.var(axis=0, ddof=1) / expected - 1) < 0.1)
+    assert np.all(np.abs(samples.mean(axis=0) - m.W_cells @ exact) < 5 * np.sqrt(expected / runs))
+
+
+def test_the_search_is_bounded_by_the_published_limit(monkeypatch):
+    assert LIMITS.as_dict()["search_units"] == LIMITS.search_units > 0
+    m = Matrices(parse_batch(PREFIX))
+    assert choose(m, search_units=0).optimized is choose(m, search_units=0).fixed
+    spent = []
+    minimise = optimize.minimise
+
+    def counted(loss, start, budget, cost):
+        before = budget.units
+        try:
+            return minimise(loss, start, budget, cost)
+        finally:
+            spent.append(before - budget.units)
+
+    monkeypatch.setattr(optimize, "minimise", counted)
+    _choose.cache_clear()
+    choose(m, search_units=500)
+    assert spent and sum(spent) <= 500
+
+
+def test_the_search_runs_only_after_the_charge(tmp_path, monkeypatch):
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.add_role("analyst", alpha=1.0, budget=1.0)
+    token = ledger.add_user("ann", "analyst")
+    searches = []
+    monkeypatch.setattr(strategies, "optimized",
+                        lambda m, fixed, units: searches.append(units) or fixed)
+    source = session.Source("v1", lambda queries: [0] * len(queries))
+    _choose.cache_clear()
+    limits = Limits(search_units=1234)
+    session.ask(ledger, source, token, PREFIX, limits=limits)
+    assert searches == [1234]
+    _choose.cache_clear()
+    with pytest.raises(BudgetExhausted):
+        session.ask(ledger, source, token, PREFIX.replace("f)", "g)"), limits=limits)
+    assert searches == [1234]  # the refused request searched nothing
