@@ -282,7 +282,7 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
             ledger.authenticate(bearer_token)  # analysts only, whatever the defense
             version, index = rankings.get(request.name)
             return 200, answer_rank(index, version, request.name, request.query, request.k,
-                                    ledger, bearer_token, until)
+                                    ledger, bearer_token, until, store=rankings.identity)
         except ComputeFailed as exc:
             return 503, {"detail": str(exc)}
         except LedgerError as exc:

@@ -308,3 +308,31 @@ def test_answers_keyed_by_a_stores_path_are_keyed_by_its_identity(tmp_path):
     assert [h["version"] for h in ledger.history(alice)] == ["5eed#v000001",
                                                              "/srv/other#v000001"]
     assert ledger.budget_status(alice)["spent"] == 1.0
+
+
+def test_one_ledger_keeps_two_stores_dp_rankings_apart(tmp_path):
+    """Two stores' dp rankings of one name and version, on one ledger: the same query on the
+    second is its own charge and its own draw, never the first store's stored top k."""
+    from cocktail.private_config import set_ledger_location, store_identity
+    from cocktail.rank.release import load_ranking
+    from cocktail.rank.service import answer_rank
+    from cocktail.store import LocalStore
+    from .test_rank import BUILD, HEADER, cli, people, table_file
+
+    shared = tmp_path / "shared-ledger.sqlite"
+    ledger = Ledger(shared)
+    ledger.add_role("analyst", alpha=0.5, budget=1.0)
+    token = ledger.add_user("ann", "analyst")
+    bodies = []
+    for name, start in (("a", 0), ("b", 100)):
+        data = table_file(tmp_path, HEADER, people(40, start), f"{name}.csv")
+        assert cli("rank", "build", str(data), *BUILD, "--defense", "dp", "--store",
+                   str(tmp_path / name))[0] == 0
+        store = LocalStore(tmp_path / name)
+        set_ledger_location(store, shared)
+        version, index, _ = load_ranking(store, "ranking")
+        bodies.append(answer_rank(index, version, "ranking", "city=a,religion=x", 3, ledger,
+                                  token, store=store_identity(store)))
+    assert [b["version"] for b in bodies] == ["v000001", "v000001"]
+    assert [(b["charged"], b["reused"]) for b in bodies] == [(0.5, False), (0.5, False)]
+    assert {r["id"] for r in bodies[1]["results"]} <= {f"p{i}" for i in range(100, 140)}

@@ -149,7 +149,7 @@ def test_shell_wrapper(server, tmp_path):
 STUCK_RANKER = """
 import sys, time
 from cocktail.dp.ledger import Ledger
-from cocktail.private_config import ledger_location
+from cocktail.private_config import ledger_location, store_identity
 from cocktail.rank.release import load_ranking
 from cocktail.rank.service import answer_rank
 from cocktail.store import LocalStore
@@ -161,7 +161,8 @@ def stuck():  # reserved and charged; the top k never comes
     print("reserved", flush=True)
     time.sleep(3600)
 index.noisy_sampler = lambda *args: stuck
-answer_rank(index, version, name, text, 3, Ledger(ledger_location(store)), token)
+answer_rank(index, version, name, text, 3, Ledger(ledger_location(store)), token,
+            store=store_identity(store))
 """
 
 

@@ -12,7 +12,7 @@ from rich.table import Table
 from ..cli_support import emit, fail_cleanly, json_option, out, store_option
 from ..dataset import InputError
 from ..dp.ledger import Forbidden, Ledger
-from ..private_config import ledger_location
+from ..private_config import ledger_location, store_identity
 from ..store import open_store
 from .defenses import DEFENSES
 from ..tables.data import names
@@ -146,7 +146,8 @@ def query_cmd(query: str, k: int, token: str | None, name: str, store_spec: str,
     if index.defense == "dp" and not token:
         raise Forbidden("a dp ranking answers analysts only: give --token (each query is "
                         "charged to their budget)")
-    body = answer_rank(index, version, name, query, k, ledger, token)
+    body = answer_rank(index, version, name, query, k, ledger, token,
+                       store=store_identity(store))
     body["seconds"] = round(time.perf_counter() - started, 4)
     emit(as_json, body, lambda: _print_results(body))
 

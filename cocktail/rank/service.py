@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ..dp.ledger import Ledger
 from ..dp.session import ComputeFailed
+from ..private_config import store_identity
 from ..releases import current_version
 from ..releases.layout import RANKS, names
 from ..store import Store
@@ -45,6 +46,7 @@ class Rankings:
 
     def __init__(self, store: Store) -> None:
         self._store = store
+        self.identity = store_identity(store)
         self._open: dict[str, _Open] = {}
         self._lock = threading.Lock()
 
@@ -78,9 +80,11 @@ class Rankings:
 
 
 def answer_rank(index: RankIndex, version: str, name: str, text: str, k: int,
-                ledger: Ledger | None, token: str | None, until: float | None = None) -> dict:
+                ledger: Ledger | None, token: str | None, until: float | None = None, *,
+                store: str) -> dict:
     """The body of one answer; a dp answer another request is computing is waited for until
-    ``until`` (monotonic), taken over if that request's process died."""
+    ``until`` (monotonic), taken over if that request's process died.  ``store`` is the
+    store's identity: a ledger may serve several stores, whose rankings share names."""
     if not 1 <= k <= MAX_K:
         raise ValueError(f"k must be between 1 and {MAX_K} (got {k})")
     query = parse_query(index.schema, text)
@@ -97,7 +101,8 @@ def answer_rank(index: RankIndex, version: str, name: str, text: str, k: int,
                        "epsilon": 0.0, "charged": 0.0, "reused": False,
                        "budget": ledger.budget_status(user)}
     while True:
-        ticket = ledger.reserve(user, f"rank:{name}:{version}", f"top {k}: {query.canonical()}")
+        ticket = ledger.reserve(user, f"{store}#rank:{name}:{version}",
+                                f"top {k}: {query.canonical()}")
         if ticket.state == "answered":
             return body | ledger.result(ticket)
         if ticket.state == "reserved":
