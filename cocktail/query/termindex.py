@@ -79,12 +79,13 @@ class TermIndexBuilder:
         return bitmap
 
 
-def build_term_index(positions: Iterable[tuple[dict[str, int], Iterable[tuple[str, list[str]]]]]
+def build_term_index(chunks: Iterable[tuple[dict[str, int], Iterable[tuple[str, list[str]]]]]
                      ) -> dict[str, FrozenBitMap]:
     """The index resolved from chunks: per chunk, its pseudonym -> position map and its
-    (pseudonym, terms) lines.  Each (record, term) pair sits in exactly one chunk, so the
-    union over chunks is exact."""
-    builder = TermIndexBuilder()
-    for names, lines in positions:
-        builder.add_members((names[pseudonym], terms) for pseudonym, terms in lines)
-    return {term: FrozenBitMap(found) for term, found in builder.bitmaps.items()}
+    inverted index, (term, pseudonyms).  Each (record, term) pair sits in exactly one chunk,
+    so the union over chunks is exact."""
+    records: dict[str, BitMap] = {}
+    for names, postings in chunks:
+        for term, pseudonyms in postings:
+            records.setdefault(term, BitMap()).update(names[p] for p in pseudonyms)
+    return {term: FrozenBitMap(found) for term, found in records.items()}

@@ -177,9 +177,14 @@ class Publication:
         return self.resolved_term_records()
 
     def resolved_term_records(self) -> dict[str, FrozenBitMap]:
-        """The term index as the chunks and the private maps say it is."""
-        return build_term_index((self.record_positions(chunk_id), self.subrecords(chunk_id))
+        """The term index as the chunks' indexes and the private maps say it is."""
+        return build_term_index((self.record_positions(chunk_id), self.postings(chunk_id))
                                 for chunk_id in self.chunks)
+
+    def postings(self, chunk_id: str) -> Iterator[tuple[str, list[str]]]:
+        """(term, pseudonyms holding it) of one chunk, from its index file."""
+        path = fmt.index_path(self.version, chunk_id)
+        return fmt.decode_index(self.store.read(self._zone(chunk_id), path), chunk_id, path)
 
     def index_location(self, chunk_id: str) -> str:
         return self.store.location(self._zone(chunk_id), fmt.index_path(self.version, chunk_id))
