@@ -14,8 +14,8 @@ temporary directory; a store already there is reused).  Then, each in a fresh pr
   (the chunks resolved through the pseudonym maps, record ids loaded): the old cost;
 * **cli**: `cocktail query --exact "count(a & b)"`, end to end (wall, CPU, peak RSS), median
   of ``--runs``, beside `cocktail --version` (the interpreter and the CLI's imports alone);
-* **serve**: `cocktail serve` from start until it answers `GET /v1/limits`, the open time it
-  logs, and its RSS then.
+* **serve**: `cocktail serve` from start until it answers `GET /v1/limits` (wall, and the CPU
+  it used), the open time it logs, and its RSS then.
 
 On a shared machine the wall times carry other processes' load; the CPU column does not.
 """
@@ -87,6 +87,12 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def cpu_s(pid: int) -> float:
+    """User and system seconds the process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def prepare(size: str, data: Path) -> Path:
     """The published store of ``size`` (generated and published once, then reused)."""
     source, store = data / f"synthetic-{size}.dat", data / f"store-{size}"
@@ -143,11 +149,11 @@ def serve_ready(store: Path) -> dict:
                 if process.poll() is not None:
                     raise RuntimeError("cocktail serve did not start") from None
                 time.sleep(0.02)
-        ready, rss = time.perf_counter() - started, rss_mb(process.pid)
+        ready, rss, cpu = time.perf_counter() - started, rss_mb(process.pid), cpu_s(process.pid)
         log.seek(0)
         opened = re.search(rb"opened in ([0-9.]+) s", log.read())
-        return {"ready_s": ready, "open_s": float(opened.group(1)) if opened else float("nan"),
-                "rss_mb": rss}
+        return {"ready_s": ready, "cpu_s": cpu,
+                "open_s": float(opened.group(1)) if opened else float("nan"), "rss_mb": rss}
     finally:
         process.terminate()
         process.wait(10)
@@ -194,7 +200,7 @@ def main() -> int:
     table = Table(title="Queries at scale (k=5, m=3, synthetic, seed 1)")
     for column in ("records", "open (index)", "RSS", "p50 / p99 count", "open (resolved)",
                    "RSS", "p50 / p99", "query --exact: wall / CPU / RSS",
-                   "--version: wall / CPU", "serve: ready / open / RSS"):
+                   "--version: wall / CPU", "serve: ready / CPU / open / RSS"):
         table.add_column(column, justify="right")
     for r in results:
         o, old, c, v, s = r["open"], r["resolve"], r["cli"], r["cli_start"], r["serve"]
@@ -203,7 +209,8 @@ def main() -> int:
                       f"{old['rss_mb']:.0f} MB", f"{old['p50_us']:.0f} / {old['p99_us']:.0f} µs",
                       f"{c['wall_s']:.2f} s / {c['cpu_s']:.2f} s / {c['rss_mb']:.0f} MB",
                       f"{v['wall_s']:.2f} s / {v['cpu_s']:.2f} s",
-                      f"{s['ready_s']:.2f} s / {s['open_s']:.2f} s / {s['rss_mb']:.0f} MB")
+                      f"{s['ready_s']:.2f} s / {s['cpu_s']:.2f} s / {s['open_s']:.2f} s / "
+                      f"{s['rss_mb']:.0f} MB")
     Console(width=220).print(table)
     return 0
 
