@@ -3,6 +3,7 @@ answers equal to brute force over the raw records, checked by the owner's audit.
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -131,7 +132,6 @@ def test_a_tampered_index_is_caught_by_the_owner_audit(tmp_path, rehash):
     if rehash:  # consistent with the manifest: only the chunks can tell
         manifest_path = store.root / "private" / fmt.manifest_path(version)
         manifest = json.loads(manifest_path.read_text())
-        import hashlib
         manifest["term_index"]["sha256"] = hashlib.sha256(tampered).hexdigest()
         manifest_path.write_text(json.dumps(manifest))
     report = audit_releases(store)
@@ -150,3 +150,16 @@ def test_a_malformed_index_is_a_format_error():
     with pytest.raises(fmt.FormatError):
         TermIndex.decode(good[:-1])
     assert list(TermIndex.decode(good)["a"]) == [0, 2]
+
+
+def test_serve_opens_the_index_alone_and_answers_as_brute_force(tmp_path):
+    from cocktail.service import CurrentPublication
+
+    store = LocalStore(tmp_path / "s")
+    publish(FIRST, store, PARAMS)
+    served = []
+    read = reads_of(store, lambda: served.append(CurrentPublication(store, "fast", 3600)))
+    served[0].close()
+    assert read == ["public/CURRENT", f"private/{fmt.term_index_path(current_version(store))}"]
+    asked = [CountQuery(q) for q in random_conjunctions(list(FIRST.records), 50, seed=5)]
+    assert served[0].get().counts(asked) == [FIRST.count_containing(q.terms) for q in asked]

@@ -7,11 +7,9 @@ term index (:mod:`.termindex`) and nothing else."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-
-from collections.abc import Mapping
 
 from pyroaring import FrozenBitMap
 
