@@ -397,12 +397,12 @@ def unit_outputs(job: UnitJob, unit: int, kind: str, members: list[tuple[int, st
     ("terms", its term index)."""
     record_ids = {position: record_id for position, record_id, _ in members}
     rows, added, shown = [], set(), set()
-    terms = TermIndexBuilder()
+    index = TermIndexBuilder()
     parts = split_members(((p, terms) for p, _, terms in members), chunk_terms)
     for rank, part in enumerate(parts):
         private = rank >= public
         chunk_members = [(record_ids[p], p, sub) for p, sub in part]
-        terms.add_members(part)
+        index.add_members(part)
         attempt, built = 0, None
         while built is None:
             built = build_chunk(job.key, chunk_id_for(job.secret, unit, rank, attempt),
@@ -426,7 +426,7 @@ def unit_outputs(job: UnitJob, unit: int, kind: str, members: list[tuple[int, st
            fmt.encode_pseudonym_map(rows), True)
     yield "keys", unit, kind, np.array(sorted(added), dtype=np.uint64), \
         np.array(sorted(shown), dtype=np.uint64)
-    yield "terms", terms.encode(0)  # a part: the record count is the driver's to give
+    yield "terms", index.encode(0)  # a part: the record count is the driver's to give
 
 
 def merge_term_indexes(items: Iterator[tuple]) -> Iterator[bytes]:
