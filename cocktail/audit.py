@@ -30,6 +30,8 @@ from math import comb
 from . import chunkformat as fmt
 from . import releases
 from .attacks.joint_view import ChunkView, TooLarge, attack
+from .query.termindex import TermIndex
+from .query.view import Publication
 from .rank.audit import audit_ranking
 from .rank.release import rank_store
 from .releases.layout import RANKS, TABLES, names, top_level_entry
@@ -404,7 +406,8 @@ MEMBER_UNITS = ("leaf", "new")  # units a record belongs to for good (aggregates
 def audit_releases(store: Store, max_itemsets: int = DEFAULT_MAX_ITEMSETS) -> ReleaseAuditReport:
     """Check every pair of consecutive releases against the release invariant
     (docs/releases.md), every residual for k^m, the remaining public files against the log,
-    and run the joint-view attacker on the small clusters of all releases together."""
+    each version's term index against its chunks, and run the joint-view attacker on the
+    small clusters of all releases together."""
     current = store.read("public", fmt.POINTER).decode().strip() \
         if store.exists("public", fmt.POINTER) else None
     log = releases.read_log(store, current)
@@ -417,6 +420,7 @@ def audit_releases(store: Store, max_itemsets: int = DEFAULT_MAX_ITEMSETS) -> Re
     for entry in log:
         history.add(entry)
     _check_files(store, log, report)
+    report.violations += audit_term_indexes(store)
     history.attack()
     return report
 
@@ -555,3 +559,37 @@ def _check_files(store: Store, log: list[dict], report: ReleaseAuditReport) -> N
             elif hashlib.sha256(zone.read(path)).hexdigest() != chunk["sha256"]:
                 report.violations.append(Violation("integrity", path, "differs from what the "
                                                    "release log says was published"))
+
+
+def audit_term_indexes(store: Store) -> list[Violation]:
+    """Owner check: each committed version's term index is what its chunks and private maps
+    resolve to, and matches the private manifest's sha256 (a wrong index gives wrong exact
+    answers, and the DP layer's noise would hide it)."""
+    found = []
+    for version in releases.committed_versions(store):
+        publication = Publication(store, version)
+        listed = publication.manifest.get("term_index")
+        path = fmt.term_index_path(version)
+        where = f"private/{path}"
+        if not store.exists("private", path):
+            if listed:
+                found.append(Violation("integrity", where, "listed in the manifest but missing"))
+            continue
+        data = store.read("private", path)
+        if listed is None or hashlib.sha256(data).hexdigest() != listed["sha256"]:
+            found.append(Violation("integrity", where, "content does not match the private "
+                                   "manifest's sha256"))
+        try:
+            stored = TermIndex.decode(data, where)
+        except fmt.FormatError as exc:
+            found.append(Violation("integrity", where, str(exc)))
+            continue
+        resolved = publication.resolved_term_records()
+        wrong = sorted(t for t in set(stored) | set(resolved) if stored.get(t) != resolved.get(t))
+        if wrong:
+            found.append(Violation("integrity", where, f"{len(wrong)} term(s) disagree with the "
+                                   f"chunks, e.g. {', '.join(map(repr, wrong[:EXAMPLES]))}"))
+        if stored.records != len(publication.record_ids):
+            found.append(Violation("integrity", where, f"counts {stored.records} records, "
+                                   f"the version holds {len(publication.record_ids)}"))
+    return found

@@ -16,6 +16,12 @@ knowing which file a line came from (not every runner tells it).
 
 JSON keeps any term (tabs, spaces, non-ASCII) on one line while staying readable by the
 standard-library streaming scripts in mappers/.
+
+Term index (private, one per version: every term's record positions, for the fast path)::
+
+    cocktail-terms/1 NEWLINE
+    {"records": <records in the version>, "terms": [[<term>, <bytes>], ...]} NEWLINE
+    <each term's roaring bitmap, portable serialization, in the header's order>
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ CHUNK_DIR = "chunks"
 INDEX_DIR = "index"
 PSEUDONYM_DIR = "pseudonyms"
 RECORDS = "records.jsonl"
+TERM_INDEX = "terms.roaring"
+TERM_INDEX_MAGIC = b"cocktail-terms/1\n"
 STAGING_PREFIX = ".staging-"
 
 PSEUDONYM_HEX = 20
@@ -164,6 +172,41 @@ def decode_pseudonym_map(data: bytes, name: str = "pseudonyms") -> dict[str, dic
             raise FormatError(f"{name}:{lineno}: expected '<chunk>\\t<pseudonym>\\t<record>'")
         result.setdefault(fields[0], {})[fields[1]] = int(fields[2])
     return result
+
+
+# -- the term index (private, one per version) ---------------------------------------------
+
+def term_index_path(version: str) -> str:
+    return f"{version}/{TERM_INDEX}"
+
+
+def encode_term_index(records: int, bitmaps: Iterable[tuple[str, bytes]]) -> bytes:
+    """(term, serialized bitmap of its record positions) in term order."""
+    bitmaps = list(bitmaps)
+    header = json.dumps({"records": records, "terms": [[t, len(b)] for t, b in bitmaps]},
+                        ensure_ascii=False, separators=(",", ":"))
+    return b"".join([TERM_INDEX_MAGIC, header.encode("utf-8"), b"\n", *(b for _, b in bitmaps)])
+
+
+def decode_term_index(data: bytes, name: str = TERM_INDEX
+                      ) -> tuple[int, dict[str, memoryview]]:
+    """The record count and each term's serialized bitmap (a view into ``data``, not a copy:
+    a reader deserializes only the terms it is asked about)."""
+    end = data.find(b"\n", len(TERM_INDEX_MAGIC))
+    if not data.startswith(TERM_INDEX_MAGIC) or end < 0:
+        raise FormatError(f"{name}: not a term index (expected {TERM_INDEX_MAGIC!r} first)")
+    view, offset, found = memoryview(data), end + 1, {}
+    try:
+        header = json.loads(data[len(TERM_INDEX_MAGIC):end].decode("utf-8"))
+        records = int(header["records"])
+        for term, size in header["terms"]:
+            found[str(term)] = view[offset:offset + size]
+            offset += size
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise FormatError(f"{name}: unreadable header: {exc}") from None
+    if offset != len(data):
+        raise FormatError(f"{name}: the header's sizes do not add up to the file's")
+    return records, found
 
 
 # -- manifests -----------------------------------------------------------------------------

@@ -307,8 +307,9 @@ def report_cmd(store_spec: str, out_path: Path, as_json: bool) -> None:
               "as unverifiable.")
 @click.option("--releases", "whole_history", is_flag=True,
               help="Owner command: check every release against the release invariant, from "
-              "the private release log and the public files that remain, and run the "
-              "joint-view attacker on small clusters of all releases together.")
+              "the private release log and the public files that remain, each version's term "
+              "index against its chunks, and run the joint-view attacker on small clusters of "
+              "all releases together.")
 @click.option("--chain", "is_chain", is_flag=True,
               help="Audit a chain of re-shared publications S1 S2 … (in hop order): each "
               "k^m at its own level, no laxer than the hop before, nested in it, no pseudonym "

@@ -10,9 +10,11 @@ import sys
 
 import pytest
 
-from cocktail.audit import audit
+from cocktail import chunkformat as fmt
+from cocktail.audit import audit, audit_term_indexes
 from cocktail.dataset import InputError, load, write_fimi
 from cocktail.publish import PublishParams, publish
+from cocktail.query.termindex import TermIndex
 from cocktail.query.view import Publication
 from cocktail.store.local import LocalStore
 from cocktail.synthetic import SyntheticSpec, generate
@@ -56,8 +58,11 @@ def content(root):
                             for p, terms in publication.subrecords(chunk.id))
         chunks.append((chunk.unit, chunk.private, tuple(sorted(chunk.terms)), subrecords))
     manifest = publication.manifest
+    index = TermIndex.decode(publication.store.read("private",
+                                                    fmt.term_index_path(publication.version)))
     return {"tree": manifest["tree"], "units": manifest["units"], "chunks": sorted(chunks),
-            "aggregation": manifest["aggregation"], "records": publication.record_ids}
+            "aggregation": manifest["aggregation"], "records": publication.record_ids,
+            "term_index": (index.records, dict(index))}
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +83,7 @@ def test_both_engines_publish_the_same(source, tmp_path, request):
     for part in single_content:
         assert spark_content[part] == single_content[part], part
     assert audit(LocalStore(tmp_path / "spark")).ok
+    assert audit_term_indexes(LocalStore(tmp_path / "spark")) == []
     for field in ("public_chunks", "private_chunks", "clusters", "aggregated_clusters",
                   "public_subrecords", "private_subrecords", "private_terms",
                   "private_term_share", "private_before_aggregation"):

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import opendp.prelude as dp
-
-dp.enable_features("contrib")
-
 
 @lru_cache(maxsize=256)
 def _measurement(scale: float):
+    import opendp.prelude as dp  # here, not above: it would slow every command's start
+
+    dp.enable_features("contrib")
     return dp.m.make_laplace(dp.vector_domain(dp.atom_domain(T=float, nan=False)),
                              dp.l1_distance(T=float), scale=scale)
 

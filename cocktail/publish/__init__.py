@@ -190,8 +190,8 @@ def release(store: Store, params: PublishParams,
             version, created, params.k, params.m, method=params.method, records=records,
             appended=records, buffered=0)
         try:
-            writer.finish(public_manifest, private_manifest, built.records, release_entry,
-                          params.keep, phases)
+            writer.finish(public_manifest, private_manifest, built.records, records,
+                          release_entry, params.keep, phases)
         finally:
             if not isinstance(built.records, bytes):
                 built.records.close()

@@ -32,6 +32,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from itertools import combinations
 
+from pyroaring import BitMap
+
 from .. import chunkformat as fmt
 from .. import releases
 from ..dataset import Dataset
@@ -216,6 +218,8 @@ def append(dataset: Dataset, store: Store, min_new: int | None = None,
                 [terms_of[p] for p in pool], params,
                 lambda clusters, n: partitions(clusters, params, params.workers, n), progress)
         writer = VersionWriter(out, owner_key(store), releases.ReleaseBuilder("append"))
+        writer.terms.update(publication.term_records)  # old chunks keep their pairs...
+        writer.terms.discard(BitMap(waiting))          # ...but the buffer's are placed anew
         previous = releases.read_log(store, current)[-1]
         unit_of = list(publication.cluster_of) + [None] * len(dataset)
         totals = _carry_old(writer, publication, current, previous, extension, ids, unit_of)
@@ -270,7 +274,8 @@ def append(dataset: Dataset, store: Store, min_new: int | None = None,
         entry = writer.release.entry(
             version, created, params.k, params.m, method=params.method, records=len(ids),
             appended=len(dataset), buffered=len(buffered))
-        writer.finish(public_manifest, private_manifest, records_bytes, entry, params.keep, {})
+        writer.finish(public_manifest, private_manifest, records_bytes, len(ids), entry,
+                      params.keep, {})
     pairs = totals["public_pairs"] + totals["private_pairs"]
     return AppendReport(
         store=store.url, version=version, records=len(ids), appended_records=len(dataset),

@@ -16,7 +16,10 @@ the chunk builder.  What differs is where they run:
   staging area, after a shuffle that sends every file to a random task and writes each task's
   files in a random order (no file order groups a cluster's chunks); the manifests, the release
   entry and the commit point stay at the driver, so the atomic version switch and the audit are
-  the single-machine engine's.
+  the single-machine engine's;
+* each task merges its units' term indexes into one part, and the driver merges the parts, one
+  at a time, into the version's term index (it holds the index, a few bytes a record, and one
+  part).
 
 Chunk ids are drawn from a keyed hash of a fresh per-publish secret, the unit and the chunk's
 rank, so that a task Spark re-runs writes the same files under the same names.
@@ -50,6 +53,7 @@ from ..dataset import (InputError, MalformedLine, Records, detect_format, format
 from ..overlay.layout import PhaseProgress, partitions_pool
 from ..overlay.tree import (Node, SplitSearch, Tree, children_of, choose_split,
                             pattern_codes, presence, rank_candidates, split_stats)
+from ..query.termindex import TermIndex, TermIndexBuilder
 from ..store import Store, open_store
 from . import Built, PublishParams, PublishReport, check_size, release
 from .batch import collector_paused
@@ -389,13 +393,16 @@ def unit_outputs(job: UnitJob, unit: int, kind: str, members: list[tuple[int, st
                  chunk_terms: list[frozenset[str]], public: int) -> Iterator[tuple]:
     """A partitioned unit's chunks: ("file", zone, path, bytes, private) for its chunk, index
     and pseudonym-map files and ("chunk", id, manifest entry, release entry or None) for the
-    driver, and ("keys", unit, added, public) with its records' names for the release log."""
+    driver, ("keys", unit, added, public) with its records' names for the release log, and
+    ("terms", its term index)."""
     record_ids = {position: record_id for position, record_id, _ in members}
     rows, added, shown = [], set(), set()
+    index = TermIndexBuilder()
     parts = split_members(((p, terms) for p, _, terms in members), chunk_terms)
     for rank, part in enumerate(parts):
         private = rank >= public
         chunk_members = [(record_ids[p], p, sub) for p, sub in part]
+        index.add_members(part)
         attempt, built = 0, None
         while built is None:
             built = build_chunk(job.key, chunk_id_for(job.secret, unit, rank, attempt),
@@ -419,6 +426,15 @@ def unit_outputs(job: UnitJob, unit: int, kind: str, members: list[tuple[int, st
            fmt.encode_pseudonym_map(rows), True)
     yield "keys", unit, kind, np.array(sorted(added), dtype=np.uint64), \
         np.array(sorted(shown), dtype=np.uint64)
+    yield "terms", index.encode(0)  # a part: the record count is the driver's to give
+
+
+def merge_term_indexes(items: Iterator[tuple]) -> Iterator[bytes]:
+    """A task's units' term indexes as one part: fewer, larger pieces for the driver."""
+    merged = TermIndexBuilder()
+    for _, part in items:
+        merged.update(TermIndex.decode(part))
+    yield merged.encode(0)
 
 
 def partition_leaves(job_b, leaf_of_unit_b):
@@ -644,7 +660,7 @@ class _Run:
         self._tracked("partition", outputs.count)
         summaries = {}
         found = _Collected()
-        for item in outputs.filter(lambda item: item[0] != "file" and item[0] != "pool"
+        for item in outputs.filter(lambda item: item[0] in ("unit", "chunk", "keys")
                                    ).toLocalIterator():  # from the cache, a partition at a time
             if item[0] == "unit":
                 summaries[item[1]] = item[2]
@@ -653,15 +669,20 @@ class _Run:
         self._timed("partition", started)
 
         started = time.perf_counter()
-        files = [outputs.filter(lambda item: item[0] == "file")]
+        written = [outputs]
         if params.aggregate:
-            files.append(self._aggregate(tree, outputs, job, summaries, found))
+            written.append(self._aggregate(tree, outputs, job, summaries, found))
         self._timed("aggregate", started)
 
         started = time.perf_counter()
-        keyed = sc.union(files).map(lambda item: (_order(job.value.secret, item[2]), item))
+        written = sc.union(written)
+        keyed = written.filter(lambda item: item[0] == "file").map(
+            lambda item: (_order(job.value.secret, item[2]), item))
         self._tracked("write", keyed.partitionBy(self.tasks).mapPartitions(write_files(job)).count)
         found.into(writer)
+        for part in written.filter(lambda item: item[0] == "terms").mapPartitions(
+                merge_term_indexes).toLocalIterator():
+            writer.terms.update(TermIndex.decode(part))
         records = self._records_file(units)
         self._timed("write", started)
         outputs.unpersist()
@@ -701,7 +722,7 @@ class _Run:
         return units, leaf_units
 
     def _aggregate(self, tree: Tree, outputs, job, summaries: dict, found: _Collected):
-        """The second round: the pools, in one task; returns the aggregated units' files."""
+        """The second round: the pools, in one task; returns the aggregated units' outputs."""
         parents_b = self.sc.broadcast(tree.parents())
         pooled = outputs.filter(lambda item: item[0] == "pool").coalesce(1).mapPartitions(
             aggregate_pools(job, self.params.aggregate_volume, parents_b)).persist(
@@ -716,9 +737,9 @@ class _Run:
         unit_of_b = self.sc.broadcast(unit_of)
         written = pooled.repartition(self.tasks).mapPartitions(
             write_aggregates(job, unit_of_b)).persist(StorageLevel.DISK_ONLY)
-        for item in written.filter(lambda item: item[0] != "file").toLocalIterator():
+        for item in written.filter(lambda item: item[0] in ("chunk", "keys")).toLocalIterator():
             found.add(item)
-        return written.filter(lambda item: item[0] == "file")
+        return written
 
     def _records_file(self, units) -> BinaryIO:
         """records.jsonl: each record's id and leaf unit, streamed from the executors into a

@@ -22,6 +22,7 @@ from .. import releases
 from ..releases import Release
 from ..anonymity import Partition, partition
 from ..overlay.layout import Layout, LayoutParams, PhaseProgress
+from ..query.termindex import TermIndexBuilder
 from ..store import Store, StoreError
 from .batch import collector_paused
 
@@ -104,6 +105,7 @@ class VersionWriter:
         self.version, self.staging = release.version, release.staging
         self.chunks: dict[str, dict] = {}
         self.unit_map: list[tuple[str, str, int]] = []  # the open unit's pseudonym map
+        self.terms = TermIndexBuilder()  # the version's term index, chunk by chunk
 
     def _new_chunk(self, members: Sequence[tuple[str, int, list[str]]]) -> BuiltChunk:
         """The chunk's files under a fresh random id whose pseudonyms are distinct."""
@@ -123,6 +125,7 @@ class VersionWriter:
         for name, data in built.files():
             self.out.put(zone, name, data)
         self.unit_map.extend(built.map_rows())
+        self.terms.add_members((position, sub) for _, position, sub in members)
         self.chunks[built.chunk_id] = built.entry(unit, private, terms)
         self.release.add_chunk(built.chunk_id, unit, unit_kind, private, terms,
                                [(record_id, sub) for record_id, _, sub in members],
@@ -144,6 +147,7 @@ class VersionWriter:
         self.out.put(zone, f"{fmt.CHUNK_DIR}/{chunk_id}.tsv", chunk_bytes)
         self.out.put(zone, f"{fmt.INDEX_DIR}/{chunk_id}.tsv", index_bytes)
         self.unit_map.extend((chunk_id, name, position) for name, (_, position, _) in new_rows)
+        self.terms.add_members((position, sub) for _, position, sub in members)
         self.chunks[chunk_id] = {
             "unit": unit, "priLabel": private, "terms": sorted(terms),
             "subrecords": len(subrecords),
@@ -179,11 +183,16 @@ class VersionWriter:
                            for cid, c in sorted(self.chunks.items()) if not c["priLabel"]]}
 
     def finish(self, public_manifest: dict, private_manifest: dict, records: bytes | BinaryIO,
-               release_entry: dict, keep: int, seconds: dict[str, float]) -> None:
-        """Write every file, then commit: ``seconds`` gets the time of each."""
+               count: int, release_entry: dict, keep: int, seconds: dict[str, float]) -> None:
+        """Write every file, then commit: ``seconds`` gets the time of each.  ``count``: the
+        version's records."""
         started = time.perf_counter()
         self.out.put("public", fmt.MANIFEST, fmt.encode_json(public_manifest))
         self.out.write_private(fmt.RECORDS, records)
+        index = self.terms.encode(count)
+        self.out.write_private(fmt.TERM_INDEX, index)
+        private_manifest["term_index"] = {"records": count,
+                                          "sha256": hashlib.sha256(index).hexdigest()}
         self.out.put("private", fmt.MANIFEST, fmt.encode_json(private_manifest))
         self.out.commit(release_entry, keep)
         seconds["commit"] = time.perf_counter() - started

@@ -1,20 +1,24 @@
 """One version of a publication as the private cloud reads it: manifests, the overlay tree,
-record ids, the private pseudonym maps, and, for the fast path, one bitmap per term."""
+record ids, the private pseudonym maps, and, for the fast path, one bitmap per term.
+
+Everything is read when first needed: an exact count on the fast path reads the version's
+term index (:mod:`.termindex`) and nothing else."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
-from pyroaring import BitMap, FrozenBitMap
+from pyroaring import FrozenBitMap
 
 from .. import chunkformat as fmt
 from ..overlay.planner import term_locations
 from ..overlay.tree import Tree
 from ..releases import committed_versions, current_version
 from ..store import Store, StoreError
+from .termindex import TermIndex, build_term_index
 
 
 @dataclass(frozen=True)
@@ -30,13 +34,25 @@ class Publication:
 
     def __init__(self, store: Store, version: str) -> None:
         self.store, self.version = store, version
-        self.manifest = fmt.decode_json(store.read("private", fmt.manifest_path(version)),
-                                        f"private/{fmt.manifest_path(version)}")
-        self.chunks = {cid: ChunkInfo(cid, c["unit"], c["priLabel"], frozenset(c["terms"]))
-                       for cid, c in self.manifest["chunks"].items()}
-        self.tree = Tree.from_manifest(self.manifest["tree"], self.manifest.get("roots"))
-        self.units: list[dict] = self.manifest["units"]
         self._maps: dict[int, dict[str, dict[str, int]]] = {}
+
+    @cached_property
+    def manifest(self) -> dict:
+        return fmt.decode_json(self.store.read("private", fmt.manifest_path(self.version)),
+                               f"private/{fmt.manifest_path(self.version)}")
+
+    @cached_property
+    def chunks(self) -> dict[str, ChunkInfo]:
+        return {cid: ChunkInfo(cid, c["unit"], c["priLabel"], frozenset(c["terms"]))
+                for cid, c in self.manifest["chunks"].items()}
+
+    @cached_property
+    def tree(self) -> Tree:
+        return Tree.from_manifest(self.manifest["tree"], self.manifest.get("roots"))
+
+    @property
+    def units(self) -> list[dict]:
+        return self.manifest["units"]
 
     @classmethod
     def open(cls, store: Store, version: str | None = None) -> Publication:
@@ -89,12 +105,23 @@ class Publication:
                 held[positions[pseudonym]].update(terms)
         return [frozenset(terms) for terms in held]
 
-    def warm(self, positions: bool = True) -> Publication:
-        """Read now what queries would read lazily (the maps, and with ``positions`` every
-        term's records), so no query pays for a cold read or is timed by one, and concurrent
-        readers find nothing left to fill in."""
+    @property
+    def record_count(self) -> int:
+        """Records in the version (the term index knows, without reading the record ids)."""
+        records = self.term_records
+        return records.records if isinstance(records, TermIndex) else len(self.record_ids)
+
+    def warm(self, fast: bool = True) -> Publication:
+        """Read now what queries would read lazily, so no query pays for a cold read or is
+        timed by one, and concurrent readers find nothing left to fill in: for the ``fast``
+        path every term's records, for the others the planner's view and the maps."""
+        if fast:
+            for term in self.term_records:
+                self.term_records[term]
+            self.record_count
+            return self
         for attribute in ("record_ids", "cluster_of", "_members", "locations", "term_units",
-                          "split_terms", *(["term_records"] if positions else [])):
+                          "split_terms"):
             getattr(self, attribute)
         for chunk in self.chunks:
             self.record_positions(chunk)
@@ -138,18 +165,24 @@ class Publication:
         return "private" if self.is_private(chunk_id) else "public"
 
     @cached_property
-    def term_records(self) -> dict[str, FrozenBitMap]:
+    def term_records(self) -> Mapping[str, FrozenBitMap]:
         """Term -> the positions of every record holding it, as a roaring bitmap: what the
-        fast path intersects.  Built from every chunk's index and the private maps; each
-        (record, term) pair sits in exactly one chunk, so the union over chunks is exact."""
-        records: dict[str, BitMap] = {}
-        for chunk_id in self.chunks:
-            names = self.record_positions(chunk_id)
-            path = fmt.index_path(self.version, chunk_id)
-            for term, pseudonyms in fmt.decode_index(
-                    self.store.read(self._zone(chunk_id), path), chunk_id, path):
-                records.setdefault(term, BitMap()).update(names[p] for p in pseudonyms)
-        return {term: FrozenBitMap(found) for term, found in records.items()}
+        fast path intersects.  Read from the version's term index; a version written before
+        there was one gets it resolved from its chunks and the private maps, in memory."""
+        path = fmt.term_index_path(self.version)
+        if self.store.exists("private", path):
+            return TermIndex.decode(self.store.read("private", path), f"private/{path}")
+        return self.resolved_term_records()
+
+    def resolved_term_records(self) -> dict[str, FrozenBitMap]:
+        """The term index as the chunks' indexes and the private maps say it is."""
+        return build_term_index((self.record_positions(chunk_id), self.postings(chunk_id))
+                                for chunk_id in self.chunks)
+
+    def postings(self, chunk_id: str) -> Iterator[tuple[str, list[str]]]:
+        """(term, pseudonyms holding it) of one chunk, from its index file."""
+        path = fmt.index_path(self.version, chunk_id)
+        return fmt.decode_index(self.store.read(self._zone(chunk_id), path), chunk_id, path)
 
     def index_location(self, chunk_id: str) -> str:
         return self.store.location(self._zone(chunk_id), fmt.index_path(self.version, chunk_id))

@@ -27,7 +27,6 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import networkx as nx
 import numpy as np
 
 from .model import RankTable, Schema, similarity
@@ -217,6 +216,8 @@ def cheapest_matching(n: int, row: Callable[[int], tuple[np.ndarray, np.ndarray]
     is too slow), and nodes left unmatched are matched again among themselves.  Equal costs
     go to the earlier node: callers give nodes in a secret random order, so ties cannot be
     steered."""
+    import networkx as nx  # here, not above: it would slow every command's start
+
     pairs, left = [], list(range(n))
     while len(left) > 1:
         edges: dict[tuple[int, int], float] = {}

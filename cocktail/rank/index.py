@@ -21,12 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import opendp.prelude as dp
 
 from .defenses import EquivalentSet
 from .model import Query, RankTable, Schema, similarity
-
-dp.enable_features("contrib")
 
 
 @dataclass
@@ -138,6 +135,10 @@ def top_k_measurement(n: int, k: int, sensitivity: float, epsilon: float):
     Neighbours differ in one tuple's private values, which moves that one score and no other:
     the change is monotonic (every score moves the same way, or not at all), which OpenDP's
     map rewards with half the noise."""
+    import opendp.prelude as dp  # here, not above: it would slow every command's start
+
+    dp.enable_features("contrib")
+
     def make(scale: float):
         return dp.m.make_noisy_top_k(dp.vector_domain(dp.atom_domain(T=float, nan=False), n),
                                      dp.linf_distance(T=float, monotonic=True),

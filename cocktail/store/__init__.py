@@ -5,12 +5,20 @@ from __future__ import annotations
 from .base import (ZONES, Prefixed, PrivacyViolation, Store, StoreError, StoreUnavailable,
                    ZoneReader)
 from .local import LocalStore
-from .webhdfs import WebHdfsStore
+
+
+def __getattr__(name: str):
+    # WebHdfsStore is imported when first used: its HTTP client would slow every command's start
+    if name == "WebHdfsStore":
+        from .webhdfs import WebHdfsStore
+        return WebHdfsStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def open_store(spec: str) -> Store:
     """``path`` or ``local:path`` opens the embedded local store; ``webhdfs://...`` HDFS."""
     if spec.startswith("webhdfs://"):
+        from .webhdfs import WebHdfsStore
         return WebHdfsStore(spec)
     if spec.startswith("local:"):
         spec = spec[len("local:"):]

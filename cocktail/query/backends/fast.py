@@ -1,9 +1,8 @@
 """In-process exact counts from the publication's term bitmaps.
 
-The fast path plays both clouds at once: when a publication is opened in the private cloud it
-resolves every chunk's index through the private maps into one roaring bitmap of record
-positions per term (:attr:`~cocktail.query.view.Publication.term_records`).  A conjunctive
-count is then the size
+The fast path plays both clouds at once: in the private cloud it reads the version's term
+index, one roaring bitmap of record positions per term
+(:attr:`~cocktail.query.view.Publication.term_records`).  A conjunctive count is then the size
 of an intersection, with no plan to build; every runner returns the same answers.
 """
 
@@ -18,7 +17,7 @@ from ..view import Publication
 def counts(publication: Publication, queries: Sequence[CountQuery],
            log: Callable[[str], None] | None = None) -> list[int]:
     """Exact answers; ``CountQuery(())`` counts every record."""
-    records, everyone = publication.term_records, len(publication.record_ids)
+    records, everyone = publication.term_records, publication.record_count
     answers = []
     for query in queries:
         found = [records.get(term) for term in query.terms]
