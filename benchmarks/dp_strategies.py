@@ -66,12 +66,11 @@ def workloads(terms: list[str]) -> dict[str, str]:
 def hdmm_best(m: Matrices, starts: int) -> float:
     """HDMM's objective as its paper states it: OPT0 (p = N/16) and OPT_M from random starts."""
     V, u = m.W_cells, len(m.terms)  # noqa: N806
+    p = max(1, V.shape[1] // 16)
+    runs = [(optimize.p_identity_loss(V, p), p * V.shape[1]), (optimize.marginals_loss(V, u), 1 << u)]
     unlimited = optimize.Budget(1 << 62)
-    theta = optimize.p_identity(V, max(1, V.shape[1] // 16), unlimited, starts, seed=1)
-    best = optimize.p_identity_loss(V, theta.shape[0])(theta.ravel())[0]
-    weights = optimize.marginals(V, u, unlimited, starts, seed=1)
-    best = min(best, optimize.marginals_loss(V, u)(weights)[0])
-    return 2 * best
+    return 2 * min(loss(optimize.minimise(loss, optimize.start_point(1, start, size), unlimited, 1))[0]
+                   for loss, size in runs for start in range(starts))
 
 
 def empirical(strategy, m: Matrices, exact: np.ndarray, draws: int) -> float:
