@@ -14,10 +14,11 @@ c_i = 1 + 2μ max(0, v_i − b_i) / b_i, so each family needs only a weighted gr
   Walsh–Hadamard basis χ_T with eigenvalue λ_T = Σ_{S ⊇ T} θ_S² 2^(u−|S|), so
   ‖V A⁺‖² = Σ_T ‖V χ_T‖² / (N λ_T): O(u 2^u) per evaluation.
 
-The search is deterministic (starting points hashed from a seed: they are not noise, and come
-from no sampler; the privacy code's only randomness is OpenDP's) and bounded by a
-:class:`Budget` of work units, one per 2^16 multiply-adds of an evaluation, so its time is
-bounded whatever the workload.
+Each family is searched by :func:`search`: a short run from many starting points, then the best
+few refined.  The search is deterministic (starting points are structured, or hashed from a
+seed: they are not noise, and come from no sampler; the privacy code's only randomness is
+OpenDP's) and bounded by a :class:`Budget` of work units, one per 2^16 multiply-adds of an
+evaluation, so its time is bounded whatever the workload.
 """
 
 from __future__ import annotations

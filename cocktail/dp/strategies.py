@@ -99,9 +99,10 @@ def searched_candidates(m: Matrices, bound: np.ndarray | None, budget: optimize.
     V, u = m.W_cells, len(m.terms)  # noqa: N806
     half = None if bound is None else bound / 2  # optimize leaves out the Laplace variance's 2
     found = []
-    share = optimize.Budget(budget.units // 3)
+    third = budget.units // 3
+    share = optimize.Budget(third)
     theta = optimize.marginals(V, u, share, seed, half)
-    budget.spend(budget.units // 3 - share.units)
+    budget.spend(third - share.units)
     if theta is not None:
         theta = np.where(theta > 1e-4 * theta.max(), theta, 0)  # drop the negligible marginals
         found.append(_cell_strategy(f"cells: weighted marginals ({np.count_nonzero(theta)})",
