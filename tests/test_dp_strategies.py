@@ -149,3 +149,16 @@ def test_the_search_runs_only_after_the_charge(tmp_path, monkeypatch):
     with pytest.raises(BudgetExhausted):
         session.ask(ledger, source, token, PREFIX.replace("f)", "g)"), limits=limits)
     assert searches == [1234]  # the refused request searched nothing
+
+
+def test_a_p_too_costly_for_the_budget_leaves_the_other_ps_their_starts(monkeypatch):
+    V = Matrices(parse_batch(PREFIX)).W_cells  # noqa: N806
+    runs = []
+    minimise = optimize.minimise
+    monkeypatch.setattr(optimize, "minimise",
+                        lambda loss, start, *args: runs.append(start.size)
+                        or minimise(loss, start, *args))
+    optimize.p_identity(V, [1, 256], optimize.Budget(2000), seed=0)
+    # p = 1: every screen, then the refinements
+    assert runs.count(V.shape[1]) == optimize._SEEDED + optimize._KEEP
+    assert V.shape[1] * 256 not in runs  # p = 256 costs more than the budget lets one screen spend

@@ -103,7 +103,7 @@ def search(problems: list[Problem], budget: Budget) -> tuple[Problem, np.ndarray
     screened = []
     for problem in problems:
         if budget.units - reserve < _SCREEN * problem.cost:
-            break
+            continue  # a cheaper objective may still fit
         x = minimise(problem.loss, problem.start, budget, problem.cost, _SCREEN)
         screened.append((problem.loss(x)[0], len(screened), problem, x))
     best = None
