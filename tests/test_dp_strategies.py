@@ -73,7 +73,7 @@ def test_the_search_reaches_hdmm_on_its_own_workloads():
     paper = choose(Matrices(parse_batch(PAPER)))
     assert paper.fixed.expected_error(1.0) == pytest.approx(560)
     assert paper.optimized.name.startswith("cells: p-identity")
-    assert paper.optimized.expected_error(1.0) <= 209
+    assert paper.optimized.expected_error(1.0) <= 207  # refined past scipy's default stop (208.3)
     prefix = choose(Matrices(parse_batch(PREFIX)))
     assert prefix.fixed.expected_error(1.0) == pytest.approx(126)
     assert prefix.optimized.name.startswith("cells: p-identity")
