@@ -73,8 +73,8 @@ def hdmm_best(m: Matrices, starts: int) -> float:
     best = np.inf
     for loss, size in runs:
         for start in range(starts):
-            x = optimize.minimise(loss, optimize.start_point(1, start, size), unlimited, 1)
-            best = min(best, loss(x)[0])
+            value, _ = optimize.minimise(loss, optimize.start_point(1, start, size), unlimited, 1)
+            best = min(best, value)
     return 2 * best
 
 

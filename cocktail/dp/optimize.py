@@ -67,8 +67,9 @@ def _units(multiply_adds: int, variables: int) -> int:
 
 
 def minimise(loss: Loss, start: np.ndarray, budget: Budget, cost: int,
-             iterations: int = _ITERATIONS) -> np.ndarray:
-    """The best point L-BFGS-B reaches from ``start`` (x ≥ 0) before the budget runs out."""
+             iterations: int = _ITERATIONS) -> tuple[float, np.ndarray]:
+    """The best value and point L-BFGS-B reaches from ``start`` (x ≥ 0) before the budget runs
+    out (the start's, unevaluated, at ∞ when it allows no evaluation)."""
     best = [np.inf, start]
 
     def charged(x: np.ndarray) -> tuple[float, np.ndarray]:
@@ -83,7 +84,7 @@ def minimise(loss: Loss, start: np.ndarray, budget: Budget, cost: int,
                  options={"maxiter": iterations, "ftol": _FTOL})
     except Exhausted:
         pass
-    return best[1]
+    return best[0], best[1]
 
 
 @dataclass(frozen=True)
@@ -105,13 +106,13 @@ def search(problems: list[Problem], budget: Budget) -> tuple[Problem, np.ndarray
     for problem in problems:
         if budget.units - reserve < _SCREEN * problem.cost:
             continue  # a cheaper objective may still fit
-        x = minimise(problem.loss, problem.start, budget, problem.cost, _SCREEN)
-        screened.append((problem.loss(x)[0], len(screened), problem, x))
+        value, x = minimise(problem.loss, problem.start, budget, problem.cost, _SCREEN)
+        screened.append((value, len(screened), problem, x))
     best = None
     for _, _, problem, x in sorted(screened, key=lambda s: s[:2])[:_KEEP]:
-        x = minimise(problem.loss, x, budget, problem.cost)
-        if best is None or problem.loss(x)[0] < best[0]:
-            best = (problem.loss(x)[0], problem, x)
+        value, x = minimise(problem.loss, x, budget, problem.cost)
+        if best is None or value < best[0]:
+            best = (value, problem, x)
     return None if best is None else best[1:]
 
 
