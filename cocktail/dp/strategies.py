@@ -35,9 +35,6 @@ from .limits import LIMITS
 from .sensitivity import satisfiable_sensitivity
 from .workload import Matrices
 
-_STARTS = 6  # seeded starting points per searched family
-
-
 @dataclass(frozen=True)
 class Strategy:
     name: str
@@ -95,21 +92,28 @@ def _unbiased(strategy: Strategy, m: Matrices) -> bool:
 
 def searched_candidates(m: Matrices, bound: np.ndarray | None, budget: optimize.Budget,
                         seed: int = 0) -> list[Strategy]:
-    """HDMM's p-Identity (p in {N/16, q, 2q}, q counting queries) and weighted marginals, found
-    for this workload, their queries' variances (at α = 1) held under ``bound`` if given."""
-    V, u, cells = m.W_cells, len(m.terms), m.C.shape[1]  # noqa: N806
+    """HDMM's weighted marginals over the u terms (a third of the budget) and p-Identity over
+    the groups of cells with equal columns (p in {G/16, n, q, 2q}: G groups, n queries, q
+    counting queries), found for this workload, their queries' variances (at α = 1) held under
+    ``bound`` if given."""
+    V, u = m.W_cells, len(m.terms)  # noqa: N806
     half = None if bound is None else bound / 2  # optimize leaves out the Laplace variance's 2
     found = []
-    theta = optimize.marginals(V, u, budget, _STARTS, seed, half)  # the cheapest: first
+    third = budget.units // 3
+    share = optimize.Budget(third)
+    theta = optimize.marginals(V, u, share, seed, half)
+    budget.spend(third - share.units)
     if theta is not None:
         theta = np.where(theta > 1e-4 * theta.max(), theta, 0)  # drop the negligible marginals
         found.append(_cell_strategy(f"cells: weighted marginals ({np.count_nonzero(theta)})",
                                     optimize.marginals_matrix(theta, u), m))
-    for p in sorted({max(1, cells // 16), m.C.shape[0], 2 * m.C.shape[0]}):
-        theta = optimize.p_identity(V, p, budget, _STARTS, seed + p, half)
-        if theta is not None:
-            found.append(_cell_strategy(f"cells: p-identity (p={p})",
-                                        optimize.p_identity_matrix(theta), m))
+    groups, index = optimize.distinct_columns(V)
+    ps = sorted({max(1, groups.shape[1] // 16), len(V), m.C.shape[0], 2 * m.C.shape[0]})
+    theta = optimize.p_identity(groups, ps, budget, seed, half)
+    if theta is not None:
+        lifted = np.hstack([optimize.p_identity_matrix(theta), np.zeros((len(theta) + len(
+            groups.T), 1))])[:, index]  # index −1: the zero column, for cells no query asks
+        found.append(_cell_strategy(f"cells: p-identity (p={len(theta)})", lifted, m))
     return [s for s in found if _unbiased(s, m)]
 
 
