@@ -95,7 +95,14 @@ def searched_candidates(m: Matrices, bound: np.ndarray | None, budget: optimize.
     """HDMM's weighted marginals over the u terms (a third of the budget) and p-Identity over
     the groups of cells with equal columns (p in {G/16, n, q, 2q}: G groups, n queries, q
     counting queries), found for this workload, their queries' variances (at α = 1) held under
-    ``bound`` if given."""
+    ``bound`` if given.  One BLAS thread: on these small matrices threads only contend, and
+    their summation order would make the search's path differ from run to run."""
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _searched(m, bound, budget, seed)
+
+
+def _searched(m: Matrices, bound: np.ndarray | None, budget: optimize.Budget,
+              seed: int) -> list[Strategy]:
     V, u = m.W_cells, len(m.terms)  # noqa: N806
     half = None if bound is None else bound / 2  # optimize leaves out the Laplace variance's 2
     found = []
@@ -167,6 +174,5 @@ def _choose(keyed: _ByShape, search_units: int) -> Choice:
     fixed = min(candidates, key=lambda s: s.expected_error(1.0))
     if not m.cells_feasible:
         return Choice(plain[0], plain[1], fixed, fixed)
-    with threadpool_limits(limits=1, user_api="blas"):  # small matrices: threads only contend
-        best = optimized(m, fixed, search_units)
+    best = optimized(m, fixed, search_units)
     return Choice(plain[0], plain[1], fixed, best)
