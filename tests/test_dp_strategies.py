@@ -162,3 +162,18 @@ def test_a_p_too_costly_for_the_budget_leaves_the_other_ps_their_starts(monkeypa
     # p = 1: every screen, then the refinements
     assert runs.count(V.shape[1]) == optimize._SEEDED + optimize._KEEP
     assert V.shape[1] * 256 not in runs  # p = 256 costs more than the budget lets one screen spend
+
+
+@pytest.mark.parametrize("text", ["7*count(a)", "count(a & b) - 2*count(c)",
+                                  "count(a) + 3*count(a & b) - count(b & c & d)"])
+def test_a_single_query_is_answered_alone_without_a_search(monkeypatch, text):
+    """Answering one query by itself is optimal (|w_j| ≤ ‖R‖ Δ_A for any w = R A), so the
+    server spends no search on it, and an unbounded search indeed finds nothing better."""
+    m = Matrices(parse_batch(text))
+    searched = searched_candidates(m, None, optimize.Budget(1 << 30))
+    monkeypatch.setattr(strategies, "optimized", lambda *args: pytest.fail("searched"))
+    _choose.cache_clear()
+    choice = choose(m)
+    assert choice.optimized is choice.fixed
+    best = choice.fixed.expected_error(1.0)
+    assert all(s.expected_error(1.0) >= best * (1 - 1e-9) for s in searched)

@@ -172,7 +172,9 @@ def _choose(keyed: _ByShape, search_units: int) -> Choice:
     plain = [noq(m), noT(m)]
     candidates = plain + (cell_candidates(m) if m.cells_feasible else [])
     fixed = min(candidates, key=lambda s: s.expected_error(1.0))
-    if not m.cells_feasible:
+    if not m.cells_feasible or len(m.W) == 1:
+        # One query w: any strategy A with w = R A has |w_j| ≤ max|R| Σ_i |A_ij| ≤ ‖R‖ Δ_A, so
+        # its variance 2 Δ_A² ‖R‖² is at least w's own 2 Δ_w²: nothing to search for.
         return Choice(plain[0], plain[1], fixed, fixed)
     best = optimized(m, fixed, search_units)
     return Choice(plain[0], plain[1], fixed, best)
