@@ -181,23 +181,15 @@ def hadamard(u: int) -> np.ndarray:
     return characters
 
 
-def _superset_sums(values: np.ndarray, u: int) -> np.ndarray:
-    """out[T] = Σ_{S ⊇ T} values[S] (zeta transform over the u bits)."""
+def _zeta(values: np.ndarray, u: int, supersets: bool) -> np.ndarray:
+    """out[T] = Σ_{S ⊇ T} values[S] with ``supersets``, else Σ_{S ⊆ T} values[S] (the zeta
+    transform over the u bits: along each bit, one half takes in the other)."""
+    into = 0 if supersets else 1
     out = values.reshape((2,) * u).copy()
     for axis in range(u):
-        low = [slice(None)] * u
-        low[axis] = 0
-        out[tuple(low)] += np.take(out, 1, axis=axis)
-    return out.ravel()
-
-
-def _subset_sums(values: np.ndarray, u: int) -> np.ndarray:
-    """out[S] = Σ_{T ⊆ S} values[T]."""
-    out = values.reshape((2,) * u).copy()
-    for axis in range(u):
-        high = [slice(None)] * u
-        high[axis] = 1
-        out[tuple(high)] += np.take(out, 0, axis=axis)
+        half = [slice(None)] * u
+        half[axis] = into
+        out[tuple(half)] += np.take(out, 1 - into, axis=axis)
     return out.ravel()
 
 
@@ -212,7 +204,7 @@ def marginals_loss(V: np.ndarray, u: int, bound: np.ndarray | None = None) -> Lo
     used = parts.sum(axis=0) > 1e-9 * parts.sum(axis=0).max()
 
     def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
-        eigen = _superset_sums(theta ** 2 * width, u)
+        eigen = _zeta(theta ** 2 * width, u, supersets=True)
         if np.any(eigen[used] <= 0):
             return np.inf, np.zeros_like(theta)
         inverse = np.where(used, 1 / np.where(used, eigen, 1), 0)
@@ -220,7 +212,7 @@ def marginals_loss(V: np.ndarray, u: int, bound: np.ndarray | None = None) -> Lo
         value, weights = penalised(total ** 2 * (parts @ inverse), bound)
         needed = weights @ parts
         grad = (2 * total * (needed @ inverse) - total ** 2 * 2 * theta * width
-                * _subset_sums(needed * inverse ** 2, u))
+                * _zeta(needed * inverse ** 2, u, supersets=False))
         return value, grad
 
     return loss

@@ -80,7 +80,7 @@ def refuse_derived(store: Store, current: str) -> None:
     records behind it, and would point CURRENT at a mix."""
     if is_derived(store, current):
         raise Refused(f"{store.url} holds a view derived by `cocktail republish`, not an "
-                         "owner's publication: publish to another store")
+                      "owner's publication: publish to another store")
 
 
 def log_legacy_release(store: Store, current: str) -> None:

@@ -83,7 +83,7 @@ def write_view(store: Store, parts: Sequence[Sequence[tuple[str, list[str]]]], k
     with releases.begin(store) as out:
         if out.current is not None and not is_derived(store, out.current):
             raise Refused(f"{store.url} holds an owner's publication: a re-share goes to a "
-                             "store of its own, and this one would lose its publication")
+                          "store of its own, and this one would lose its publication")
         entries = []
         for members in parts:
             built = None

@@ -19,10 +19,10 @@ from typing import BinaryIO
 
 from .. import chunkformat as fmt
 from .. import releases
-from ..releases import Release
 from ..anonymity import Partition, partition
 from ..overlay.layout import Layout, LayoutParams, PhaseProgress
 from ..query.termindex import TermIndexBuilder
+from ..releases import Release
 from ..store import Store, StoreError
 from .batch import collector_paused
 

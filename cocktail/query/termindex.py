@@ -1,8 +1,8 @@
 """The term index: every term's record positions as a roaring bitmap, what the fast path
 intersects.  Written once per version into the private zone (``terms.roaring``, codec in
 :mod:`cocktail.chunkformat`), so that a reader deserializes it instead of resolving every
-chunk's index through the pseudonym maps; :func:`check_term_index` is the owner's check that
-it agrees with the chunks."""
+chunk's index through the pseudonym maps; :func:`cocktail.audit.audit_term_indexes` is the
+owner's check that it agrees with the chunks."""
 
 from __future__ import annotations
 
