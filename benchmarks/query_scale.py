@@ -1,7 +1,8 @@
 """Queries at scale: opening a publication, exact counts, and `cocktail serve` readiness.
 
     python benchmarks/query_scale.py [--sizes 100k,1m] [--with-10m] [--queries 2000]
-                                     [--runs 3] [--data DIR] [--json]
+                                     [--runs 3] [--data DIR] [--parts open,resolve,cli,serve]
+                                     [--cluster-runner index-local] [--json]
 
 Per size, data from `cocktail generate --seed 1` is published once with `cocktail publish`
 (single engine; 10M, behind ``--with-10m``, on Spark local[2]) into ``--data`` (default: a
@@ -15,7 +16,11 @@ temporary directory; a store already there is reused).  Then, each in a fresh pr
 * **cli**: `cocktail query --exact "count(a & b)"`, end to end (wall, CPU, peak RSS), median
   of ``--runs``, beside `cocktail --version` (the interpreter and the CLI's imports alone);
 * **serve**: `cocktail serve` from start until it answers `GET /v1/limits` (wall, and the CPU
-  it used), the open time it logs, and its RSS then.
+  it used), the open time it logs, and its RSS then;
+* **cluster** (not in the default ``--parts``): the same data published again with its term
+  index in 4 shards, and a batch of 200 of the queries as `cocktail query --exact --batch` on
+  the fast path and on ``--cluster-runner`` (one job, a map task per shard): wall, CPU and the
+  peak RSS of the largest process; the answers must agree.
 
 On a shared machine the wall times carry other processes' load; the CPU column does not.
 """
@@ -93,16 +98,19 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def prepare(size: str, data: Path) -> Path:
-    """The published store of ``size`` (generated and published once, then reused)."""
-    source, store = data / f"synthetic-{size}.dat", data / f"store-{size}"
+def prepare(size: str, data: Path, shards: int = 1) -> Path:
+    """The published store of ``size`` (generated and published once, then reused), its term
+    index in ``shards`` shards."""
+    source = data / f"synthetic-{size}.dat"
+    store = data / (f"store-{size}" if shards == 1 else f"store-{size}-{shards}-shards")
     if not source.exists():
         subprocess.run([*COCKTAIL, "generate", str(source), "--records", str(SIZES[size]),
                         "--seed", "1"], check=True, capture_output=True)
     if not (store / "public" / "CURRENT").exists():
         engine = ["--engine", "spark"] if size == "10m" else []
+        per_shard = ["--index-shard", str(-(-SIZES[size] // shards))] if shards > 1 else []
         subprocess.run([*COCKTAIL, "publish", str(source), "--store", str(store), "--json",
-                        *engine], check=True, capture_output=True)
+                        *engine, *per_shard], check=True, capture_output=True)
     return store
 
 
@@ -125,14 +133,31 @@ def in_process(store: Path, mode: str, workload: Path) -> dict:
 
 
 def cli(*arguments: str) -> dict:
-    """One `cocktail ...`: wall and CPU seconds, peak RSS (from wait4)."""
-    started = time.perf_counter()
-    process = subprocess.Popen([*COCKTAIL, *arguments], stdout=subprocess.DEVNULL)
-    _, status, usage = os.wait4(process.pid, 0)
-    if status:
-        raise RuntimeError(f"cocktail {' '.join(arguments)} failed ({status})")
-    return {"wall_s": time.perf_counter() - started,
-            "cpu_s": usage.ru_utime + usage.ru_stime, "rss_mb": usage.ru_maxrss / 1024}
+    """One `cocktail ...`: wall and CPU seconds, peak RSS (from wait4), what it printed."""
+    with tempfile.TemporaryFile() as printed:
+        started = time.perf_counter()
+        process = subprocess.Popen([*COCKTAIL, *arguments], stdout=printed)
+        _, status, usage = os.wait4(process.pid, 0)
+        if status:
+            raise RuntimeError(f"cocktail {' '.join(arguments)} failed ({status})")
+        wall = time.perf_counter() - started
+        printed.seek(0)
+        return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
+                "rss_mb": usage.ru_maxrss / 1024, "printed": printed.read()}
+
+
+def cluster(size: str, data: Path, asked: list[list[str]], runner: str) -> dict:
+    """A batch counted in process and as one job over 4 index shards."""
+    from cocktail.querylang import CountQuery
+
+    store, batch = prepare(size, data, shards=4), data / f"batch-{size}.txt"
+    batch.write_text("".join(f"{CountQuery(tuple(q))}\n" for q in asked[:200]))
+    runs = {name: cli("query", "--exact", "--batch", str(batch), "--store", str(store),
+                      "--runner", name, "--json") for name in ("fast", runner)}
+    answers = {name: json.loads(run.pop("printed"))["answers"] for name, run in runs.items()}
+    if answers["fast"] != answers[runner]:
+        raise RuntimeError(f"{runner} disagrees with the fast path on {size}")
+    return {"runner": runner, "shards": 4, "queries": len(answers["fast"]), **runs}
 
 
 def serve_ready(store: Path) -> dict:
@@ -161,21 +186,30 @@ def serve_ready(store: Path) -> dict:
 
 
 def median_of(runs: list[dict]) -> dict:
-    return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+    return {key: statistics.median(run[key] for run in runs) for key in runs[0]
+            if key != "printed"}
 
 
-def measure(size: str, data: Path, n: int, runs: int) -> dict:
+PARTS = ("open", "resolve", "cli", "serve", "cluster")
+
+
+def measure(size: str, data: Path, n: int, runs: int, parts: list[str], runner: str) -> dict:
     store = prepare(size, data)
     workload = data / f"queries-{size}.json"
     asked = queries(data / f"synthetic-{size}.dat", n)
     workload.write_text(json.dumps(asked))
     pair = next(q for q in asked if len(q) == 2)
-    return {"size": size, "open": in_process(store, "open", workload),
-            "resolve": in_process(store, "resolve", workload),
-            "cli": median_of([cli("query", "--exact", f"count({' & '.join(pair)})", "--store",
-                                  str(store)) for _ in range(runs)]),
-            "cli_start": median_of([cli("--version") for _ in range(runs)]),
-            "serve": median_of([serve_ready(store) for _ in range(runs)])}
+    steps = {
+        "open": lambda: in_process(store, "open", workload),
+        "resolve": lambda: in_process(store, "resolve", workload),
+        "cli": lambda: median_of([cli("query", "--exact", f"count({' & '.join(pair)})",
+                                      "--store", str(store)) for _ in range(runs)]),
+        "cli_start": lambda: median_of([cli("--version") for _ in range(runs)]),
+        "serve": lambda: median_of([serve_ready(store) for _ in range(runs)]),
+        "cluster": lambda: cluster(size, data, asked, runner),
+    }
+    wanted = [*parts, *(["cli_start"] if "cli" in parts else [])]
+    return {"size": size, **{part: steps[part]() for part in wanted}}
 
 
 def main() -> int:
@@ -185,6 +219,10 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--data", type=Path)
+    parser.add_argument("--parts", default="open,resolve,cli,serve",
+                        help=f"what to measure, of {','.join(PARTS)}")
+    parser.add_argument("--cluster-runner", default="index-local",
+                        help="with --parts ...,cluster: the runner over the index shards")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     sizes = args.sizes.split(",") + (["10m"] if args.with_10m else [])
@@ -193,24 +231,38 @@ def main() -> int:
         parser.error(f"unknown size(s) {', '.join(unknown)}; choose from {', '.join(SIZES)}")
     data = args.data or Path(tempfile.mkdtemp(prefix="query-scale-"))
     data.mkdir(parents=True, exist_ok=True)
-    results = [measure(size, data, args.queries, args.runs) for size in sizes]
+    parts = args.parts.split(",")
+    if set(parts) - set(PARTS):
+        parser.error(f"unknown part(s) {', '.join(set(parts) - set(PARTS))}")
+    results = [measure(size, data, args.queries, args.runs, parts, args.cluster_runner)
+               for size in sizes]
     if args.json:
         print(json.dumps(results, indent=1))
         return 0
     table = Table(title="Queries at scale (k=5, m=3, synthetic, seed 1)")
-    for column in ("records", "open (index)", "RSS", "p50 / p99 count", "open (resolved)",
-                   "RSS", "p50 / p99", "query --exact: wall / CPU / RSS",
-                   "--version: wall / CPU", "serve: ready / CPU / open / RSS"):
-        table.add_column(column, justify="right")
+    table.add_column("records")
+    cells = {"open": ("open (index) / RSS / p50 / p99 count", lambda o:
+                      f"{o['open_s']:.3f} s / {o['rss_mb']:.0f} MB / {o['p50_us']:.0f} / "
+                      f"{o['p99_us']:.0f} µs"),
+             "resolve": ("open (resolved) / RSS / p50 / p99", lambda o:
+                         f"{o['open_s']:.2f} s / {o['rss_mb']:.0f} MB / {o['p50_us']:.0f} / "
+                         f"{o['p99_us']:.0f} µs"),
+             "cli": ("query --exact: wall / CPU / RSS", lambda c:
+                     f"{c['wall_s']:.2f} s / {c['cpu_s']:.2f} s / {c['rss_mb']:.0f} MB"),
+             "cli_start": ("--version: wall / CPU", lambda v:
+                           f"{v['wall_s']:.2f} s / {v['cpu_s']:.2f} s"),
+             "serve": ("serve: ready / CPU / open / RSS", lambda v:
+                       f"{v['ready_s']:.2f} s / {v['cpu_s']:.2f} s / {v['open_s']:.2f} s / "
+                       f"{v['rss_mb']:.0f} MB"),
+             "cluster": ("batch of 200, fast vs job over 4 shards: wall / CPU / RSS", lambda c:
+                         " vs ".join(f"{c[n]['wall_s']:.1f} s / {c[n]['cpu_s']:.1f} s / "
+                                     f"{c[n]['rss_mb']:.0f} MB" for n in ("fast", c["runner"]))
+                         + f" ({c['runner']})")}
+    shown = [part for part in cells if part in results[0]]
+    for part in shown:
+        table.add_column(cells[part][0], justify="right")
     for r in results:
-        o, old, c, v, s = r["open"], r["resolve"], r["cli"], r["cli_start"], r["serve"]
-        table.add_row(r["size"], f"{o['open_s']:.3f} s", f"{o['rss_mb']:.0f} MB",
-                      f"{o['p50_us']:.0f} / {o['p99_us']:.0f} µs", f"{old['open_s']:.2f} s",
-                      f"{old['rss_mb']:.0f} MB", f"{old['p50_us']:.0f} / {old['p99_us']:.0f} µs",
-                      f"{c['wall_s']:.2f} s / {c['cpu_s']:.2f} s / {c['rss_mb']:.0f} MB",
-                      f"{v['wall_s']:.2f} s / {v['cpu_s']:.2f} s",
-                      f"{s['ready_s']:.2f} s / {s['cpu_s']:.2f} s / {s['open_s']:.2f} s / "
-                      f"{s['rss_mb']:.0f} MB")
+        table.add_row(r["size"], *(cells[part][1](r[part]) for part in shown))
     Console(width=220).print(table)
     return 0
 

@@ -27,6 +27,8 @@ from dataclasses import asdict, dataclass, field
 from itertools import combinations
 from math import comb
 
+from pyroaring import BitMap
+
 from . import chunkformat as fmt
 from . import releases
 from .attacks.joint_view import ChunkView, TooLarge, attack
@@ -562,26 +564,21 @@ def _check_files(store: Store, log: list[dict], report: ReleaseAuditReport) -> N
 
 
 def audit_term_indexes(store: Store) -> list[Violation]:
-    """Owner check: each committed version's term index is what its chunks and private maps
-    resolve to, and matches the private manifest's sha256 (a wrong index gives wrong exact
-    answers, and the DP layer's noise would hide it)."""
+    """Owner check: each committed version's term index (every shard) is what its chunks and
+    private maps resolve to, and matches the private manifest's sha256s (a wrong index gives
+    wrong exact answers, and the DP layer's noise would hide it)."""
     found = []
     for version in releases.committed_versions(store):
         publication = Publication(store, version)
         listed = publication.manifest.get("term_index")
-        path = fmt.term_index_path(version)
-        where = f"private/{path}"
-        if not store.exists("private", path):
+        where = f"private/{fmt.term_index_path(version)}"
+        if not store.exists("private", fmt.term_index_path(version)):
             if listed:
                 found.append(Violation("integrity", where, "listed in the manifest but missing"))
             continue
-        data = store.read("private", path)
-        if listed is None or hashlib.sha256(data).hexdigest() != listed["sha256"]:
-            found.append(Violation("integrity", where, "content does not match the private "
-                                   "manifest's sha256"))
         try:
-            stored = TermIndex.decode(data, where)
-        except fmt.FormatError as exc:
+            stored = _stored_term_index(store, version, listed, found)
+        except (fmt.FormatError, StoreError) as exc:
             found.append(Violation("integrity", where, str(exc)))
             continue
         resolved = publication.resolved_term_records()
@@ -593,3 +590,35 @@ def audit_term_indexes(store: Store) -> list[Violation]:
             found.append(Violation("integrity", where, f"counts {stored.records} records, "
                                    f"the version holds {len(publication.record_ids)}"))
     return found
+
+
+def _stored_term_index(store: Store, version: str, listed: dict | None,
+                       found: list[Violation]) -> TermIndex:
+    """The version's index, each shard checked against the manifest's sha256 (one string for
+    an index written before shards) and against its own range of positions."""
+    digests = (listed or {}).get("sha256") or []
+    digests = [digests] if isinstance(digests, str) else digests
+    shards, number = [], 0
+    while number == 0 or number < shards[0].shards:
+        path = fmt.term_index_path(version, number)
+        data = store.read("private", path)
+        if number >= len(digests) or hashlib.sha256(data).hexdigest() != digests[number]:
+            found.append(Violation("integrity", f"private/{path}", "content does not match the "
+                                   "private manifest's sha256"))
+        shard = fmt.decode_term_index(data, f"private/{path}")
+        outside = [t for t, b in shard.bitmaps.items() if not _within(b, shard.start, shard.stop)]
+        if outside:
+            found.append(Violation("integrity", f"private/{path}", f"{len(outside)} term(s) hold "
+                                   f"positions outside the shard's {shard.start}..{shard.stop}"))
+        shards.append(shard)
+        number += 1
+    if len(digests) != shards[0].shards:
+        found.append(Violation("integrity", f"private/{fmt.term_index_path(version)}",
+                               f"the manifest lists {len(digests)} shard(s), the index "
+                               f"{shards[0].shards}"))
+    return TermIndex(shards, f"private/{fmt.term_index_path(version)}")
+
+
+def _within(serialized: memoryview, start: int, stop: int) -> bool:
+    positions = BitMap.deserialize(serialized)
+    return not positions or (positions.min() >= start and positions.max() < stop)

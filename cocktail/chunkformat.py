@@ -17,11 +17,15 @@ knowing which file a line came from (not every runner tells it).
 JSON keeps any term (tabs, spaces, non-ASCII) on one line while staying readable by the
 standard-library streaming scripts in mappers/.
 
-Term index (private, one per version: every term's record positions, for the fast path)::
+Term index (private, per version: every term's record positions, for the fast path), one
+shard per range of record positions, ``terms.roaring`` then ``terms.1.roaring``, ...::
 
     cocktail-terms/1 NEWLINE
-    {"records": <records in the version>, "terms": [[<term>, <bytes>], ...]} NEWLINE
+    {"records": <records in the version>, "shard": i, "shards": n, "start": first position,
+     "stop": end position (excluded), "terms": [[<term>, <bytes>], ...]} NEWLINE
     <each term's roaring bitmap, portable serialization, in the header's order>
+
+An index written before shards has no shard fields: one shard over every position.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 FORMAT = "cocktail-publication/1"
 POINTER = "CURRENT"
@@ -174,24 +179,41 @@ def decode_pseudonym_map(data: bytes, name: str = "pseudonyms") -> dict[str, dic
     return result
 
 
-# -- the term index (private, one per version) ---------------------------------------------
+# -- the term index (private, per version, in shards of record positions) -------------------
 
-def term_index_path(version: str) -> str:
-    return f"{version}/{TERM_INDEX}"
+@dataclass(frozen=True)
+class TermIndexShard:
+    """One shard of a version's term index: each term's serialized bitmap (a view into the
+    file's bytes, not a copy) for the record positions in ``range(start, stop)``."""
+    records: int  # in the whole version
+    shard: int
+    shards: int
+    start: int
+    stop: int
+    bitmaps: dict[str, memoryview]
 
 
-def encode_term_index(records: int, bitmaps: Iterable[tuple[str, bytes]]) -> bytes:
+def term_index_path(version: str, shard: int = 0) -> str:
+    return f"{version}/{term_index_name(shard)}"
+
+
+def term_index_name(shard: int) -> str:
+    return TERM_INDEX if shard == 0 else TERM_INDEX.replace(".", f".{shard}.", 1)
+
+
+def encode_term_index(records: int, bitmaps: Iterable[tuple[str, bytes]], shard: int = 0,
+                      shards: int = 1, start: int = 0, stop: int | None = None) -> bytes:
     """(term, serialized bitmap of its record positions) in term order."""
     bitmaps = list(bitmaps)
-    header = json.dumps({"records": records, "terms": [[t, len(b)] for t, b in bitmaps]},
+    header = json.dumps({"records": records, "shard": shard, "shards": shards, "start": start,
+                         "stop": records if stop is None else stop,
+                         "terms": [[t, len(b)] for t, b in bitmaps]},
                         ensure_ascii=False, separators=(",", ":"))
     return b"".join([TERM_INDEX_MAGIC, header.encode("utf-8"), b"\n", *(b for _, b in bitmaps)])
 
 
-def decode_term_index(data: bytes, name: str = TERM_INDEX
-                      ) -> tuple[int, dict[str, memoryview]]:
-    """The record count and each term's serialized bitmap (a view into ``data``, not a copy:
-    a reader deserializes only the terms it is asked about)."""
+def decode_term_index(data: bytes, name: str = TERM_INDEX) -> TermIndexShard:
+    """A shard as stored; a reader deserializes only the terms it is asked about."""
     end = data.find(b"\n", len(TERM_INDEX_MAGIC))
     if not data.startswith(TERM_INDEX_MAGIC) or end < 0:
         raise FormatError(f"{name}: not a term index (expected {TERM_INDEX_MAGIC!r} first)")
@@ -199,6 +221,8 @@ def decode_term_index(data: bytes, name: str = TERM_INDEX
     try:
         header = json.loads(data[len(TERM_INDEX_MAGIC):end].decode("utf-8"))
         records = int(header["records"])
+        shard, shards = int(header.get("shard", 0)), int(header.get("shards", 1))
+        start, stop = int(header.get("start", 0)), int(header.get("stop", records))
         for term, size in header["terms"]:
             found[str(term)] = view[offset:offset + size]
             offset += size
@@ -206,7 +230,10 @@ def decode_term_index(data: bytes, name: str = TERM_INDEX
         raise FormatError(f"{name}: unreadable header: {exc}") from None
     if offset != len(data):
         raise FormatError(f"{name}: the header's sizes do not add up to the file's")
-    return records, found
+    if not 0 <= shard < shards or not 0 <= start <= stop <= records:
+        raise FormatError(f"{name}: shard {shard} of {shards} over positions {start}..{stop} "
+                          f"of {records} records is impossible")
+    return TermIndexShard(records, shard, shards, start, stop, found)
 
 
 # -- manifests -----------------------------------------------------------------------------

@@ -127,6 +127,9 @@ def generate_cmd(output: Path, records: int, items: int, avg_len: float, pattern
               "growing the overlay tree, and partition them apart, so that no public chunk "
               "holds one beside another term; stops the composition attack across "
               "publishers (docs/composition.md).")
+@click.option("--index-shard", default=PublishParams.index_shard, show_default=True,
+              type=click.IntRange(1), help="Record positions per shard of the private term "
+              "index; a cluster runner counts each shard in its own task (docs/engines.md).")
 @click.option("--max-rho", default=PublishParams.max_rho, show_default=True,
               type=click.FloatRange(0, 1), help="With --sensitive-terms: refuse (writing "
               "nothing) when the measured ρ is larger.")
@@ -137,7 +140,7 @@ def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
                 appending: bool, min_new: int | None, rebase: bool, workers: int,
                 engine: str, master: str, spark_conf: tuple[str, ...],
                 overlay: bool, aggregate: bool, aggregate_volume: int, sensitive_file,
-                max_rho: float, as_json: bool) -> None:
+                index_shard: int, max_rho: float, as_json: bool) -> None:
     """Partition INPUT and publish it as a new version of the store (owner command).
 
     INPUT is FIMI/SPMF (.dat, .txt), CSV of record_id,term pairs (.csv) or JSON Lines
@@ -164,7 +167,7 @@ def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
     params = PublishParams(k=k, m=m, method=method, cluster_size=cluster_size, keep=keep,
                            workers=workers, overlay=overlay, aggregate=aggregate,
                            aggregate_volume=aggregate_volume, sensitive=sensitive,
-                           max_rho=max_rho)
+                           index_shard=index_shard, max_rho=max_rho)
     if engine == "spark":
         report = _publish_on_spark(input_path, store_spec, params, master, spark_conf,
                                    input_format, skip_bad_lines, rebase, as_json)
@@ -172,7 +175,8 @@ def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
         return
     if appending:
         fixed = [f"--{name.replace('_', '-')}" for name in ("k", "m", "method", "cluster_size",
-                                                          "overlay", "aggregate", "rebase")
+                                                          "overlay", "aggregate", "rebase",
+                                                          "index_shard")
                  if context.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
         if fixed:
             raise click.UsageError(f"--append keeps the store's own parameters; drop "
@@ -479,7 +483,9 @@ def _ledger(store_spec: str) -> Ledger:
               "noise (one query, or a --batch in one job). They must not be given to analysts.")
 @store_option
 @click.option("--runner", type=click.Choice(list(BACKENDS)), default="fast", show_default=True,
-              help="With --exact: where map tasks run, in-process (fast) or as an mrjob job.")
+              help="With --exact: where counts run: in-process over the term index (fast), "
+              "an mrjob job of map tasks over the chunks (inline, local, spark, hadoop), or "
+              "one over the term index's shards, a map task each (index-*: docs/engines.md).")
 @click.option("-v", "--verbose", is_flag=True, help="With --exact: show the plan and the tasks.")
 @json_option
 @fail_cleanly

@@ -42,7 +42,7 @@ from .dp.limits import LIMITS, LimitExceeded, Limits
 from .dp.session import ComputeFailed, Source, ask
 from .guards import guard
 from .private_config import store_identity
-from .query import Engine, Publication
+from .query import BACKENDS, Engine, Publication
 from .querylang import QuerySyntaxError
 from .rank.service import NoRanking, Rankings, answer_rank
 from .report.dashboard import add_dashboard
@@ -95,7 +95,7 @@ class CurrentPublication:
         if version is None or (self._source and self._source.version == version):
             return
         started = time.perf_counter()
-        publication = Publication.open(self._store, version).warm(self._runner == "fast")
+        publication = Publication.open(self._store, version).warm(BACKENDS[self._runner].READS)
         # Millions of warm objects live as long as the version: keep the cyclic collector off
         # them, or its full passes stall every request for tens of milliseconds (and miss
         # deadlines).  They are still freed by reference counting when the version goes.

@@ -120,6 +120,23 @@ def test_streaming_jobs_on_yarn_equal_brute_force(cluster, published, sample, mo
     assert labels.count("private") >= 1 and labels.count("<Not set>") >= 1, labels
 
 
+def test_a_job_over_the_index_shards_runs_on_private_nodes_only(cluster, sample,
+                                                                monkeypatch):
+    """`index-hadoop`: a map task per shard of the private term index, each reading its shard
+    through WebHDFS, every container on the exclusive private label."""
+    store = open_store(cluster.store_url("/sharded"))
+    publish(sample, store, PublishParams(k=5, m=3, workers=1, index_shard=2500))
+    queries = [CountQuery(q) for q in random_conjunctions(sample.records, 40, seed=8)]
+    for name, value in cluster.hadoop_env().items():
+        monkeypatch.setenv(name, value)
+    before = succeeded_label_expressions(lambda *args: yarn_application(cluster, *args))
+    answers = Engine(Publication.open(store), "index-hadoop").counts(queries)
+    assert answers == [sample.count_containing(q.terms) for q in queries]
+    labels = succeeded_label_expressions(lambda *args: yarn_application(cluster, *args))
+    assert len(labels) == len(before) + 1, labels  # one job for the batch...
+    assert labels.count("private") == before.count("private") + 1, labels  # ...on private nodes
+
+
 def test_append_on_hdfs_keeps_every_release_safe(published, sample):
     """Before any test below re-partitions the store: an append carries the unchanged files
     over (copied through WebHDFS), and the releases audit clean together."""

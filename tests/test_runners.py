@@ -30,7 +30,7 @@ def published(request, tmp_path_factory):
     return dataset, Publication.open(store)
 
 
-@pytest.mark.parametrize("runner", ["fast", "inline", "local"])
+@pytest.mark.parametrize("runner", ["fast", "inline", "local", "index-inline"])
 def test_200_queries_equal_brute_force(published, runner):
     dataset, publication = published
     queries = [CountQuery(q) for q in random_conjunctions(dataset.records, 200, seed=11)]
@@ -48,8 +48,11 @@ def test_spark_runner(tmp_path):
     store = LocalStore(tmp_path / "s")
     publish(dataset, store, PublishParams(k=5, m=3, cluster_size=1000))
     queries = [CountQuery(q) for q in random_conjunctions(dataset.records, 40, seed=5)]
-    answers = Engine(Publication.open(store), "spark").counts(queries)
-    assert answers == [dataset.count_containing(q.terms) for q in queries]
+    expected = [dataset.count_containing(q.terms) for q in queries]
+    assert Engine(Publication.open(store), "spark").counts(queries) == expected
+    sharded = LocalStore(tmp_path / "sharded")
+    publish(dataset, sharded, PublishParams(k=5, m=3, cluster_size=1000, index_shard=3000))
+    assert Engine(Publication.open(sharded), "index-spark").counts(queries) == expected
 
 
 def test_streaming_scripts_as_hadoop_runs_them(tmp_path):

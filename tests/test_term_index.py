@@ -38,11 +38,12 @@ def synthetic(records: int, seed: int, prefix: str) -> Dataset:
 FIRST, LATER, FEW = synthetic(2500, 1, "a"), synthetic(900, 2, "b"), synthetic(7, 3, "c")
 
 
-def assert_brute_force(store: LocalStore, datasets: list[Dataset]) -> None:
+def assert_brute_force(store: LocalStore, datasets: list[Dataset], runner: str = "fast"
+                       ) -> None:
     """Exact counts of random conjunctions (and of everything) equal counting raw records."""
     records = [r for d in datasets for r in d.records]
     publication = Publication.open(store)
-    engine = Engine(publication)
+    engine = Engine(publication, runner)
     queries = [CountQuery(q) for q in random_conjunctions(records, 150, seed=7)]
     queries += [CountQuery(()), CountQuery(("absent",))]
     expected = [sum(1 for r in records if set(q.terms) <= r) for q in queries]
@@ -129,12 +130,13 @@ def test_a_tampered_index_is_caught_by_the_owner_audit(tmp_path, rehash):
     builder = TermIndexBuilder()
     builder.update(TermIndex.decode(path.read_bytes()))
     builder.bitmaps["1"].discard(builder.bitmaps["1"].min())  # one record loses a term
-    tampered = builder.encode(len(FIRST))
+    tampered = builder.encode_part().replace(b'"records":0', f'"records":{len(FIRST)}'.encode())
+    tampered = tampered.replace(b'"stop":0', f'"stop":{len(FIRST)}'.encode())
     path.write_bytes(tampered)
     if rehash:  # consistent with the manifest: only the chunks can tell
         manifest_path = store.root / "private" / fmt.manifest_path(version)
         manifest = json.loads(manifest_path.read_text())
-        manifest["term_index"]["sha256"] = hashlib.sha256(tampered).hexdigest()
+        manifest["term_index"]["sha256"] = [hashlib.sha256(tampered).hexdigest()]
         manifest_path.write_text(json.dumps(manifest))
     report = audit_releases(store)
     found = [v for v in report.violations if v.where.endswith(fmt.TERM_INDEX)]
@@ -143,6 +145,76 @@ def test_a_tampered_index_is_caught_by_the_owner_audit(tmp_path, rehash):
     assert any("sha256" in v.detail for v in found) != rehash
     result = CliRunner().invoke(main, ["audit", "--releases", "--store", str(store.root)])
     assert result.exit_code == 1
+
+
+def rewrite_shard(store: LocalStore, version: str, number: int, change) -> None:
+    """Apply ``change`` to a shard's bitmaps and store it with the manifest rehashed, so that
+    only the audit's own checks can tell."""
+    path = store.root / "private" / fmt.term_index_path(version, number)
+    shard = fmt.decode_term_index(path.read_bytes())
+    bitmaps = {t: BitMap.deserialize(b) for t, b in shard.bitmaps.items()}
+    change(bitmaps)
+    data = fmt.encode_term_index(shard.records, [(t, bitmaps[t].serialize())
+                                                 for t in sorted(bitmaps)],
+                                 shard.shard, shard.shards, shard.start, shard.stop)
+    path.write_bytes(data)
+    manifest_path = store.root / "private" / fmt.manifest_path(version)
+    manifest = json.loads(manifest_path.read_text())
+    manifest["term_index"]["sha256"][number] = hashlib.sha256(data).hexdigest()
+    manifest_path.write_text(json.dumps(manifest))
+
+
+SHARDED = PublishParams(k=5, m=2, cluster_size=400, workers=1, index_shard=700)
+
+
+def test_a_sharded_index_answers_as_brute_force_in_process_and_as_a_job(tmp_path):
+    store = LocalStore(tmp_path / "s")
+    publish(FIRST, store, SHARDED)
+    version = current_version(store)
+    shards = [fmt.decode_term_index(store.read("private", fmt.term_index_path(version, n)))
+              for n in range(4)]  # 2,500 records, 700 a shard
+    assert [(s.start, s.stop) for s in shards] == [(0, 700), (700, 1400), (1400, 2100),
+                                                   (2100, 2500)]
+    assert not store.exists("private", fmt.term_index_path(version, 4))
+    assert Publication.open(store).manifest["term_index"]["shard_records"] == 700
+    assert_brute_force(store, [FIRST])
+    assert_brute_force(store, [FIRST], "index-inline")
+    append(LATER, store, min_new=10)  # keeps the store's shard size: 3,400 records, 5 shards
+    assert store.exists("private", fmt.term_index_path(current_version(store), 4))
+    assert_brute_force(store, [FIRST, LATER])
+    assert_brute_force(store, [FIRST, LATER], "index-inline")
+    assert audit_releases(store).ok
+
+
+def test_the_audit_catches_a_record_moved_across_shards_and_a_missing_shard(tmp_path):
+    store = LocalStore(tmp_path / "s")
+    publish(FIRST, store, SHARDED)
+    version = current_version(store)
+    term = next(t for t, b in Publication.open(store).term_records.items() if b.max() >= 700)
+    moved = Publication.open(store).term_records[term].max()
+
+    def move(bitmaps):  # the union is unchanged: only the ranges tell
+        bitmaps[term].discard(moved)
+
+    rewrite_shard(store, version, (moved // 700), move)
+    rewrite_shard(store, version, 0, lambda bitmaps: bitmaps[term].add(moved))
+    found = [v.detail for v in audit_releases(store).violations]
+    assert any("outside the shard's 0..700" in d for d in found), found
+    (store.root / "private" / fmt.term_index_path(version, 3)).unlink()
+    found = [v.detail for v in audit_releases(store).violations]
+    assert found and not audit_releases(store).ok
+
+
+def test_shards_that_do_not_tile_the_positions_are_refused():
+    one = fmt.encode_term_index(10, [("a", BitMap([1]).serialize())], 0, 2, 0, 5)
+    other = fmt.encode_term_index(10, [("a", BitMap([7]).serialize())], 1, 2, 6, 10)
+    with pytest.raises(fmt.FormatError, match="does not follow"):
+        TermIndex([fmt.decode_term_index(one), fmt.decode_term_index(other)])
+    with pytest.raises(fmt.FormatError, match="1 shard"):
+        TermIndex([fmt.decode_term_index(one)])
+    whole = fmt.encode_term_index(10, [("a", BitMap([7]).serialize())], 1, 2, 5, 10)
+    index = TermIndex([fmt.decode_term_index(one), fmt.decode_term_index(whole)])
+    assert list(index["a"]) == [1, 7] and index.records == 10
 
 
 def test_a_malformed_index_is_a_format_error():
@@ -166,6 +238,25 @@ def test_serve_opens_the_index_alone_and_answers_as_brute_force(tmp_path):
     data = [path for path in read if path != f"private/{STORE_ID}"]  # names its answers
     assert data == ["public/CURRENT", f"private/{fmt.term_index_path(current_version(store))}"]
     asked = [CountQuery(q) for q in random_conjunctions(list(FIRST.records), 50, seed=5)]
+    assert served[0].get().counts(asked) == [FIRST.count_containing(q.terms) for q in asked]
+
+
+def test_serve_over_the_shards_reads_only_the_first_shard_ahead(tmp_path):
+    """With a job over the shards, the service holds one shard's bytes, not the index: the
+    job's tasks read the shards."""
+    from cocktail.private_config import STORE_ID
+    from cocktail.service import CurrentPublication
+
+    store = LocalStore(tmp_path / "s")
+    publish(FIRST, store, SHARDED)
+    served = []
+    read = reads_of(store, lambda: served.append(CurrentPublication(store, "index-inline",
+                                                                    3600)))
+    served[0].close()
+    data = [path for path in read if path != f"private/{STORE_ID}"]
+    assert data == ["public/CURRENT", f"private/{fmt.term_index_path(current_version(store))}"]
+    asked = [CountQuery(q) for q in random_conjunctions(list(FIRST.records), 30, seed=6)]
+    asked.append(CountQuery(()))
     assert served[0].get().counts(asked) == [FIRST.count_containing(q.terms) for q in asked]
 
 

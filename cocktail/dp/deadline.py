@@ -78,3 +78,6 @@ DEFAULT_DEADLINES = {
     "spark": Deadlines(base_ms=120_000, count_ms=50),
     "hadoop": Deadlines(base_ms=300_000, count_ms=100),
 }
+# A job over the index shards starts as a job over the chunks does, and counts in memory.
+DEFAULT_DEADLINES |= {f"index-{runner}": DEFAULT_DEADLINES[runner]
+                      for runner in ("inline", "local", "spark", "hadoop")}

@@ -17,6 +17,7 @@ from .. import releases
 from ..dataset import Dataset
 from ..overlay.layout import LayoutParams, PhaseProgress, build_layout
 from ..overlay.tree import Tree
+from ..query.termindex import SHARD_RECORDS
 from ..query.view import Publication
 from ..releases.layout import Refused, is_derived
 from ..store import Store
@@ -30,6 +31,7 @@ DEFAULT_KEEP = 3
 class PublishParams(LayoutParams):
     keep: int = DEFAULT_KEEP  # committed versions kept, the current one included
     workers: int = os.cpu_count() or 1  # processes partitioning clusters in parallel
+    index_shard: int = SHARD_RECORDS  # record positions per shard of the term index
 
     def check(self) -> None:
         if self.k < 2 or self.m < 1:
@@ -41,6 +43,8 @@ class PublishParams(LayoutParams):
             raise ValueError(f"keep must be at least 1 (got {self.keep})")
         if self.aggregate_volume < 1:
             raise ValueError(f"aggregate volume must be at least 1 (got {self.aggregate_volume})")
+        if self.index_shard < 1:
+            raise ValueError(f"index shard must hold at least 1 record (got {self.index_shard})")
         if self.workers < 1:
             raise ValueError(f"workers must be at least 1 (got {self.workers})")
         if not 0 <= self.max_rho <= 1:
@@ -171,7 +175,8 @@ def release(store: Store, params: PublishParams,
             log_legacy_release(store, current)
         version = out.version
         writer = VersionWriter(out, owner_key(store),
-                                releases.ReleaseBuilder("rebase" if current else "fresh"))
+                               releases.ReleaseBuilder("rebase" if current else "fresh"),
+                               params.index_shard)
         built = build(writer, out.mtime)
         phases = dict(built.phases)
         created = out.created

@@ -217,7 +217,8 @@ def append(dataset: Dataset, store: Store, min_new: int | None = None,
             layout = build_layout(
                 [terms_of[p] for p in pool], params,
                 lambda clusters, n: partitions(clusters, params, params.workers, n), progress)
-        writer = VersionWriter(out, owner_key(store), releases.ReleaseBuilder("append"))
+        writer = VersionWriter(out, owner_key(store), releases.ReleaseBuilder("append"),
+                               params.index_shard)
         writer.terms.update(publication.term_records)  # old chunks keep their pairs...
         writer.terms.discard(BitMap(waiting))          # ...but the buffer's are placed anew
         previous = releases.read_log(store, current)[-1]

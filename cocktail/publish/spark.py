@@ -426,7 +426,7 @@ def unit_outputs(job: UnitJob, unit: int, kind: str, members: list[tuple[int, st
            fmt.encode_pseudonym_map(rows), True)
     yield "keys", unit, kind, np.array(sorted(added), dtype=np.uint64), \
         np.array(sorted(shown), dtype=np.uint64)
-    yield "terms", index.encode(0)  # a part: the record count is the driver's to give
+    yield "terms", index.encode_part()
 
 
 def merge_term_indexes(items: Iterator[tuple]) -> Iterator[bytes]:
@@ -434,7 +434,7 @@ def merge_term_indexes(items: Iterator[tuple]) -> Iterator[bytes]:
     merged = TermIndexBuilder()
     for _, part in items:
         merged.update(TermIndex.decode(part))
-    yield merged.encode(0)
+    yield merged.encode_part()
 
 
 def partition_leaves(job_b, leaf_of_unit_b):

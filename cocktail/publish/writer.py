@@ -21,7 +21,7 @@ from .. import chunkformat as fmt
 from .. import releases
 from ..anonymity import Partition, partition
 from ..overlay.layout import Layout, LayoutParams, PhaseProgress
-from ..query.termindex import TermIndexBuilder
+from ..query.termindex import SHARD_RECORDS, TermIndexBuilder
 from ..releases import Release
 from ..store import Store, StoreError
 from .batch import collector_paused
@@ -100,8 +100,10 @@ class VersionWriter:
     the running totals.  Files are produced cluster by cluster; the release writes them in a
     random order with one common time, so nothing groups the public chunks by cluster."""
 
-    def __init__(self, release: Release, key: bytes, log: releases.ReleaseBuilder) -> None:
+    def __init__(self, release: Release, key: bytes, log: releases.ReleaseBuilder,
+                 index_shard: int = SHARD_RECORDS) -> None:
         self.out, self.key, self.release = release, key, log
+        self.index_shard = index_shard  # record positions per shard of the term index
         self.version, self.staging = release.version, release.staging
         self.chunks: dict[str, dict] = {}
         self.unit_map: list[tuple[str, str, int]] = []  # the open unit's pseudonym map
@@ -189,10 +191,12 @@ class VersionWriter:
         started = time.perf_counter()
         self.out.put("public", fmt.MANIFEST, fmt.encode_json(public_manifest))
         self.out.write_private(fmt.RECORDS, records)
-        index = self.terms.encode(count)
-        self.out.write_private(fmt.TERM_INDEX, index)
-        private_manifest["term_index"] = {"records": count,
-                                          "sha256": hashlib.sha256(index).hexdigest()}
+        digests = []
+        for number, shard in enumerate(self.terms.encode(count, self.index_shard)):
+            self.out.write_private(fmt.term_index_name(number), shard)
+            digests.append(hashlib.sha256(shard).hexdigest())
+        private_manifest["term_index"] = {"records": count, "shard_records": self.index_shard,
+                                          "sha256": digests}
         self.out.put("private", fmt.MANIFEST, fmt.encode_json(private_manifest))
         self.out.commit(release_entry, keep)
         seconds["commit"] = time.perf_counter() - started

@@ -2,7 +2,11 @@
 intersects.  Written once per version into the private zone (``terms.roaring``, codec in
 :mod:`cocktail.chunkformat`), so that a reader deserializes it instead of resolving every
 chunk's index through the pseudonym maps; :func:`cocktail.audit.audit_term_indexes` is the
-owner's check that it agrees with the chunks."""
+owner's check that it agrees with the chunks.
+
+A large version's index is cut into shards of record positions (``SHARD_RECORDS`` each by
+default): one machine unions them, a cluster job counts each shard in its own task and sums
+(:mod:`cocktail.query.backends.shards`), since every record lies in exactly one shard."""
 
 from __future__ import annotations
 
@@ -11,25 +15,37 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pyroaring import BitMap, FrozenBitMap
 
 from .. import chunkformat as fmt
+from ..store import Store
+
+SHARD_RECORDS = 1 << 24  # record positions per shard: ~120 MB of index at 5 terms a record
 
 
 class TermIndex(Mapping[str, FrozenBitMap]):
-    """term -> record positions, read from the file: each bitmap is deserialized the first
-    time it is asked for, so a reader pays only for the terms its queries name."""
+    """term -> record positions, read from the shards' files: each bitmap is deserialized
+    (and its shards' parts unioned) the first time it is asked for, so a reader pays only for
+    the terms its queries name."""
 
-    def __init__(self, records: int, serialized: dict[str, memoryview]) -> None:
-        self.records = records
-        self._serialized = serialized
+    def __init__(self, shards: Sequence[fmt.TermIndexShard], name: str = fmt.TERM_INDEX) -> None:
+        check_shards(shards, name)
+        self.records = shards[0].records
+        self._serialized: dict[str, list[memoryview]] = {}
+        for shard in shards:
+            for term, data in shard.bitmaps.items():
+                self._serialized.setdefault(term, []).append(data)
         self._open: dict[str, FrozenBitMap] = {}
 
     @classmethod
     def decode(cls, data: bytes, name: str = fmt.TERM_INDEX) -> TermIndex:
-        return cls(*fmt.decode_term_index(data, name))
+        """An index stored in one shard."""
+        return cls([fmt.decode_term_index(data, name)], name)
 
     def __getitem__(self, term: str) -> FrozenBitMap:
         found = self._open.get(term)
         if found is None:
-            found = self._open[term] = FrozenBitMap.deserialize(self._serialized[term])
+            parts = self._serialized[term]
+            found = FrozenBitMap.deserialize(parts[0]) if len(parts) == 1 else \
+                FrozenBitMap(BitMap.union(*(BitMap.deserialize(p) for p in parts)))
+            self._open[term] = found
         return found
 
     def __iter__(self) -> Iterator[str]:
@@ -37,6 +53,49 @@ class TermIndex(Mapping[str, FrozenBitMap]):
 
     def __len__(self) -> int:
         return len(self._serialized)
+
+
+def check_shards(shards: Sequence[fmt.TermIndexShard], name: str) -> None:
+    """The shards, in order, tile the version's record positions."""
+    if not shards:
+        raise fmt.FormatError(f"{name}: no shard")
+    records, count, at = shards[0].records, shards[0].shards, 0
+    for number, shard in enumerate(shards):
+        if (shard.records, shard.shards, shard.shard, shard.start) != (records, count, number, at):
+            raise fmt.FormatError(f"{name}: shard {number} of {len(shards)} does not follow "
+                                  f"its predecessors (records {shard.records}, shard "
+                                  f"{shard.shard} of {shard.shards} from position {shard.start})")
+        at = shard.stop
+    if len(shards) != count or at != records:
+        raise fmt.FormatError(f"{name}: {len(shards)} shard(s) over positions 0..{at}, the "
+                              f"index says {count} over {records} records")
+
+
+def read_term_index(store: Store, version: str) -> TermIndex | None:
+    """The version's stored index (None when it was written before there was one); the first
+    shard names how many follow."""
+    first = fmt.term_index_path(version)
+    if not store.exists("private", first):
+        return None
+    shards = [fmt.decode_term_index(store.read("private", first), f"private/{first}")]
+    for number in range(1, shards[0].shards):
+        path = fmt.term_index_path(version, number)
+        shards.append(fmt.decode_term_index(store.read("private", path), f"private/{path}"))
+    return TermIndex(shards, f"private/{first}")
+
+
+def count_conjunction(index: Mapping[str, FrozenBitMap], terms: Sequence[str]) -> int:
+    """Records (of the index, or of one shard) holding all of ``terms``, at least one."""
+    found = [index.get(term) for term in terms]
+    if any(f is None for f in found):
+        return 0
+    if len(found) == 1:
+        return len(found[0])
+    found.sort(key=len)
+    common = found[0]
+    for other in found[1:-1]:
+        common = common & other
+    return common.intersection_cardinality(found[-1])
 
 
 class TermIndexBuilder:
@@ -69,9 +128,21 @@ class TermIndexBuilder:
             if not self.bitmaps[term]:
                 del self.bitmaps[term]
 
-    def encode(self, records: int) -> bytes:
-        return fmt.encode_term_index(records, ((term, self._compact(term).serialize())
-                                               for term in sorted(self.bitmaps)))
+    def encode(self, records: int, shard_records: int = SHARD_RECORDS) -> Iterator[bytes]:
+        """The index's shards, one at a time: each holds the positions of its range."""
+        count = max(1, -(-records // shard_records))
+        for shard in range(count):
+            start, stop = shard * shard_records, min(records, (shard + 1) * shard_records)
+            window = None if count == 1 else BitMap(range(start, stop))
+            parts = ((term, self._compact(term) if window is None else
+                      self._compact(term) & window) for term in sorted(self.bitmaps))
+            yield fmt.encode_term_index(records, ((t, b.serialize()) for t, b in parts if b),
+                                        shard, count, start, stop)
+
+    def encode_part(self) -> bytes:
+        """Everything in one piece, to be merged into a version's index (a Spark task's part):
+        the record count and the shards are the driver's to give."""
+        return next(self.encode(0))
 
     def _compact(self, term: str) -> BitMap:
         bitmap = self.bitmaps[term]

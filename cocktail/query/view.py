@@ -18,7 +18,7 @@ from ..overlay.planner import term_locations
 from ..overlay.tree import Tree
 from ..releases import committed_versions, current_version
 from ..store import Store, StoreError
-from .termindex import TermIndex, build_term_index
+from .termindex import TermIndex, build_term_index, read_term_index
 
 
 @dataclass(frozen=True)
@@ -105,26 +105,41 @@ class Publication:
                 held[positions[pseudonym]].update(terms)
         return [frozenset(terms) for terms in held]
 
-    @property
+    @cached_property
     def record_count(self) -> int:
         """Records in the version (the term index knows, without reading the record ids)."""
-        records = self.term_records
-        return records.records if isinstance(records, TermIndex) else len(self.record_ids)
+        records = self.__dict__.get("term_records")
+        if isinstance(records, TermIndex):
+            return records.records
+        first = self.first_index_shard
+        return len(self.record_ids) if first is None else first.records
 
-    def warm(self, fast: bool = True) -> Publication:
+    @cached_property
+    def first_index_shard(self) -> fmt.TermIndexShard | None:
+        """The term index's first shard (it says how many follow), None for a version written
+        before there was an index: what a job over the shards needs on the driver."""
+        path = fmt.term_index_path(self.version)
+        if not self.store.exists("private", path):
+            return None
+        return fmt.decode_term_index(self.store.read("private", path), f"private/{path}")
+
+    def warm(self, reads: str = "index") -> Publication:
         """Read now what queries would read lazily, so no query pays for a cold read or is
-        timed by one, and concurrent readers find nothing left to fill in: for the ``fast``
-        path every term's records, for the others the planner's view and the maps."""
-        if fast:
+        timed by one, and concurrent readers find nothing left to fill in: what a backend
+        ``reads`` (its ``READS``): every term's records (``index``), the record count alone
+        (``count``: the job reads the shards), or the planner's view and the maps (``plans``)."""
+        if reads not in ("index", "count", "plans"):
+            raise ValueError(f"unknown reads {reads!r}")
+        if reads == "index":
             for term in self.term_records:
                 self.term_records[term]
-            self.record_count
-            return self
-        for attribute in ("record_ids", "cluster_of", "_members", "locations", "term_units",
-                          "split_terms"):
-            getattr(self, attribute)
-        for chunk in self.chunks:
-            self.record_positions(chunk)
+        self.record_count
+        if reads == "plans":
+            for attribute in ("record_ids", "cluster_of", "_members", "locations",
+                              "term_units", "split_terms"):
+                getattr(self, attribute)
+            for chunk in self.chunks:
+                self.record_positions(chunk)
         return self
 
     def chunk_unit(self, chunk_id: str) -> int:
@@ -169,10 +184,8 @@ class Publication:
         """Term -> the positions of every record holding it, as a roaring bitmap: what the
         fast path intersects.  Read from the version's term index; a version written before
         there was one gets it resolved from its chunks and the private maps, in memory."""
-        path = fmt.term_index_path(self.version)
-        if self.store.exists("private", path):
-            return TermIndex.decode(self.store.read("private", path), f"private/{path}")
-        return self.resolved_term_records()
+        stored = read_term_index(self.store, self.version)
+        return self.resolved_term_records() if stored is None else stored
 
     def resolved_term_records(self) -> dict[str, FrozenBitMap]:
         """The term index as the chunks' indexes and the private maps say it is."""

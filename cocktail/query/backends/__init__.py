@@ -1,6 +1,9 @@
 """Where counts are computed, chosen by name: one module per backend, one registry (the mrjob
-model).  ``fast`` intersects the publication's term bitmaps in-process; the others run the
-planned map tasks as a MapReduce job.  Every backend returns the same answers."""
+model).  ``fast`` intersects the publication's term bitmaps in-process; ``inline``, ``local``,
+``spark`` and ``hadoop`` run the planned map tasks over the chunks as a MapReduce job (the
+public cloud matches the public chunks); ``index-<runner>`` counts over the term index's
+shards, a map task each, for versions beyond one machine.  Every backend returns the same
+answers."""
 
 from __future__ import annotations
 
@@ -11,12 +14,16 @@ from ...querylang import CountQuery
 from ..view import Publication
 from . import fast
 from .mapreduce import MapReduce
+from .shards import IndexShards
 from .streaming import RUNNERS
 
 
 class Backend(Protocol):
+    READS: str  # what to read ahead of the queries: Publication.warm's ``reads``
+
     def counts(self, publication: Publication, queries: Sequence[CountQuery],
                log: Callable[[str], None] | None = None) -> list[int]: ...
 
 
-BACKENDS: dict[str, Backend] = {"fast": fast, **{name: MapReduce(name) for name in RUNNERS}}
+BACKENDS: dict[str, Backend] = {"fast": fast, **{name: MapReduce(name) for name in RUNNERS},
+                                **{f"index-{name}": IndexShards(name) for name in RUNNERS}}

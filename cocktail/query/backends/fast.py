@@ -11,26 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ...querylang import CountQuery
+from ..termindex import count_conjunction
 from ..view import Publication
+
+READS = "index"  # what a reader opens ahead (Publication.warm): every term's bitmap
 
 
 def counts(publication: Publication, queries: Sequence[CountQuery],
            log: Callable[[str], None] | None = None) -> list[int]:
     """Exact answers; ``CountQuery(())`` counts every record."""
-    records, everyone = publication.term_records, publication.record_count
-    answers = []
-    for query in queries:
-        found = [records.get(term) for term in query.terms]
-        if not found:
-            answers.append(everyone)
-        elif any(f is None for f in found):
-            answers.append(0)
-        elif len(found) == 1:
-            answers.append(len(found[0]))
-        else:
-            found.sort(key=len)
-            common = found[0]
-            for other in found[1:-1]:
-                common = common & other
-            answers.append(common.intersection_cardinality(found[-1]))
-    return answers
+    records = publication.term_records
+    return [count_conjunction(records, query.terms) if query.terms
+            else publication.record_count for query in queries]

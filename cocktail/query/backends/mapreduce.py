@@ -22,6 +22,8 @@ SCRATCH = "jobs"  # the hadoop runner's job files and outputs, in the private zo
 
 
 class MapReduce:
+    READS = "plans"  # what the private cloud reads ahead (Publication.warm): plans and maps
+
     def __init__(self, runner: str) -> None:
         self.runner = runner
 

@@ -73,8 +73,7 @@ def run_job(tasks: Sequence[MapTask], inputs: Sequence[str], runner: str,
             extra_args: Sequence[str] = (),
             log: Callable[[str], None] | None = None) -> dict[MapTask, list[str]]:
     """Pseudonyms matched per task; ``inputs`` are the index files of the tasks' chunks."""
-    if runner not in RUNNERS:
-        raise ValueError(f"unknown runner {runner!r}; choose one of {', '.join(RUNNERS)}")
+    check_runner(runner)
     results: dict[MapTask, list[str]] = {task: [] for task in tasks}
     if not tasks:
         return results
@@ -86,19 +85,30 @@ def run_job(tasks: Sequence[MapTask], inputs: Sequence[str], runner: str,
             log(f"{runner} job: {len(tasks)} map task(s) over {len(inputs)} index file(s)")
         if runner in BUNDLED:
             inputs = bundle(inputs, Path(tmp))
-        # Tasks and the Spark driver must run this very interpreter (it has cocktail installed),
-        # not whatever `python3` is first on PATH.
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-        python = [] if runner == "inline" else ["--python-bin", sys.executable]  # inline: in here
-        job = MatchJob(args=["-r", runner, "--tasks", str(tasks_file), "--no-conf", *python,
-                             *extra_args, *inputs])
-        with _mrjob_quiet(log is None), job.make_runner() as mr:
-            mr.run()
-            for _, value in job.parse_output(mr.cat_output()):
-                number, pseudonym = value.rstrip("\r\n").split("\t")
-                results[tasks[int(number)]].append(pseudonym)
+        for value in execute(MatchJob, runner, ["--tasks", str(tasks_file), *extra_args],
+                             inputs, log):
+            number, pseudonym = value.split("\t")
+            results[tasks[int(number)]].append(pseudonym)
     return results
+
+
+def check_runner(runner: str) -> None:
+    if runner not in RUNNERS:
+        raise ValueError(f"unknown runner {runner!r}; choose one of {', '.join(RUNNERS)}")
+
+
+def execute(job_class, runner: str, options: Sequence[str], inputs: Sequence[str],
+            log: Callable[[str], None] | None) -> list[str]:
+    """Run an mrjob job on ``runner``: the output's values, one per line."""
+    # Tasks and the Spark driver must run this very interpreter (it has cocktail installed),
+    # not whatever `python3` is first on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    python = [] if runner == "inline" else ["--python-bin", sys.executable]  # inline: in here
+    job = job_class(args=["-r", runner, "--no-conf", *python, *options, *inputs])
+    with _mrjob_quiet(log is None), job.make_runner() as mr:
+        mr.run()
+        return [value.rstrip("\r\n") for _, value in job.parse_output(mr.cat_output())]
 
 
 @contextmanager
