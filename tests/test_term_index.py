@@ -115,6 +115,8 @@ def test_a_version_without_the_index_is_resolved_in_memory_and_left_as_it_is(tmp
     assert_brute_force(store, [FIRST])
     assert sorted(p.relative_to(store.root) for p in store.root.rglob("*")) == before
     assert audit_releases(store).ok
+    with pytest.raises(ValueError, match="no term index"):  # no shards to count over
+        Engine(Publication.open(store), "index-inline").count(CountQuery(("1",)))
     append(LATER, store, min_new=10)  # the next version has one again, from the old chunks
     assert store.exists("private", fmt.term_index_path(current_version(store)))
     assert_brute_force(store, [FIRST, LATER])

@@ -72,7 +72,7 @@ class PublishReport:
     skipped_lines: int
     partition_seconds: float  # CPU time of the partitioner, summed over clusters
     seconds: float            # wall time of the whole publish
-    phase_seconds: dict       # wall time of tree, partition, aggregate, write, commit
+    phase_seconds: dict       # wall time of tree, partition, aggregate, write, term_index, commit
     rho: float | None = None  # with sensitive terms: the clusters' measured ρ
 
     def as_dict(self) -> dict:

@@ -680,9 +680,11 @@ class _Run:
             lambda item: (_order(job.value.secret, item[2]), item))
         self._tracked("write", keyed.partitionBy(self.tasks).mapPartitions(write_files(job)).count)
         found.into(writer)
+        merging = time.perf_counter()
         for part in written.filter(lambda item: item[0] == "terms").mapPartitions(
                 merge_term_indexes).toLocalIterator():
             writer.terms.update(TermIndex.decode(part))
+        writer.index_seconds += time.perf_counter() - merging
         records = self._records_file(units)
         self._timed("write", started)
         outputs.unpersist()
