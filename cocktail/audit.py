@@ -27,12 +27,13 @@ from dataclasses import asdict, dataclass, field
 from itertools import combinations
 from math import comb
 
+import numpy as np
 from pyroaring import BitMap
 
 from . import chunkformat as fmt
 from . import releases
 from .attacks.joint_view import ChunkView, TooLarge, attack
-from .query.termindex import TermIndex
+from .query.termindex import TermIndex, record_numbering
 from .query.view import Publication
 from .rank.audit import audit_ranking
 from .rank.release import rank_store
@@ -581,15 +582,45 @@ def audit_term_indexes(store: Store) -> list[Violation]:
         except (fmt.FormatError, StoreError) as exc:
             found.append(Violation("integrity", where, str(exc)))
             continue
+        records = stored.records
+        try:
+            stored = record_numbering(stored, _stored_order(store, version, records, listed,
+                                                            found))
+        except (fmt.FormatError, IndexError) as exc:  # IndexError: a position past the end
+            found.append(Violation("integrity", f"private/{fmt.term_order_path(version)}",
+                                   str(exc)))
+            continue
         resolved = publication.resolved_term_records()
         wrong = sorted(t for t in set(stored) | set(resolved) if stored.get(t) != resolved.get(t))
         if wrong:
             found.append(Violation("integrity", where, f"{len(wrong)} term(s) disagree with the "
                                    f"chunks, e.g. {', '.join(map(repr, wrong[:EXAMPLES]))}"))
-        if stored.records != len(publication.record_ids):
-            found.append(Violation("integrity", where, f"counts {stored.records} records, "
-                                   f"the version holds {len(publication.record_ids)}"))
+        if records != len(publication.record_ids):
+            found.append(Violation("integrity", where, f"counts {records} records, the "
+                                   f"version holds {len(publication.record_ids)}"))
     return found
+
+
+def _stored_order(store: Store, version: str, records: int, listed: dict | None,
+                  found: list[Violation]) -> np.ndarray | None:
+    """The index's order (None for an index written in record order), checked against the
+    manifest's sha256 and to number each record exactly once."""
+    path = fmt.term_order_path(version)
+    expected = (listed or {}).get("order_sha256")
+    if not store.exists("private", path):
+        if expected:
+            found.append(Violation("integrity", f"private/{path}", "listed in the manifest but "
+                                   "missing"))
+        return None
+    data = store.read("private", path)
+    if hashlib.sha256(data).hexdigest() != expected:
+        found.append(Violation("integrity", f"private/{path}", "content does not match the "
+                               "private manifest's sha256"))
+    order = fmt.decode_term_order(data, records, f"private/{path}")
+    if not np.array_equal(np.sort(order), np.arange(records, dtype=order.dtype)):
+        raise fmt.FormatError(f"private/{path}: does not number each of the {records} records "
+                              "exactly once")
+    return order
 
 
 def _stored_term_index(store: Store, version: str, listed: dict | None,

@@ -26,6 +26,15 @@ shard per range of record positions, ``terms.roaring`` then ``terms.1.roaring``,
     <each term's roaring bitmap, portable serialization, in the header's order>
 
 An index written before shards has no shard fields: one shard over every position.
+
+Index order (private, per version, ``terms.order``): the index numbers records in an order of
+its own, which makes its bitmaps runs (see :mod:`cocktail.query.termindex`); this file maps
+it back to record positions::
+
+    cocktail-terms-order/1 NEWLINE
+    <the record position at each index position: 32-bit unsigned, little-endian>
+
+An index written without it numbers records by their positions.
 """
 
 from __future__ import annotations
@@ -34,6 +43,8 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 FORMAT = "cocktail-publication/1"
 POINTER = "CURRENT"
@@ -44,6 +55,8 @@ PSEUDONYM_DIR = "pseudonyms"
 RECORDS = "records.jsonl"
 TERM_INDEX = "terms.roaring"
 TERM_INDEX_MAGIC = b"cocktail-terms/1\n"
+TERM_ORDER = "terms.order"
+TERM_ORDER_MAGIC = b"cocktail-terms-order/1\n"
 STAGING_PREFIX = ".staging-"
 
 PSEUDONYM_HEX = 20
@@ -234,6 +247,26 @@ def decode_term_index(data: bytes, name: str = TERM_INDEX) -> TermIndexShard:
         raise FormatError(f"{name}: shard {shard} of {shards} over positions {start}..{stop} "
                           f"of {records} records is impossible")
     return TermIndexShard(records, shard, shards, start, stop, found)
+
+
+def term_order_path(version: str) -> str:
+    return f"{version}/{TERM_ORDER}"
+
+
+def encode_term_order(positions: np.ndarray) -> bytes:
+    """``positions``: the record position at each index position."""
+    return TERM_ORDER_MAGIC + np.asarray(positions, dtype="<u4").tobytes()
+
+
+def decode_term_order(data: bytes, records: int, name: str = TERM_ORDER) -> np.ndarray:
+    """The record position at each index position (a read-only view into ``data``); that it
+    numbers ``records`` records is the audit's to check."""
+    if not data.startswith(TERM_ORDER_MAGIC):
+        raise FormatError(f"{name}: not an index order (expected {TERM_ORDER_MAGIC!r} first)")
+    body = memoryview(data)[len(TERM_ORDER_MAGIC):]
+    if len(body) != 4 * records:
+        raise FormatError(f"{name}: {len(body)} bytes for {records} records (4 each)")
+    return np.frombuffer(body, dtype="<u4")
 
 
 # -- manifests -----------------------------------------------------------------------------

@@ -84,7 +84,8 @@ def test_publish_writes_the_index_and_a_count_reads_nothing_else(tmp_path):
     assert manifest["term_index"]["records"] == len(FIRST)
     index = TermIndex.decode(data)
     assert index.records == len(FIRST)
-    assert dict(index) == Publication.open(store).resolved_term_records()
+    publication = Publication.open(store)
+    assert publication.term_record_positions() == publication.resolved_term_records()
     assert not store.exists("public", fmt.term_index_path(version))  # private only
 
     publication = Publication.open(store)
@@ -103,7 +104,7 @@ def test_append_extends_the_index_with_new_and_buffered_records(tmp_path):
     assert placed.buffered_records == 0 and placed.new_clusters > 0
     assert_brute_force(store, [FIRST, FEW, LATER])
     publication = Publication.open(store)
-    assert dict(publication.term_records) == publication.resolved_term_records()
+    assert publication.term_record_positions() == publication.resolved_term_records()
     assert audit_releases(store).ok
 
 
@@ -205,6 +206,75 @@ def test_the_audit_catches_a_record_moved_across_shards_and_a_missing_shard(tmp_
     (store.root / "private" / fmt.term_index_path(version, 3)).unlink()
     found = [v.detail for v in audit_releases(store).violations]
     assert found and not audit_releases(store).ok
+
+
+def test_the_index_numbers_records_by_the_frequent_terms_they_hold(tmp_path):
+    """The most frequent term's holders come first: its bitmap is one run, the next term's
+    a run in each half, ...; counts stay those of the records."""
+    store = LocalStore(tmp_path / "s")
+    publish(FIRST, store, PARAMS)
+    index = Publication.open(store).term_records
+    frequent = sorted(index, key=lambda t: (-len(index[t]), t))
+    first, second = index[frequent[0]], index[frequent[1]]
+    assert list(first) == list(range(len(first)))
+    assert len(runs(second)) <= 2
+    shuffled = sum(len(runs(b)) for b in Publication.open(store).resolved_term_records().values())
+    assert sum(len(runs(b)) for b in index.values()) < shuffled / 2
+    assert_brute_force(store, [FIRST])
+
+
+def runs(bitmap) -> list[tuple[int, int]]:
+    """The bitmap's maximal runs of consecutive positions."""
+    found = []
+    for position in bitmap:
+        if found and found[-1][1] == position:
+            found[-1] = (found[-1][0], position + 1)
+        else:
+            found.append((position, position + 1))
+    return found
+
+
+@pytest.mark.parametrize("tamper", ["swap", "repeat"])
+def test_the_audit_catches_a_tampered_index_order(tmp_path, tamper):
+    store = LocalStore(tmp_path / "s")
+    publish(FIRST, store, PARAMS)
+    version = current_version(store)
+    path = store.root / "private" / fmt.term_order_path(version)
+    order = fmt.decode_term_order(path.read_bytes(), len(FIRST)).copy()
+    if tamper == "swap":  # still a numbering: only the chunks can tell
+        order[[0, -1]] = order[[-1, 0]]
+    else:
+        order[0] = order[1]
+    data = fmt.encode_term_order(order)
+    path.write_bytes(data)
+    manifest_path = store.root / "private" / fmt.manifest_path(version)
+    manifest = json.loads(manifest_path.read_text())
+    manifest["term_index"]["order_sha256"] = hashlib.sha256(data).hexdigest()
+    manifest_path.write_text(json.dumps(manifest))
+    found = [v.detail for v in audit_releases(store).violations]
+    expected = "disagree with the chunks" if tamper == "swap" else "exactly once"
+    assert any(expected in d for d in found), found
+
+
+def test_an_index_written_in_record_order_still_serves_appends_and_audits(tmp_path):
+    """As the index was written before it had an order of its own."""
+    store = LocalStore(tmp_path / "s")
+    publish(FIRST, store, PARAMS)
+    version = current_version(store)
+    publication = Publication.open(store)
+    plain = fmt.encode_term_index(len(FIRST), [
+        (t, b.serialize()) for t, b in sorted(publication.resolved_term_records().items())])
+    (store.root / "private" / fmt.term_index_path(version)).write_bytes(plain)
+    (store.root / "private" / fmt.term_order_path(version)).unlink()
+    manifest_path = store.root / "private" / fmt.manifest_path(version)
+    manifest = json.loads(manifest_path.read_text())
+    manifest["term_index"] = {"records": len(FIRST), "sha256": hashlib.sha256(plain).hexdigest()}
+    manifest_path.write_text(json.dumps(manifest))
+    assert audit_releases(store).ok
+    assert_brute_force(store, [FIRST])
+    append(LATER, store, min_new=10)
+    assert_brute_force(store, [FIRST, LATER])
+    assert audit_releases(store).ok
 
 
 def test_shards_that_do_not_tile_the_positions_are_refused():

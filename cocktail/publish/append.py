@@ -219,8 +219,8 @@ def append(dataset: Dataset, store: Store, min_new: int | None = None,
                 lambda clusters, n: partitions(clusters, params, params.workers, n), progress)
         writer = VersionWriter(out, owner_key(store), releases.ReleaseBuilder("append"),
                                params.index_shard)
-        writer.terms.update(publication.term_records)  # old chunks keep their pairs...
-        writer.terms.discard(BitMap(waiting))          # ...but the buffer's are placed anew
+        writer.terms.update(publication.term_record_positions())  # the old chunks' pairs,
+        writer.terms.discard(BitMap(waiting))  # but the buffer's records are placed anew
         previous = releases.read_log(store, current)[-1]
         unit_of = list(publication.cluster_of) + [None] * len(dataset)
         totals = _carry_old(writer, publication, current, previous, extension, ids, unit_of)

@@ -209,12 +209,15 @@ class VersionWriter:
         seconds["commit"] = time.perf_counter() - started - encoding
 
     def _write_term_index(self, count: int) -> dict:
-        """The index's shards into the private zone; their manifest entry."""
+        """The index's order and shards into the private zone; their manifest entry."""
+        order, shards = self.terms.encode(count, self.index_shard)
+        self.out.write_private(fmt.TERM_ORDER, order)
         digests = []
-        for number, shard in enumerate(self.terms.encode(count, self.index_shard)):
+        for number, shard in enumerate(shards):
             self.out.write_private(fmt.term_index_name(number), shard)
             digests.append(hashlib.sha256(shard).hexdigest())
-        return {"records": count, "shard_records": self.index_shard, "sha256": digests}
+        return {"records": count, "shard_records": self.index_shard, "sha256": digests,
+                "order_sha256": hashlib.sha256(order).hexdigest()}
 
 
 def split_members(members: Iterable[tuple[int, frozenset[str]]],

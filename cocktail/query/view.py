@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
+import numpy as np
 from pyroaring import FrozenBitMap
 
 from .. import chunkformat as fmt
@@ -18,7 +19,7 @@ from ..overlay.planner import term_locations
 from ..overlay.tree import Tree
 from ..releases import committed_versions, current_version
 from ..store import Store, StoreError
-from .termindex import TermIndex, build_term_index, read_term_index
+from .termindex import TermIndex, build_term_index, read_term_index, record_numbering
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,22 @@ class Publication:
         there was one gets it resolved from its chunks and the private maps, in memory."""
         stored = read_term_index(self.store, self.version)
         return self.resolved_term_records() if stored is None else stored
+
+    def term_record_positions(self) -> dict[str, FrozenBitMap]:
+        """The stored index with records numbered by their positions (``records.jsonl``'s),
+        not in the index's own order: what an append extends."""
+        records = self.term_records
+        if not isinstance(records, TermIndex):
+            return records
+        return record_numbering(records, self.index_order(records.records))
+
+    def index_order(self, records: int) -> np.ndarray | None:
+        """The record position at each index position, None for an index in record order
+        (written before there was an order)."""
+        path = fmt.term_order_path(self.version)
+        if not self.store.exists("private", path):
+            return None
+        return fmt.decode_term_order(self.store.read("private", path), records, f"private/{path}")
 
     def resolved_term_records(self) -> dict[str, FrozenBitMap]:
         """The term index as the chunks' indexes and the private maps say it is."""
