@@ -118,10 +118,27 @@ def _searched(m: Matrices, bound: np.ndarray | None, budget: optimize.Budget,
     ps = sorted({max(1, groups.shape[1] // 16), len(V), m.C.shape[0], 2 * m.C.shape[0]})
     theta = optimize.p_identity(groups, ps, budget, seed, half)
     if theta is not None:
-        lifted = np.hstack([optimize.p_identity_matrix(theta), np.zeros((len(theta) + len(
-            groups.T), 1))])[:, index]  # index −1: the zero column, for cells no query asks
-        found.append(_cell_strategy(f"cells: p-identity (p={len(theta)})", lifted, m))
+        found.append(_p_identity_strategy(theta, index, m))
+    if half is not None and (theta is None or not within(found[-1], bound)):
+        # the penalised optimum is over the bound: what remains of the budget goes to the
+        # bounded problem itself
+        theta = optimize.bounded_p_identity(groups, ps, budget, seed, half)
+        if theta is not None:
+            found.append(_p_identity_strategy(theta, index, m, " bounded"))
     return [s for s in found if _unbiased(s, m)]
+
+
+def _p_identity_strategy(theta: np.ndarray, index: np.ndarray, m: Matrices,
+                         label: str = "") -> Strategy:
+    """[I; Θ] D over the groups, lifted to the cells: each cell takes its group's column."""
+    lifted = np.hstack([optimize.p_identity_matrix(theta), np.zeros((theta.shape[0] + theta.shape[
+        1], 1))])[:, index]  # index −1: the zero column, for cells no query asks
+    return _cell_strategy(f"cells: p-identity{label} (p={len(theta)})", lifted, m)
+
+
+def within(strategy: Strategy, bound: np.ndarray) -> bool:
+    """No query's variance (at α = 1) above ``bound`` (up to rounding)."""
+    return bool(np.all(strategy.variances(1.0) <= bound * (1 + 1e-9)))
 
 
 def optimized(m: Matrices, fixed: Strategy, search_units: int) -> Strategy:
@@ -129,7 +146,7 @@ def optimized(m: Matrices, fixed: Strategy, search_units: int) -> Strategy:
     variance at or below ``fixed``'s."""
     bound = fixed.variances(1.0)
     found = searched_candidates(m, bound, optimize.Budget(search_units))
-    allowed = [s for s in found if np.all(s.variances(1.0) <= bound * (1 + 1e-9))]
+    allowed = [s for s in found if within(s, bound)]
     return min([fixed, *allowed], key=lambda s: s.expected_error(1.0))
 
 
