@@ -12,6 +12,7 @@ from cocktail.dp import optimize, session, strategies
 from cocktail.dp.ledger import BudgetExhausted, Ledger
 from cocktail.dp.limits import LIMITS, Limits
 from cocktail.dp.noise import laplace
+from cocktail.dp.answer import prepare
 from cocktail.dp.strategies import _choose, choose, searched_candidates
 from cocktail.dp.workload import Matrices
 from cocktail.querylang import parse_batch
@@ -150,7 +151,7 @@ def test_the_search_runs_only_after_the_charge(tmp_path, monkeypatch):
     token = ledger.add_user("ann", "analyst")
     searches = []
     monkeypatch.setattr(strategies, "optimized",
-                        lambda m, fixed, units: searches.append(units) or fixed)
+                        lambda m, fixed, units, *_: searches.append(units) or fixed)
     source = session.Source("v1", lambda queries: [0] * len(queries))
     _choose.cache_clear()
     limits = Limits(search_units=1234)
@@ -230,3 +231,49 @@ def test_the_jacobian_of_the_variances_is_their_derivative():
         up = optimize.p_identity_variances(V, theta + step.reshape(theta.shape))[0]
         down = optimize.p_identity_variances(V, theta - step.reshape(theta.shape))[0]
         assert (up - down) / 2e-6 == pytest.approx(jacobian[:, k], rel=1e-5, abs=1e-7)
+
+
+def test_the_total_objective_takes_the_lowest_total_and_says_which_queries_pay_for_it():
+    m = Matrices(random_workload(9))
+    per_query = choose(m)
+    total = choose(m, objective="total")  # the same shape: cached apart, by objective
+    assert total.optimized.expected_error(1.0) < 0.9 * per_query.optimized.expected_error(1.0)
+    above = total.optimized.variances(1.0) > total.fixed.variances(1.0) * (1 + 1e-9)
+    assert above.any() and not above.all()
+    assert np.all(per_query.optimized.variances(1.0) <= per_query.fixed.variances(1.0) * (1 + 1e-9))
+    assert choose(m) is per_query and choose(m, objective="total") is total
+    answer = prepare(random_workload(9), objective="total").noisy(np.zeros(1 << len(m.terms)), 1.0)
+    reply = answer.as_dict()
+    assert reply["objective"] == "total" and reply["above_fixed"] == above.tolist()
+    assert reply["fixed_expected_squared_error"] == pytest.approx(total.fixed.variances(1.0))
+    assert reply["expected_squared_error"] == pytest.approx(total.optimized.variances(1.0))
+    with pytest.raises(ValueError, match="unknown objective 'mean'"):
+        choose(m, objective="mean")
+
+
+def test_another_objective_is_another_charge_never_a_second_answer_for_free(tmp_path):
+    """The attack: ask once, then ask the same batch under the other objective, hoping for a
+    second noisy answer (another strategy, fresh noise) on the first one's charge."""
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.add_role("once", alpha=1.0, budget=1.0)
+    ledger.add_role("twice", alpha=1.0, budget=2.0)
+    computed = []
+    source = session.Source("v1", lambda queries: computed.append(1) or [5] * len(queries))
+    text = "\n".join(str(q) for q in random_workload(9).queries)
+    once = ledger.add_user("ann", "once")
+    first = session.ask(ledger, source, once, text).body
+    with pytest.raises(BudgetExhausted):
+        session.ask(ledger, source, once, text, objective="total")
+    again = session.ask(ledger, source, once, text).body
+    assert again["answers"] == first["answers"] and again["reused"] and len(computed) == 1
+    twice = ledger.add_user("bob", "twice")
+    per_query = session.ask(ledger, source, twice, text).body
+    total = session.ask(ledger, source, twice, text, objective="total").body
+    assert not total["reused"] and total["charged"] == 1.0 and len(computed) == 3
+    assert (per_query["objective"], total["objective"]) == ("per-query", "total")
+    assert total["strategy"] != per_query["strategy"] and any(total["above_fixed"])
+    repeated = session.ask(ledger, source, twice, text, objective="total").body
+    assert repeated["answers"] == total["answers"] and repeated["reused"]
+    with pytest.raises(ValueError, match="unknown objective"):
+        session.ask(ledger, source, twice, text, objective="mean")
+    assert len(computed) == 3 and ledger.budget_status(ledger.authenticate(twice))["spent"] == 2

@@ -141,12 +141,20 @@ def within(strategy: Strategy, bound: np.ndarray) -> bool:
     return bool(np.all(strategy.variances(1.0) <= bound * (1 + 1e-9)))
 
 
-def optimized(m: Matrices, fixed: Strategy, search_units: int) -> Strategy:
-    """The lowest-total candidate among ``fixed`` and the searched ones that keep every query's
-    variance at or below ``fixed``'s."""
-    bound = fixed.variances(1.0)
+# The analyst's choice, when the two cannot both hold: "per-query" (the default) keeps every
+# query's variance at or below the best fixed candidate's; "total" takes the lowest total,
+# though some queries may then be answered less accurately than by the fixed candidate.
+OBJECTIVES = ("per-query", "total")
+
+
+def optimized(m: Matrices, fixed: Strategy, search_units: int,
+              objective: str = "per-query") -> Strategy:
+    """The lowest-total candidate among ``fixed`` and the searched ones; under "per-query" only
+    those that keep every query's variance at or below ``fixed``'s (the search held under it),
+    under "total" any (the search unbounded)."""
+    bound = fixed.variances(1.0) if objective == "per-query" else None
     found = searched_candidates(m, bound, optimize.Budget(search_units))
-    allowed = [s for s in found if within(s, bound)]
+    allowed = [s for s in found if bound is None or within(s, bound)]
     return min([fixed, *allowed], key=lambda s: s.expected_error(1.0))
 
 
@@ -164,12 +172,19 @@ class Choice:
                 "optimized_strategy": self.optimized.name}
 
 
-def choose(m: Matrices, search_units: int = LIMITS.search_units) -> Choice:
+def choose(m: Matrices, search_units: int = LIMITS.search_units,
+           objective: str = "per-query") -> Choice:
     """NOQ, NOT and the optimized strategy for a workload (errors scale as 1/α², so α plays
-    no part in the choice).  The choice depends only on the workload's shape, never on term
-    names, so ``count(x)`` for every x shares one search; ``search_units`` bounds the search's
-    work (:class:`.optimize.Budget`)."""
-    return _choose(_ByShape(m), search_units)
+    no part in the choice) under ``objective`` (:data:`OBJECTIVES`).  The choice depends only
+    on the workload's shape and the objective, never on term names, so ``count(x)`` for every
+    x shares one search; ``search_units`` bounds the search's work (:class:`.optimize.Budget`)."""
+    check_objective(objective)
+    return _choose(_ByShape(m), search_units, objective)
+
+
+def check_objective(objective: str) -> None:
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}: use one of {', '.join(OBJECTIVES)}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -184,7 +199,7 @@ class _ByShape:
 
 
 @lru_cache(maxsize=64)  # at most ~3 MB each (256 cells), so memory stays bounded
-def _choose(keyed: _ByShape, search_units: int) -> Choice:
+def _choose(keyed: _ByShape, search_units: int, objective: str) -> Choice:
     m = keyed.m
     plain = [noq(m), noT(m)]
     candidates = plain + (cell_candidates(m) if m.cells_feasible else [])
@@ -193,5 +208,5 @@ def _choose(keyed: _ByShape, search_units: int) -> Choice:
         # One query w: any strategy A with w = R A has |w_j| ≤ max|R| Σ_i |A_ij| ≤ ‖R‖ Δ_A, so
         # its variance 2 Δ_A² ‖R‖² is at least w's own 2 Δ_w²: nothing to search for.
         return Choice(plain[0], plain[1], fixed, fixed)
-    best = optimized(m, fixed, search_units)
+    best = optimized(m, fixed, search_units, objective)
     return Choice(plain[0], plain[1], fixed, best)
