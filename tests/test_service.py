@@ -249,3 +249,9 @@ def test_the_objective_is_the_analysts_choice_over_http_and_the_cli(server, tmp_
     status, body = cli("query", "--batch", str(path), "--url", url, "--token", token,
                        "--objective", "total")  # two objectives, two charges: all 0.2 spent
     assert status == 0 and body["reused"] and body["answers"] == bodies["total"]["answers"]
+    wrapped = subprocess.run([str(WRAPPER), "--url", url, "--token", token, "--objective", "total",
+                              "--batch", str(path)], capture_output=True, text=True, timeout=60)
+    assert json.loads(wrapped.stdout)["answers"] == bodies["total"]["answers"], wrapped.stderr
+    wrong = subprocess.run([str(WRAPPER), "--url", url, "--token", token, "--objective", "mean",
+                            "--batch", str(path)], capture_output=True, text=True, timeout=60)
+    assert wrong.returncode == 2 and "malformed request" in wrong.stderr
