@@ -9,8 +9,9 @@ of 1-3 terms with weights in -2..2.  For each: the total and worst per-query var
 of every candidate (NOQ, NOT, the best fixed cell candidate, each searched candidate), and
 for each objective ("per-query": no query above the best fixed candidate's variance; "total":
 the lowest total) the chosen strategy, how many queries it answers less accurately than the
-best fixed candidate, and the search time (a cold cache, the least of ``--repeat``); HDMM's best seeded run (its OPT0 with
-p = N/16 and OPT_M, each from ``--hdmm-starts`` uniform random starts, unweighted, no budget);
+best fixed candidate, and the search time (a cold cache, the least of ``--repeat``); HDMM's
+best seeded run (its OPT0 with p = N/16 and OPT_M, each from ``--hdmm-starts`` uniform random
+starts, unweighted, no budget);
 and the empirical variance of ``--draws`` noisy releases of each chosen strategy over the
 data's true cell histogram against the reported one.
 """
@@ -33,8 +34,8 @@ from cocktail.dp import optimize
 from cocktail.dp.answer import exact_vector
 from cocktail.dp.noise import laplace
 from cocktail.dp.limits import LIMITS
-from cocktail.dp.strategies import (OBJECTIVES, _choose, cell_candidates, choose, noq, noT,
-                                    searched_candidates)
+from cocktail.dp.strategies import (OBJECTIVES, PER_QUERY, _choose, cell_candidates, choose,
+                                    noq, noT, searched_candidates)
 from cocktail.dp.workload import Matrices
 from cocktail.querylang import parse_batch
 
@@ -146,7 +147,7 @@ def main() -> int:
         choices = {}
         for objective in OBJECTIVES:
             choices[objective] = timed_choice(m, objective, args.repeat)
-        fixed = choices[OBJECTIVES[0]][0].fixed
+        fixed = choices[PER_QUERY][0].fixed
         console.print(candidates(m, fixed, name))
         hdmm = hdmm_best(m, args.hdmm_starts)
         reference = min(hdmm, ISSUE_HDMM.get(name, hdmm))
@@ -155,7 +156,7 @@ def main() -> int:
             gap = empirical(chosen, m, exact_vector(chosen, m, counts), args.draws)
             above = int(np.sum(v > fixed.variances(1.0) * (1 + 1e-9)))
             # wall time varies with other load; a query above fixed is the "total" trade-off
-            failures += int(gap > 0.1) + int(cpu > 2) + int(objective == "per-query" and above > 0)
+            failures += int(gap > 0.1) + int(cpu > 2) + int(objective == PER_QUERY and above > 0)
             summary.add_row(
                 name, objective, str(len(m.terms)),
                 *(f"{s.expected_error(1.0):.1f} ({s.variances(1.0).max():.1f})"

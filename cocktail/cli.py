@@ -35,7 +35,7 @@ from .publish import DEFAULT_KEEP, PublishParams, publish
 from .dp.deadline import DEFAULT_DEADLINES, Deadlines
 from .dp.ledger import Ledger
 from .dp.reshare import reshare
-from .dp.strategies import OBJECTIVES
+from .dp.strategies import OBJECTIVES, PER_QUERY
 from .private_config import ledger_location, set_ledger_location
 from .querylang import Workload, parse_batch, parse_count
 from .query import BACKENDS, Engine, Publication, describe
@@ -475,7 +475,7 @@ def _ledger(store_spec: str) -> Ledger:
 @click.option("--url", envvar="COCKTAIL_URL",
               help="Analysts: the overlay service (`cocktail serve`) that answers ($COCKTAIL_URL).")
 @click.option("--token", envvar="COCKTAIL_TOKEN", help="Analysts: your token ($COCKTAIL_TOKEN).")
-@click.option("--objective", type=click.Choice(OBJECTIVES), default=OBJECTIVES[0],
+@click.option("--objective", type=click.Choice(OBJECTIVES), default=PER_QUERY,
               show_default=True,
               help="Analysts: 'per-query' answers no query less accurately than the best fixed "
               "strategy; 'total' takes the lowest total error, which may answer some queries "

@@ -42,7 +42,7 @@ from .dp.deadline import Deadlines
 from .dp.ledger import Ledger, LedgerError
 from .dp.limits import LIMITS, LimitExceeded, Limits
 from .dp.session import ComputeFailed, Source, ask
-from .dp.strategies import OBJECTIVES
+from .dp.strategies import OBJECTIVES, PER_QUERY
 from .guards import guard
 from .private_config import store_identity
 from .query import Engine, Publication
@@ -59,7 +59,7 @@ log = logging.getLogger("cocktail.serve")
 class QueryRequest(BaseModel):
     query: str | None = None
     batch: list[str] | None = None
-    objective: Literal[OBJECTIVES] = OBJECTIVES[0]  # type: ignore[valid-type]
+    objective: Literal[OBJECTIVES] = PER_QUERY  # type: ignore[valid-type]
 
     @model_validator(mode="after")
     def one_of(self) -> QueryRequest:

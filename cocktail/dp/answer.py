@@ -17,7 +17,7 @@ import numpy as np
 from ..querylang import CountQuery, Workload
 from .noise import laplace
 from .limits import LIMITS
-from .strategies import Choice, Strategy, choose
+from .strategies import PER_QUERY, Choice, Strategy, above, choose
 from .workload import Matrices
 
 # Exact answers to conjunctive counts, one per query; ``CountQuery(())`` counts every record.
@@ -45,8 +45,7 @@ class NoisyAnswer:
                 "strategy_errors": self.expected_errors, "sensitivity": self.sensitivity,
                 "sensitivity_exact": self.sensitivity_exact, "objective": self.objective,
                 "fixed_expected_squared_error": self.fixed_variances,
-                "above_fixed": [v > f * (1 + 1e-9)
-                                for v, f in zip(self.variances, self.fixed_variances)]}
+                "above_fixed": above(self.variances, self.fixed_variances).tolist()}
 
 
 def cell_histogram(counts_of_subsets: np.ndarray) -> np.ndarray:
@@ -112,7 +111,7 @@ class Prepared:
 
 
 def prepare(workload: Workload, search_units: int = LIMITS.search_units,
-            objective: str = "per-query") -> Prepared:
+            objective: str = PER_QUERY) -> Prepared:
     """Choose the strategy: data independent, so it costs no privacy."""
     matrices = Matrices(workload)
     return Prepared(workload, matrices, choose(matrices, search_units, objective), objective)

@@ -14,6 +14,10 @@ c_i = 1 + 2μ max(0, v_i − b_i) / b_i, so each family needs only a weighted gr
   Walsh–Hadamard basis χ_T with eigenvalue λ_T = Σ_{S ⊇ T} θ_S² 2^(u−|S|), so
   ‖V A⁺‖² = Σ_T ‖V χ_T‖² / (N λ_T): O(u 2^u) per evaluation.
 
+When the penalised optimum still leaves a query over its bound, :func:`bounded_p_identity`
+solves the bounded problem itself (SLSQP, each query's variance ≤ its bound a constraint with
+its analytic Jacobian), charged to the same budget.
+
 Each family is searched by :func:`search`: a short run from many starting points, then the best
 few refined.  The search is deterministic (starting points are structured, or hashed from a
 seed: they are not noise, and come from no sampler; the privacy code's only randomness is
@@ -128,7 +132,8 @@ def penalised(variances: np.ndarray, bound: np.ndarray | None) -> tuple[float, n
     return float(variances.sum() + _PENALTY * (over ** 2 * target).sum()), 1 + 2 * _PENALTY * over
 
 
-def _p_identity_terms(V: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # noqa: N803
+def _p_identity_terms(V: np.ndarray,  # noqa: N803
+                      theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """B = V D⁻¹ and B M, M = I − Θᵀ K⁻¹ Θ: query i's variance (halved) is ⟨B_i, (BM)_i⟩."""
     B = V * (1 + theta.sum(axis=0))  # noqa: N806
     return B, B - np.linalg.solve(np.eye(len(theta)) + theta @ theta.T, theta @ B.T).T @ theta
@@ -149,7 +154,8 @@ def p_identity_loss(V: np.ndarray, p: int, bound: np.ndarray | None = None) -> L
     return loss
 
 
-def p_identity_variances(V: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # noqa: N803
+def p_identity_variances(V: np.ndarray,  # noqa: N803
+                         theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each query's variance (halved) under [I; Θ] D, and its Jacobian in Θ (n x pN): query
     i's row is the loss's gradient with weight 1 on i alone."""
     B, BM = _p_identity_terms(V, theta)  # noqa: N806
@@ -172,7 +178,7 @@ def bounded_p_identity(V: np.ndarray, ps: list[int], budget: Budget, seed: int, 
             size = p * V.shape[1]
             cost = _units(size * (2 * len(V) + p) + (len(V) + size) * size ** 2, size)
             if cost * 2 > budget.units:
-                continue  # a smaller p may still fit
+                continue  # not even two evaluations: a smaller p may still fit
             x = _START_SCALE * start_point(seed + p, start, size)
             try:
                 _constrained(V, p, x, bound, budget, cost, best)

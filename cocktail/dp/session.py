@@ -22,7 +22,7 @@ from .answer import Counts, Prepared, prepare
 from .deadline import Deadlines
 from .ledger import Ledger, User
 from .limits import LIMITS, Limits
-from .strategies import OBJECTIVES, check_objective
+from .strategies import PER_QUERY, check_objective
 
 log = logging.getLogger("cocktail.dp")
 
@@ -57,7 +57,7 @@ class ComputeFailed(Exception):
 
 
 def admit(ledger: Ledger, token: str | None, request: Workload | str,
-          limits: Limits = LIMITS, objective: str = "per-query") -> tuple[User, Workload]:
+          limits: Limits = LIMITS, objective: str = PER_QUERY) -> tuple[User, Workload]:
     """Steps 1-2: who asks and what, within the limits; touches no data."""
     check_objective(objective)
     user = ledger.authenticate(token)
@@ -68,7 +68,7 @@ def admit(ledger: Ledger, token: str | None, request: Workload | str,
 def ask(ledger: Ledger, source: Source, token: str | None, request: Workload | str, *,
         limits: Limits = LIMITS, deadlines: Deadlines | None = None,
         pool: Executor | None = None, arrival: float | None = None,
-        objective: str = "per-query") -> Answered:
+        objective: str = PER_QUERY) -> Answered:
     """The noisy answer for the token's user, charged to its budget (or reused for free),
     from the strategy chosen under ``objective`` (:data:`.strategies.OBJECTIVES`).
 
@@ -109,7 +109,7 @@ def answer_key(workload: Workload, objective: str) -> str:
     another release (another strategy), so it is charged anew: keyed by text alone, its fresh
     answer would come for the first one's charge — two noisy answers for one.  A workload's
     text ends with ")", so no workload's key reads as another's."""
-    return str(workload) if objective == OBJECTIVES[0] else f"{workload} | objective {objective}"
+    return str(workload) if objective == PER_QUERY else f"{workload} | objective {objective}"
 
 
 def _answered(body: dict, source: Source, release_at: float | None) -> Answered:

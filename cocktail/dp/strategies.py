@@ -15,8 +15,10 @@ workload and α only, never on the data, so choosing the strategy costs no priva
   measurements), the workload itself (A = W C, NOQ's), and counting queries plus histogram
   stacked (the *fixed* candidates), and HDMM's p-Identity and weighted marginals searched for
   this workload (:mod:`.optimize`), penalised for any query above the best fixed candidate's
-  variance.  A searched candidate may win only if no query's variance is above the best fixed
-  candidate's; the lowest total wins.  As NOQ's and NOT's own measurements are candidates,
+  variance, and the bounded problem solved when the penalty leaves one above.  Under the
+  default objective ("per-query") a searched candidate may win only if no query's variance is
+  above the best fixed candidate's; under "total" any may (the search unbounded).  The lowest
+  total wins.  As NOQ's and NOT's own measurements are candidates,
   the optimized error is never above theirs.  Past ``MAX_CELL_TERMS`` workload terms there are
   no cells to work on, and the optimized strategy is the better of NOQ and NOT.
 """
@@ -136,23 +138,29 @@ def _p_identity_strategy(theta: np.ndarray, index: np.ndarray, m: Matrices,
     return _cell_strategy(f"cells: p-identity{label} (p={len(theta)})", lifted, m)
 
 
+def above(variances: np.ndarray, bound: np.ndarray) -> np.ndarray:
+    """Which queries' variances are above ``bound`` (beyond rounding)."""
+    return np.asarray(variances) > np.asarray(bound) * (1 + 1e-9)
+
+
 def within(strategy: Strategy, bound: np.ndarray) -> bool:
-    """No query's variance (at α = 1) above ``bound`` (up to rounding)."""
-    return bool(np.all(strategy.variances(1.0) <= bound * (1 + 1e-9)))
+    """No query's variance (at α = 1) above ``bound``."""
+    return not above(strategy.variances(1.0), bound).any()
 
 
 # The analyst's choice, when the two cannot both hold: "per-query" (the default) keeps every
 # query's variance at or below the best fixed candidate's; "total" takes the lowest total,
 # though some queries may then be answered less accurately than by the fixed candidate.
 OBJECTIVES = ("per-query", "total")
+PER_QUERY, TOTAL = OBJECTIVES
 
 
 def optimized(m: Matrices, fixed: Strategy, search_units: int,
-              objective: str = "per-query") -> Strategy:
+              objective: str = PER_QUERY) -> Strategy:
     """The lowest-total candidate among ``fixed`` and the searched ones; under "per-query" only
     those that keep every query's variance at or below ``fixed``'s (the search held under it),
     under "total" any (the search unbounded)."""
-    bound = fixed.variances(1.0) if objective == "per-query" else None
+    bound = fixed.variances(1.0) if objective == PER_QUERY else None
     found = searched_candidates(m, bound, optimize.Budget(search_units))
     allowed = [s for s in found if bound is None or within(s, bound)]
     return min([fixed, *allowed], key=lambda s: s.expected_error(1.0))
@@ -173,7 +181,7 @@ class Choice:
 
 
 def choose(m: Matrices, search_units: int = LIMITS.search_units,
-           objective: str = "per-query") -> Choice:
+           objective: str = PER_QUERY) -> Choice:
     """NOQ, NOT and the optimized strategy for a workload (errors scale as 1/α², so α plays
     no part in the choice) under ``objective`` (:data:`OBJECTIVES`).  The choice depends only
     on the workload's shape and the objective, never on term names, so ``count(x)`` for every
