@@ -97,7 +97,7 @@ def searched_candidates(m: Matrices, bound: np.ndarray | None, budget: optimize.
     """HDMM's weighted marginals over the u terms (a third of the budget) and p-Identity over
     the groups of cells with equal columns (p in {G/16, n, q, 2q}: G groups, n queries, q
     counting queries), found for this workload, their queries' variances (at α = 1) held under
-    ``bound`` if given.  One BLAS thread: on these small matrices threads only contend, and
+    ``bound`` if given (penalised, then bounded or unpenalised with what the budget has left).  One BLAS thread: on these small matrices threads only contend, and
     their summation order would make the search's path differ from run to run."""
     with threadpool_limits(limits=1, user_api="blas"):
         return _searched(m, bound, budget, seed)
@@ -127,6 +127,12 @@ def _searched(m: Matrices, bound: np.ndarray | None, budget: optimize.Budget,
         theta = optimize.bounded_p_identity(groups, ps, budget, seed, half)
         if theta is not None:
             found.append(_p_identity_strategy(theta, index, m, " bounded"))
+    elif half is not None:
+        # within it: the rest goes to the unpenalised search, whose optimum may meet the bound
+        # too and be lower (the penalty's margin steers the search away from some such)
+        theta = optimize.p_identity(groups, ps, budget, seed + 1)
+        if theta is not None:
+            found.append(_p_identity_strategy(theta, index, m, " unpenalised"))
     return [s for s in found if _unbiased(s, m)]
 
 
