@@ -1,16 +1,19 @@
 """The strategy search against HDMM on six workloads (issue 31).
 
-    python benchmarks/dp_strategies.py [--draws 3000] [--hdmm-starts 25]
+    python benchmarks/dp_strategies.py [--draws 3000] [--hdmm-starts 25] [--repeat 3]
 
 Six workloads over the most frequent terms of BMS-WebView-1: the paper's batch, every 1-way
 count of 8 terms, every 2-way and 3-way conjunction of 6 terms, a prefix chain of 6
 (count(t1), count(t1 & t2), ...), and 20 seeded random linear combinations of 1-3 conjunctions
 of 1-3 terms with weights in -2..2.  For each: the total and worst per-query variance at α = 1
-of every candidate (NOQ, NOT, the best fixed cell candidate, each searched candidate), the
-chosen strategy and the search time (a cold cache); HDMM's best seeded run (its OPT0 with
-p = N/16 and OPT_M, each from ``--hdmm-starts`` uniform random starts, unweighted, no budget);
-and the empirical variance of ``--draws`` noisy releases of the chosen strategy over the data's
-true cell histogram against the reported one.
+of every candidate (NOQ, NOT, the best fixed cell candidate, each searched candidate), and
+for each objective ("per-query": no query above the best fixed candidate's variance; "total":
+the lowest total) the chosen strategy, how many queries it answers less accurately than the
+best fixed candidate, and the search time (a cold cache, the least of ``--repeat``); HDMM's
+best seeded run (its OPT0 with p = N/16 and OPT_M, each from ``--hdmm-starts`` uniform random
+starts, unweighted, no budget);
+and the empirical variance of ``--draws`` noisy releases of each chosen strategy over the
+data's true cell histogram against the reported one.
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ from cocktail.dataset import load
 from cocktail.dp import optimize
 from cocktail.dp.answer import exact_vector
 from cocktail.dp.noise import laplace
-from cocktail.dp.strategies import _choose, cell_candidates, choose, noq, noT, searched_candidates
+from cocktail.dp.limits import LIMITS
+from cocktail.dp.strategies import (OBJECTIVES, PER_QUERY, _choose, cell_candidates, choose,
+                                    noq, noT, searched_candidates)
 from cocktail.dp.workload import Matrices
 from cocktail.querylang import parse_batch
 
@@ -78,6 +83,37 @@ def hdmm_best(m: Matrices, starts: int) -> float:
     return 2 * best
 
 
+def timed_choice(m: Matrices, objective: str, repeat: int):
+    """The choice, and the least wall and CPU seconds of ``repeat`` cold searches: each does
+    the same work (the search is deterministic), so the least is the one other load slowed
+    least (one run of the 1-way counts took 1.0 to 3.4 s of CPU as that load varied)."""
+    seconds = cpu = np.inf
+    for _ in range(repeat):
+        _choose.cache_clear()
+        start, started_cpu = time.perf_counter(), time.process_time()
+        choice = choose(m, objective=objective)
+        seconds = min(seconds, time.perf_counter() - start)
+        cpu = min(cpu, time.process_time() - started_cpu)
+    return choice, seconds, cpu
+
+
+def candidates(m: Matrices, fixed, name: str) -> Table:
+    """Every candidate's total and worst query: the fixed ones, the unbounded search's (no
+    budget) and the bounded search's (the published budget)."""
+    found = [noq(m), noT(m), *cell_candidates(m),
+             *searched_candidates(m, None, optimize.Budget(1 << 30))]
+    found += [s for s in searched_candidates(m, fixed.variances(1.0),
+                                             optimize.Budget(LIMITS.search_units))
+              if "bounded" in s.name]
+    detail = Table(title=f"{name}: every candidate")
+    for column in ("candidate", "total", "worst query"):
+        detail.add_column(column)
+    for s in found:
+        v = s.variances(1.0)
+        detail.add_row(s.name, f"{v.sum():.1f}", f"{v.max():.1f}")
+    return detail
+
+
 def empirical(strategy, m: Matrices, exact: np.ndarray, draws: int) -> float:
     """The largest relative gap between the measured and the reported per-query variance."""
     samples = np.array([strategy.answer(exact, 1.0, laplace) for _ in range(draws)])
@@ -88,6 +124,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--draws", type=int, default=3000)
     parser.add_argument("--hdmm-starts", type=int, default=25)
+    parser.add_argument("--repeat", type=int, default=3, help="cold searches timed per shape")
     args = parser.parse_args()
     data = load(DATASET)
     frequency: dict[str, int] = {}
@@ -99,42 +136,38 @@ def main() -> int:
     def counts(queries):
         return [data.count_containing(q.terms) for q in queries]
 
-    console, failures = Console(width=200), 0
-    summary = Table(title="Total variance at α = 1 (worst query in brackets)")
-    for column in ("workload", "u", "NOQ", "NOT", "best fixed", "chosen", "strategy",
-                   "search s (CPU)", "HDMM (ours)", "HDMM (issue)", "chosen/HDMM", "empirical gap"):
+    console, failures = Console(width=220), 0
+    summary = Table(title="Total variance at α = 1 (worst query in brackets), per objective")
+    for column in ("workload", "objective", "u", "NOQ", "NOT", "best fixed", "chosen",
+                   "queries above fixed", "strategy", "search s (CPU)", "HDMM (ours)",
+                   "HDMM (issue)", "chosen/HDMM", "empirical gap"):
         summary.add_column(column)
     for name, text in workloads(terms).items():
         m = Matrices(parse_batch(text))
-        _choose.cache_clear()
-        start, cpu = time.perf_counter(), time.process_time()
-        choice = choose(m)
-        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-        candidates = [noq(m), noT(m), *cell_candidates(m),
-                      *searched_candidates(m, None, optimize.Budget(1 << 30))]
-        detail = Table(title=f"{name}: every candidate")
-        for column in ("candidate", "total", "worst query"):
-            detail.add_column(column)
-        for s in candidates:
-            v = s.variances(1.0)
-            detail.add_row(s.name, f"{v.sum():.1f}", f"{v.max():.1f}")
-        console.print(detail)
-        chosen, fixed = choice.optimized, choice.fixed
+        choices = {}
+        for objective in OBJECTIVES:
+            choices[objective] = timed_choice(m, objective, args.repeat)
+        fixed = choices[PER_QUERY][0].fixed
+        console.print(candidates(m, fixed, name))
         hdmm = hdmm_best(m, args.hdmm_starts)
         reference = min(hdmm, ISSUE_HDMM.get(name, hdmm))
-        gap = empirical(chosen, m, exact_vector(chosen, m, counts), args.draws)
-        worse = np.any(chosen.variances(1.0) > fixed.variances(1.0) * (1 + 1e-9))
-        failures += int(gap > 0.1) + int(bool(worse)) + int(cpu > 2)  # wall time: other load
-        v = chosen.variances(1.0)
-        summary.add_row(
-            name, str(len(m.terms)),
-            *(f"{s.expected_error(1.0):.1f} ({s.variances(1.0).max():.1f})"
-              for s in (choice.noq, choice.not_, fixed)),
-            f"{v.sum():.1f} ({v.max():.1f})", chosen.name, f"{seconds:.2f} ({cpu:.2f})",
-            f"{hdmm:.1f}", str(ISSUE_HDMM.get(name, "tie")), f"{v.sum() / reference:.2f}", f"{gap:.1%}")
+        for objective, (choice, seconds, cpu) in choices.items():
+            chosen, v = choice.optimized, choice.optimized.variances(1.0)
+            gap = empirical(chosen, m, exact_vector(chosen, m, counts), args.draws)
+            above = int(np.sum(v > fixed.variances(1.0) * (1 + 1e-9)))
+            # wall time varies with other load; a query above fixed is the "total" trade-off
+            failures += int(gap > 0.1) + int(cpu > 2) + int(objective == PER_QUERY and above > 0)
+            summary.add_row(
+                name, objective, str(len(m.terms)),
+                *(f"{s.expected_error(1.0):.1f} ({s.variances(1.0).max():.1f})"
+                  for s in (choice.noq, choice.not_, fixed)),
+                f"{v.sum():.1f} ({v.max():.1f})", f"{above} of {len(v)}", chosen.name,
+                f"{seconds:.2f} ({cpu:.2f})", f"{hdmm:.1f}", str(ISSUE_HDMM.get(name, "tie")),
+                f"{v.sum() / reference:.2f}", f"{gap:.1%}")
     console.print(summary)
-    console.print(f"{args.draws} draws per workload; a gap over 10%, a query worse than the best "
-                  f"fixed candidate or a search over 2 s of CPU counts as a failure: {failures}")
+    console.print(f"{args.draws} draws per workload and objective; a gap over 10%, a search over "
+                  f"2 s of CPU, or a query above the best fixed candidate under 'per-query' "
+                  f"counts as a failure: {failures}")
     return 1 if failures else 0
 
 

@@ -35,6 +35,7 @@ from .publish import DEFAULT_KEEP, PublishParams, publish
 from .dp.deadline import DEFAULT_DEADLINES, Deadlines
 from .dp.ledger import Ledger
 from .dp.reshare import reshare
+from .dp.strategies import OBJECTIVES, PER_QUERY
 from .private_config import ledger_location, set_ledger_location
 from .querylang import Workload, parse_batch, parse_count
 from .query import BACKENDS, Engine, Publication, describe
@@ -478,6 +479,11 @@ def _ledger(store_spec: str) -> Ledger:
 @click.option("--url", envvar="COCKTAIL_URL",
               help="Analysts: the overlay service (`cocktail serve`) that answers ($COCKTAIL_URL).")
 @click.option("--token", envvar="COCKTAIL_TOKEN", help="Analysts: your token ($COCKTAIL_TOKEN).")
+@click.option("--objective", type=click.Choice(OBJECTIVES), default=PER_QUERY,
+              show_default=True,
+              help="Analysts: 'per-query' answers no query less accurately than the best fixed "
+              "strategy; 'total' takes the lowest total error, which may answer some queries "
+              "less accurately (the reply says which). Each objective is its own charge.")
 @click.option("--exact", is_flag=True,
               help="Owner command: exact answers read from the store's private zone, without "
               "noise (one query, or a --batch in one job). They must not be given to analysts.")
@@ -490,7 +496,8 @@ def _ledger(store_spec: str) -> Ledger:
 @json_option
 @fail_cleanly
 def query_cmd(expression: str | None, batch_file, url: str | None, token: str | None,
-              exact: bool, store_spec: str, runner: str, verbose: bool, as_json: bool) -> None:
+              objective: str, exact: bool, store_spec: str, runner: str, verbose: bool,
+              as_json: bool) -> None:
     """Answer a query: 'count(a & b)', '2*count(a) - count(b)', or a --batch file.
 
     \b
@@ -513,7 +520,7 @@ def query_cmd(expression: str | None, batch_file, url: str | None, token: str | 
             raise click.UsageError(
                 "noisy answers come from the overlay service: give --url URL (or $COCKTAIL_URL) "
                 "and --token TOKEN (or $COCKTAIL_TOKEN); exact answers are the owner's (--exact)")
-        _ask_service(url, token, text, source, as_json)
+        _ask_service(url, token, text, source, objective, as_json)
         return
     if token:
         raise click.UsageError("--exact is an owner command that reads the store's private "
@@ -537,13 +544,15 @@ def query_cmd(expression: str | None, batch_file, url: str | None, token: str | 
 ANALYST_EXIT = {400: 2, 413: 2, 422: 2, 401: 3, 403: 3, 429: 4}  # else 5
 
 
-def _ask_service(url: str, token: str, text: str, source: str, as_json: bool) -> None:
+def _ask_service(url: str, token: str, text: str, source: str, objective: str,
+                 as_json: bool) -> None:
     """POST the queries to `cocktail serve` and print its answer; the exit status says why
     it was refused."""
     import httpx
 
     try:
-        response = httpx.post(url.rstrip("/") + "/v1/query", json={"query": text},
+        response = httpx.post(url.rstrip("/") + "/v1/query",
+                              json={"query": text, "objective": objective},
                               headers={"Authorization": f"Bearer {token}"}, timeout=900)
     except httpx.HTTPError as exc:
         failure(1, f"cannot reach the overlay service at {url}: {exc}", as_json)
@@ -570,10 +579,12 @@ def _exact_batch(engine: Engine, workload: Workload, started: float, as_json: bo
 
 
 def _print_noisy(workload: Workload, result: dict) -> None:
-    for query, answer, error in zip(workload.queries, result["answers"],
-                                    result["expected_rms_error"]):
-        out.print(f"{query} ≈ {answer:.1f}  (± {error:.1f} RMS expected)", highlight=False,
-                  markup=False)
+    above = result.get("above_fixed") or [False] * len(result["answers"])  # older answers
+    for query, answer, error, worse in zip(workload.queries, result["answers"],
+                                           result["expected_rms_error"], above):
+        note = ", above the best fixed strategy's" if worse else ""
+        out.print(f"{query} ≈ {answer:.1f}  (± {error:.1f} RMS expected{note})",
+                  highlight=False, markup=False)
     budget = result["budget"]
     note = "reused, no charge" if result["reused"] else f"charged α={result['charged']:g}"
     out.print(f"[dim]{result['strategy']}; {note}; {budget['remaining']:g} of "

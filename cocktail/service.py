@@ -1,6 +1,7 @@
 """`cocktail serve`: the private cloud's HTTP API for analysts (FastAPI; OpenAPI at /docs).
 
-POST /v1/query  {"query": "2*count(a) - count(b & c)"} or {"batch": ["...", "..."]}
+POST /v1/query  {"query": "2*count(a) - count(b & c)"} or {"batch": ["...", "..."]}, and
+                optionally "objective": "per-query" (default) or "total" (dp.strategies)
 POST /v1/rank   {"query": "city=a,religion=x", "k": 10, "name": "ranking"}: the top k of a
                 ranking (`cocktail rank build`), ids and public attributes only
 GET  /v1/budget
@@ -29,6 +30,7 @@ import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from typing import Literal
 
 from fastapi import Depends, FastAPI
 from fastapi.responses import JSONResponse
@@ -40,6 +42,7 @@ from .dp.deadline import Deadlines
 from .dp.ledger import Ledger, LedgerError
 from .dp.limits import LIMITS, LimitExceeded, Limits
 from .dp.session import ComputeFailed, Source, ask
+from .dp.strategies import OBJECTIVES, PER_QUERY
 from .guards import guard
 from .private_config import store_identity
 from .query import BACKENDS, Engine, Publication
@@ -56,6 +59,7 @@ log = logging.getLogger("cocktail.serve")
 class QueryRequest(BaseModel):
     query: str | None = None
     batch: list[str] | None = None
+    objective: Literal[OBJECTIVES] = PER_QUERY  # type: ignore[valid-type]
 
     @model_validator(mode="after")
     def one_of(self) -> QueryRequest:
@@ -248,11 +252,13 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
     def token(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> str | None:
         return credentials.credentials if credentials else None
 
-    def answer(bearer_token: str | None, text: str, arrival: float) -> tuple[int, dict, float]:
+    def answer(bearer_token: str | None, request: QueryRequest,
+               arrival: float) -> tuple[int, dict, float]:
         refusal_at = arrival + deadlines.refusal
         try:
-            answered = ask(ledger, source.get(), bearer_token, text, limits=limits,
-                           deadlines=deadlines, pool=pool, arrival=arrival)
+            answered = ask(ledger, source.get(), bearer_token, request.text, limits=limits,
+                           deadlines=deadlines, pool=pool, arrival=arrival,
+                           objective=request.objective)
             return 200, answered.body, answered.release_at
         except LimitExceeded as exc:
             return 400, {"detail": str(exc), "limit": exc.limit}, refusal_at
@@ -271,7 +277,7 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
         """Noisy answers with their expected squared errors; charges the caller's budget.
         The reply leaves at a time fixed by the request alone."""
         arrival = time.monotonic()
-        status, body, release_at = await run_in_threadpool(answer, bearer_token, request.text,
+        status, body, release_at = await run_in_threadpool(answer, bearer_token, request,
                                                            arrival)
         await releaser.at(release_at)
         return JSONResponse(body, status_code=status)

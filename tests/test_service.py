@@ -223,3 +223,35 @@ def test_an_answer_id_names_the_publication_not_where_the_store_lies(server):
     identity = (store / "private" / "store-id").read_text().strip()
     assert body["answer_id"].endswith(f"~{identity}#{body['version']}")
     assert str(store) not in json.dumps(body) and "tmp" not in body["answer_id"]
+
+
+def test_the_objective_is_the_analysts_choice_over_http_and_the_cli(server, tmp_path):
+    from .test_rank import cli
+    url, _, dataset, ledger_path = server
+    ledger = Ledger(ledger_path)
+    ledger.add_role("chooser", alpha=0.1, budget=0.2)
+    token = ledger.add_user("chooser", "chooser")
+    top = sorted(dataset.terms(), key=lambda t: (-dataset.count_containing([t]), t))[:3]
+    batch = [f"count({top[0]}) - 2*count({top[1]} & {top[2]})", f"count({top[0]} & {top[1]})",
+             f"2*count({top[1]}) + count({top[2]}) - count({top[0]} & {top[2]})"]
+    bodies = {objective: httpx.post(url + "/v1/query", headers=auth(token),
+                                    json={"batch": batch, "objective": objective}).json()
+              for objective in ("per-query", "total")}
+    assert bodies["per-query"]["objective"] == "per-query"
+    assert not any(bodies["per-query"]["above_fixed"])
+    assert bodies["total"]["objective"] == "total" and not bodies["total"]["reused"]
+    assert len(bodies["total"]["fixed_expected_squared_error"]) == 3
+    bad = httpx.post(url + "/v1/query", headers=auth(token),
+                     json={"batch": batch, "objective": "mean"})
+    assert bad.status_code == 422
+    path = tmp_path / "batch.txt"
+    path.write_text("\n".join(batch))
+    status, body = cli("query", "--batch", str(path), "--url", url, "--token", token,
+                       "--objective", "total")  # two objectives, two charges: all 0.2 spent
+    assert status == 0 and body["reused"] and body["answers"] == bodies["total"]["answers"]
+    wrapped = subprocess.run([str(WRAPPER), "--url", url, "--token", token, "--objective", "total",
+                              "--batch", str(path)], capture_output=True, text=True, timeout=60)
+    assert json.loads(wrapped.stdout)["answers"] == bodies["total"]["answers"], wrapped.stderr
+    wrong = subprocess.run([str(WRAPPER), "--url", url, "--token", token, "--objective", "mean",
+                            "--batch", str(path)], capture_output=True, text=True, timeout=60)
+    assert wrong.returncode == 2 and "malformed request" in wrong.stderr

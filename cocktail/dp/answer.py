@@ -17,7 +17,7 @@ import numpy as np
 from ..querylang import CountQuery, Workload
 from .noise import laplace
 from .limits import LIMITS
-from .strategies import Choice, Strategy, choose
+from .strategies import PER_QUERY, Choice, Strategy, above, choose
 from .workload import Matrices
 
 # Exact answers to conjunctive counts, one per query; ``CountQuery(())`` counts every record.
@@ -34,6 +34,8 @@ class NoisyAnswer:
     expected_errors: dict        # total expected squared error of NOQ, NOT, optimized
     sensitivity: float
     sensitivity_exact: bool
+    objective: str
+    fixed_variances: list[float]  # each query's under the best fixed candidate
 
     def as_dict(self) -> dict:
         return {"workload": self.workload, "answers": self.answers,
@@ -41,7 +43,9 @@ class NoisyAnswer:
                 "expected_rms_error": [float(np.sqrt(v)) for v in self.variances],
                 "alpha": self.alpha, "strategy": self.strategy,
                 "strategy_errors": self.expected_errors, "sensitivity": self.sensitivity,
-                "sensitivity_exact": self.sensitivity_exact}
+                "sensitivity_exact": self.sensitivity_exact, "objective": self.objective,
+                "fixed_expected_squared_error": self.fixed_variances,
+                "above_fixed": above(self.variances, self.fixed_variances).tolist()}
 
 
 def cell_histogram(counts_of_subsets: np.ndarray) -> np.ndarray:
@@ -78,6 +82,7 @@ class Prepared:
     workload: Workload
     matrices: Matrices
     choice: Choice
+    objective: str
 
     @property
     def evaluations(self) -> int:
@@ -96,7 +101,8 @@ class Prepared:
         return NoisyAnswer(str(self.workload), [float(a) for a in answers],
                            [float(v) for v in strategy.variances(alpha)], alpha, strategy.name,
                            self.choice.report(alpha), strategy.sensitivity,
-                           strategy.sensitivity_exact)
+                           strategy.sensitivity_exact, self.objective,
+                           [float(v) for v in self.choice.fixed.variances(alpha)])
 
     def default(self, alpha: float) -> NoisyAnswer:
         """The release when the exact vector is not ready by the deadline: the same mechanism
@@ -104,7 +110,8 @@ class Prepared:
         return self.noisy(np.zeros(self.choice.optimized.A.shape[1]), alpha)
 
 
-def prepare(workload: Workload, search_units: int = LIMITS.search_units) -> Prepared:
+def prepare(workload: Workload, search_units: int = LIMITS.search_units,
+            objective: str = PER_QUERY) -> Prepared:
     """Choose the strategy: data independent, so it costs no privacy."""
     matrices = Matrices(workload)
-    return Prepared(workload, matrices, choose(matrices, search_units))
+    return Prepared(workload, matrices, choose(matrices, search_units, objective), objective)

@@ -14,6 +14,10 @@ c_i = 1 + 2μ max(0, v_i − b_i) / b_i, so each family needs only a weighted gr
   Walsh–Hadamard basis χ_T with eigenvalue λ_T = Σ_{S ⊇ T} θ_S² 2^(u−|S|), so
   ‖V A⁺‖² = Σ_T ‖V χ_T‖² / (N λ_T): O(u 2^u) per evaluation.
 
+When the penalised optimum still leaves a query over its bound, :func:`bounded_p_identity`
+solves the bounded problem itself (SLSQP, each query's variance ≤ its bound a constraint with
+its analytic Jacobian), charged to the same budget.
+
 Each family is searched by :func:`search`: a short run from many starting points, then the best
 few refined.  The search is deterministic (starting points are structured, or hashed from a
 seed: they are not noise, and come from no sampler; the privacy code's only randomness is
@@ -38,6 +42,9 @@ _SCREEN = 20       # iterations of a screening run: enough to tell the basins ap
 _KEEP = 4          # screened points refined to convergence
 _FTOL = 1e-13      # scipy's default (2e-9) stops on the flat valleys of p-Identity: 208 not 205
 _SEEDED = 24       # seeded starting points per objective
+_START_SCALE = 0.01  # bounded search: starts this near the histogram (0.1: most never get feasible)
+_SLSQP_ITERATIONS = 200
+_THETA_MAX = 1e3   # bounded search: past it K = I + ΘΘᵀ is too ill-conditioned to trust a bound
 
 
 def start_point(seed: int, start: int, size: int) -> np.ndarray:
@@ -125,21 +132,79 @@ def penalised(variances: np.ndarray, bound: np.ndarray | None) -> tuple[float, n
     return float(variances.sum() + _PENALTY * (over ** 2 * target).sum()), 1 + 2 * _PENALTY * over
 
 
+def _p_identity_terms(V: np.ndarray,  # noqa: N803
+                      theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """B = V D⁻¹ and B M, M = I − Θᵀ K⁻¹ Θ: query i's variance (halved) is ⟨B_i, (BM)_i⟩."""
+    B = V * (1 + theta.sum(axis=0))  # noqa: N806
+    return B, B - np.linalg.solve(np.eye(len(theta)) + theta @ theta.T, theta @ B.T).T @ theta
+
+
 def p_identity_loss(V: np.ndarray, p: int, bound: np.ndarray | None = None) -> Loss:  # noqa: N803
     """The objective for A = [I; Θ] D (Δ = 1), and its gradient in Θ (flattened)."""
     cells = V.shape[1]
 
     def loss(flat: np.ndarray) -> tuple[float, np.ndarray]:
         theta = flat.reshape(p, cells)
-        scale = 1 + theta.sum(axis=0)
-        B = V * scale  # noqa: N806
-        BM = B - np.linalg.solve(np.eye(p) + theta @ theta.T, theta @ B.T).T @ theta  # noqa: N806
+        B, BM = _p_identity_terms(V, theta)  # noqa: N806
         value, weights = penalised((B * BM).sum(axis=1), bound)
         weighted = weights[:, None] * BM
         grad = -2 * (theta @ BM.T) @ weighted + 2 * (V * weighted).sum(axis=0)
         return value, grad.ravel()
 
     return loss
+
+
+def p_identity_variances(V: np.ndarray,  # noqa: N803
+                         theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each query's variance (halved) under [I; Θ] D, and its Jacobian in Θ (n x pN): query
+    i's row is the loss's gradient with weight 1 on i alone."""
+    B, BM = _p_identity_terms(V, theta)  # noqa: N806
+    T = theta @ BM.T  # noqa: N806
+    jacobian = -2 * T.T[:, :, None] * BM[:, None, :] + 2 * (V * BM)[:, None, :]
+    return (B * BM).sum(axis=1), jacobian.reshape(len(V), -1)
+
+
+def bounded_p_identity(V: np.ndarray, ps: list[int], budget: Budget, seed: int,  # noqa: N803
+                       bound: np.ndarray) -> np.ndarray | None:
+    """The lowest-total Θ found with every query's variance at most ``bound`` exactly: SLSQP
+    with the bounds as constraints, from ``_SEEDED`` seeded points near Θ = 0 per p.  Θ = 0 is
+    the histogram, which meets the bound; the penalised optima sit just outside it, where the
+    linearised constraints are incompatible and SLSQP fails.  Each evaluation (variances,
+    Jacobian, and SLSQP's dense least-squares step) is charged to ``budget``; the best
+    feasible point evaluated is kept, so a run cut short still counts."""
+    best: list = [np.inf, None]
+    for start in range(_SEEDED):
+        for p in ps:
+            size = p * V.shape[1]
+            cost = _units(size * (2 * len(V) + p) + (len(V) + size) * size ** 2, size)
+            if cost * 2 > budget.units:
+                continue  # not even two evaluations: a smaller p may still fit
+            x = _START_SCALE * start_point(seed + p, start, size)
+            try:
+                _constrained(V, p, x, bound, budget, cost, best)
+            except Exhausted:
+                pass
+    return best[1]
+
+
+def _constrained(V: np.ndarray, p: int, start: np.ndarray, bound: np.ndarray,  # noqa: N803
+                 budget: Budget, cost: int, best: list) -> None:
+    memo: dict = {}
+
+    def evaluate(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if memo.get("x") is None or not np.array_equal(memo["x"], x):
+            budget.spend(cost)
+            variances, jacobian = p_identity_variances(V, x.reshape(p, -1))
+            memo.update(x=x.copy(), value=(variances, jacobian))
+            if np.all(variances <= bound) and variances.sum() < best[0]:
+                best[:] = [variances.sum(), x.reshape(p, -1).copy()]
+        return memo["value"]
+
+    minimize(lambda x: (evaluate(x)[0].sum(), evaluate(x)[1].sum(axis=0)), start, jac=True,
+             method="SLSQP", bounds=[(0, _THETA_MAX)] * start.size,
+             constraints=[{"type": "ineq", "fun": lambda x: bound - evaluate(x)[0],
+                           "jac": lambda x: -evaluate(x)[1]}],
+             options={"maxiter": _SLSQP_ITERATIONS, "ftol": _FTOL})
 
 
 def p_identity_matrix(theta: np.ndarray) -> np.ndarray:

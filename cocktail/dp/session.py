@@ -22,6 +22,7 @@ from .answer import Counts, Prepared, prepare
 from .deadline import Deadlines
 from .ledger import Ledger, User
 from .limits import LIMITS, Limits
+from .strategies import PER_QUERY, check_objective
 
 log = logging.getLogger("cocktail.dp")
 
@@ -56,8 +57,9 @@ class ComputeFailed(Exception):
 
 
 def admit(ledger: Ledger, token: str | None, request: Workload | str,
-          limits: Limits = LIMITS) -> tuple[User, Workload]:
+          limits: Limits = LIMITS, objective: str = PER_QUERY) -> tuple[User, Workload]:
     """Steps 1-2: who asks and what, within the limits; touches no data."""
+    check_objective(objective)
     user = ledger.authenticate(token)
     workload = limits.check(request) if isinstance(request, Workload) else limits.parse(request)
     return user, workload
@@ -65,19 +67,21 @@ def admit(ledger: Ledger, token: str | None, request: Workload | str,
 
 def ask(ledger: Ledger, source: Source, token: str | None, request: Workload | str, *,
         limits: Limits = LIMITS, deadlines: Deadlines | None = None,
-        pool: Executor | None = None, arrival: float | None = None) -> Answered:
-    """The noisy answer for the token's user, charged to its budget (or reused for free).
+        pool: Executor | None = None, arrival: float | None = None,
+        objective: str = PER_QUERY) -> Answered:
+    """The noisy answer for the token's user, charged to its budget (or reused for free),
+    from the strategy chosen under ``objective`` (:data:`.strategies.OBJECTIVES`).
 
     With ``deadlines`` (and a ``pool`` to compute in), the counts must be ready by the
     deadline; otherwise the default answer is released."""
     arrival = time.monotonic() if arrival is None else arrival
-    user, workload = admit(ledger, token, request, limits)
+    user, workload = admit(ledger, token, request, limits, objective)
     while True:
-        ticket = ledger.reserve(user, source.publication, str(workload))
+        ticket = ledger.reserve(user, source.publication, answer_key(workload, objective))
         if ticket.state == "answered":
             return _answered(ledger.result(ticket), source,
                              arrival + deadlines.refusal if deadlines else None)
-        prepared = prepare(workload, limits.search_units)  # after the charge: never free
+        prepared = prepare(workload, limits.search_units, objective)  # after the charge
         until = time.monotonic() + deadlines.fresh(prepared.evaluations) if deadlines else None
         if ticket.state == "pending":
             stored = ledger.wait(ticket, until)
@@ -97,6 +101,15 @@ def ask(ledger: Ledger, source: Source, token: str | None, request: Workload | s
             raise ComputeFailed("the private cloud could not compute the answer; ask again "
                                 "(the retry reuses this charge)") from exc
         return _answered(ledger.fulfil(ticket, answer), source, until)
+
+
+def answer_key(workload: Workload, objective: str) -> str:
+    """What the ledger reuses an answer by: the workload's canonical text, and the objective
+    unless it is the default (so earlier answers keep their keys).  Another objective is
+    another release (another strategy), so it is charged anew: keyed by text alone, its fresh
+    answer would come for the first one's charge — two noisy answers for one.  A workload's
+    text ends with ")", so no workload's key reads as another's."""
+    return str(workload) if objective == PER_QUERY else f"{workload} | objective {objective}"
 
 
 def _answered(body: dict, source: Source, release_at: float | None) -> Answered:

@@ -15,8 +15,10 @@ workload and α only, never on the data, so choosing the strategy costs no priva
   measurements), the workload itself (A = W C, NOQ's), and counting queries plus histogram
   stacked (the *fixed* candidates), and HDMM's p-Identity and weighted marginals searched for
   this workload (:mod:`.optimize`), penalised for any query above the best fixed candidate's
-  variance.  A searched candidate may win only if no query's variance is above the best fixed
-  candidate's; the lowest total wins.  As NOQ's and NOT's own measurements are candidates,
+  variance, and the bounded problem solved when the penalty leaves one above.  Under the
+  default objective ("per-query") a searched candidate may win only if no query's variance is
+  above the best fixed candidate's; under "total" any may (the search unbounded).  The lowest
+  total wins.  As NOQ's and NOT's own measurements are candidates,
   the optimized error is never above theirs.  Past ``MAX_CELL_TERMS`` workload terms there are
   no cells to work on, and the optimized strategy is the better of NOQ and NOT.
 """
@@ -95,7 +97,7 @@ def searched_candidates(m: Matrices, bound: np.ndarray | None, budget: optimize.
     """HDMM's weighted marginals over the u terms (a third of the budget) and p-Identity over
     the groups of cells with equal columns (p in {G/16, n, q, 2q}: G groups, n queries, q
     counting queries), found for this workload, their queries' variances (at α = 1) held under
-    ``bound`` if given.  One BLAS thread: on these small matrices threads only contend, and
+    ``bound`` if given (penalised, then bounded or unpenalised with what the budget has left).  One BLAS thread: on these small matrices threads only contend, and
     their summation order would make the search's path differ from run to run."""
     with threadpool_limits(limits=1, user_api="blas"):
         return _searched(m, bound, budget, seed)
@@ -118,18 +120,55 @@ def _searched(m: Matrices, bound: np.ndarray | None, budget: optimize.Budget,
     ps = sorted({max(1, groups.shape[1] // 16), len(V), m.C.shape[0], 2 * m.C.shape[0]})
     theta = optimize.p_identity(groups, ps, budget, seed, half)
     if theta is not None:
-        lifted = np.hstack([optimize.p_identity_matrix(theta), np.zeros((len(theta) + len(
-            groups.T), 1))])[:, index]  # index −1: the zero column, for cells no query asks
-        found.append(_cell_strategy(f"cells: p-identity (p={len(theta)})", lifted, m))
+        found.append(_p_identity_strategy(theta, index, m))
+    if half is not None and (theta is None or not within(found[-1], bound)):
+        # the penalised optimum is over the bound: what remains of the budget goes to the
+        # bounded problem itself
+        theta = optimize.bounded_p_identity(groups, ps, budget, seed, half)
+        if theta is not None:
+            found.append(_p_identity_strategy(theta, index, m, " bounded"))
+    elif half is not None:
+        # within it: the rest goes to the unpenalised search, whose optimum may meet the bound
+        # too and be lower (the penalty's margin steers the search away from some such)
+        theta = optimize.p_identity(groups, ps, budget, seed + 1)
+        if theta is not None:
+            found.append(_p_identity_strategy(theta, index, m, " unpenalised"))
     return [s for s in found if _unbiased(s, m)]
 
 
-def optimized(m: Matrices, fixed: Strategy, search_units: int) -> Strategy:
-    """The lowest-total candidate among ``fixed`` and the searched ones that keep every query's
-    variance at or below ``fixed``'s."""
-    bound = fixed.variances(1.0)
+def _p_identity_strategy(theta: np.ndarray, index: np.ndarray, m: Matrices,
+                         label: str = "") -> Strategy:
+    """[I; Θ] D over the groups, lifted to the cells: each cell takes its group's column."""
+    lifted = np.hstack([optimize.p_identity_matrix(theta), np.zeros((theta.shape[0] + theta.shape[
+        1], 1))])[:, index]  # index −1: the zero column, for cells no query asks
+    return _cell_strategy(f"cells: p-identity{label} (p={len(theta)})", lifted, m)
+
+
+def above(variances: np.ndarray, bound: np.ndarray) -> np.ndarray:
+    """Which queries' variances are above ``bound`` (beyond rounding)."""
+    return np.asarray(variances) > np.asarray(bound) * (1 + 1e-9)
+
+
+def within(strategy: Strategy, bound: np.ndarray) -> bool:
+    """No query's variance (at α = 1) above ``bound``."""
+    return not above(strategy.variances(1.0), bound).any()
+
+
+# The analyst's choice, when the two cannot both hold: "per-query" (the default) keeps every
+# query's variance at or below the best fixed candidate's; "total" takes the lowest total,
+# though some queries may then be answered less accurately than by the fixed candidate.
+OBJECTIVES = ("per-query", "total")
+PER_QUERY, TOTAL = OBJECTIVES
+
+
+def optimized(m: Matrices, fixed: Strategy, search_units: int,
+              objective: str = PER_QUERY) -> Strategy:
+    """The lowest-total candidate among ``fixed`` and the searched ones; under "per-query" only
+    those that keep every query's variance at or below ``fixed``'s (the search held under it),
+    under "total" any (the search unbounded)."""
+    bound = fixed.variances(1.0) if objective == PER_QUERY else None
     found = searched_candidates(m, bound, optimize.Budget(search_units))
-    allowed = [s for s in found if np.all(s.variances(1.0) <= bound * (1 + 1e-9))]
+    allowed = [s for s in found if bound is None or within(s, bound)]
     return min([fixed, *allowed], key=lambda s: s.expected_error(1.0))
 
 
@@ -147,12 +186,19 @@ class Choice:
                 "optimized_strategy": self.optimized.name}
 
 
-def choose(m: Matrices, search_units: int = LIMITS.search_units) -> Choice:
+def choose(m: Matrices, search_units: int = LIMITS.search_units,
+           objective: str = PER_QUERY) -> Choice:
     """NOQ, NOT and the optimized strategy for a workload (errors scale as 1/α², so α plays
-    no part in the choice).  The choice depends only on the workload's shape, never on term
-    names, so ``count(x)`` for every x shares one search; ``search_units`` bounds the search's
-    work (:class:`.optimize.Budget`)."""
-    return _choose(_ByShape(m), search_units)
+    no part in the choice) under ``objective`` (:data:`OBJECTIVES`).  The choice depends only
+    on the workload's shape and the objective, never on term names, so ``count(x)`` for every
+    x shares one search; ``search_units`` bounds the search's work (:class:`.optimize.Budget`)."""
+    check_objective(objective)
+    return _choose(_ByShape(m), search_units, objective)
+
+
+def check_objective(objective: str) -> None:
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}: use one of {', '.join(OBJECTIVES)}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -167,7 +213,7 @@ class _ByShape:
 
 
 @lru_cache(maxsize=64)  # at most ~3 MB each (256 cells), so memory stays bounded
-def _choose(keyed: _ByShape, search_units: int) -> Choice:
+def _choose(keyed: _ByShape, search_units: int, objective: str) -> Choice:
     m = keyed.m
     plain = [noq(m), noT(m)]
     candidates = plain + (cell_candidates(m) if m.cells_feasible else [])
@@ -176,5 +222,5 @@ def _choose(keyed: _ByShape, search_units: int) -> Choice:
         # One query w: any strategy A with w = R A has |w_j| ≤ max|R| Σ_i |A_ij| ≤ ‖R‖ Δ_A, so
         # its variance 2 Δ_A² ‖R‖² is at least w's own 2 Δ_w²: nothing to search for.
         return Choice(plain[0], plain[1], fixed, fixed)
-    best = optimized(m, fixed, search_units)
+    best = optimized(m, fixed, search_units, objective)
     return Choice(plain[0], plain[1], fixed, best)
