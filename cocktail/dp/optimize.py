@@ -32,7 +32,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import minimize
 
 Loss = Callable[[np.ndarray], tuple[float, np.ndarray]]
 _ITERATIONS = 1000  # of a refinement; the budget bounds them all
@@ -87,8 +86,9 @@ def minimise(loss: Loss, start: np.ndarray, budget: Budget, cost: int,
         return value, grad
 
     try:
-        minimize(charged, start, jac=True, method="L-BFGS-B", bounds=[(0, None)] * start.size,
-                 options={"maxiter": iterations, "ftol": _FTOL})
+        minimize()(charged, start, jac=True, method="L-BFGS-B",
+                   bounds=[(0, None)] * start.size,
+                   options={"maxiter": iterations, "ftol": _FTOL})
     except Exhausted:
         pass
     return best[0], best[1]
@@ -200,11 +200,19 @@ def _constrained(V: np.ndarray, p: int, start: np.ndarray, bound: np.ndarray,  #
                 best[:] = [variances.sum(), x.reshape(p, -1).copy()]
         return memo["value"]
 
-    minimize(lambda x: (evaluate(x)[0].sum(), evaluate(x)[1].sum(axis=0)), start, jac=True,
-             method="SLSQP", bounds=[(0, _THETA_MAX)] * start.size,
-             constraints=[{"type": "ineq", "fun": lambda x: bound - evaluate(x)[0],
-                           "jac": lambda x: -evaluate(x)[1]}],
-             options={"maxiter": _SLSQP_ITERATIONS, "ftol": _FTOL})
+    minimize()(lambda x: (evaluate(x)[0].sum(), evaluate(x)[1].sum(axis=0)), start,
+               jac=True, method="SLSQP", bounds=[(0, _THETA_MAX)] * start.size,
+               constraints=[{"type": "ineq", "fun": lambda x: bound - evaluate(x)[0],
+                             "jac": lambda x: -evaluate(x)[1]}],
+               options={"maxiter": _SLSQP_ITERATIONS, "ftol": _FTOL})
+
+
+def minimize() -> Callable:
+    """scipy's minimizer, imported by the first search: the import costs 0.3 s, which every
+    CLI command and server start would pay otherwise."""
+    from scipy.optimize import minimize as scipy_minimize
+
+    return scipy_minimize
 
 
 def p_identity_matrix(theta: np.ndarray) -> np.ndarray:
