@@ -274,6 +274,8 @@ def test_the_dashboard_signs_the_owner_in_and_follows_a_new_release(owned, tmp_p
             driver.get(url + "/analyst")
             driver.find_element(By.ID, "token").send_keys(owned["token"])
             driver.find_element(By.ID, "sign-in").click()
+            # The sign-in is a form post: under load the next page is not there at once.
+            assert until(lambda: driver.find_elements(By.ID, "remaining"))
             assert driver.find_element(By.ID, "remaining").text.startswith("0")
             assert len(driver.find_elements(By.CSS_SELECTOR, "#answers tbody tr")) == 2
             driver.get(url + "/owner")  # the analyst's cookie is not the owner's
