@@ -18,9 +18,9 @@ workload and α only, never on the data, so choosing the strategy costs no priva
   variance, and the bounded problem solved when the penalty leaves one above.  Under the
   default objective ("per-query") a searched candidate may win only if no query's variance is
   above the best fixed candidate's; under "total" any may (the search unbounded).  The lowest
-  total wins.  As NOQ's and NOT's own measurements are candidates,
-  the optimized error is never above theirs.  Past ``MAX_CELL_TERMS`` workload terms there are
-  no cells to work on, and the optimized strategy is the better of NOQ and NOT.
+  total wins.  As NOQ's and NOT's own measurements are candidates, the optimized error is never
+  above theirs.  Past ``MAX_CELL_TERMS`` workload terms there are no cells to work on, and the
+  optimized strategy is the better of NOQ and NOT.
 """
 
 from __future__ import annotations
@@ -97,8 +97,9 @@ def searched_candidates(m: Matrices, bound: np.ndarray | None, budget: optimize.
     """HDMM's weighted marginals over the u terms (a third of the budget) and p-Identity over
     the groups of cells with equal columns (p in {G/16, n, q, 2q}: G groups, n queries, q
     counting queries), found for this workload, their queries' variances (at α = 1) held under
-    ``bound`` if given (penalised, then bounded or unpenalised with what the budget has left).  One BLAS thread: on these small matrices threads only contend, and
-    their summation order would make the search's path differ from run to run."""
+    ``bound`` if given (penalised, then bounded or unpenalised with what the budget has left).
+    One BLAS thread: on these small matrices threads only contend, and their summation order
+    would make the search's path differ from run to run."""
     with threadpool_limits(limits=1, user_api="blas"):
         return _searched(m, bound, budget, seed)
 
