@@ -1,8 +1,11 @@
 """Load on `cocktail serve`: 20 concurrent analysts asking new and repeated single-term queries.
 
-    python benchmarks/serve_load.py [--clients 20] [--seconds 20] [--rate 200] [--json]
+    python benchmarks/serve_load.py [--clients 20] [--seconds 20] [--rate 200] [--store DIR]
+                                    [--json]
 
-Publishes BMS-WebView-1 (k=5, m=3) to a temporary local store, gives each client its own role
+Publishes BMS-WebView-1 (k=5, m=3) to a temporary local store (or, with --store, serves a
+store already published, e.g. query_scale's 10M one, whose ledger then gets the clients'
+roles), gives each client its own role
 (so every client's first ask of a term is fresh: charged, computed and held to its deadline;
 its later asks of the same term are reused), starts `cocktail serve` on 127.0.0.1 and drives it
 with asyncio clients for a fixed time, each alternating a new term and a term it asked before.
@@ -32,6 +35,7 @@ from cocktail.dataset import load
 from cocktail.dp.ledger import Ledger
 from cocktail.private_config import ledger_location
 from cocktail.publish import PublishParams, publish
+from cocktail.query import Publication
 from cocktail.store import LocalStore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -98,6 +102,12 @@ async def drive(url: str, tokens: list[str], terms: list[str], seconds: float, r
                    for kind, v in times.items() if v}}
 
 
+def published(source: Path, directory: Path) -> LocalStore:
+    store = LocalStore(directory / "store")
+    publish(load(source), store, PublishParams(k=5, m=3))
+    return store
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=20)
@@ -105,32 +115,33 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=200.0,
                         help="the second run's offered load, requests/s (the first: flat out)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--store", type=Path, help="serve this published store instead")
     args = parser.parse_args()
     source = DATASETS / "bms-webview-1.dat"
-    if not source.exists():
+    if args.store is None and not source.exists():
         print(f"{source} is missing (the shared datasets live beside the repo)", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory() as tmp:
-        dataset = load(source)
-        store = LocalStore(Path(tmp) / "store")
-        publish(dataset, store, PublishParams(k=5, m=3))
+        store = LocalStore(args.store) if args.store else published(source, Path(tmp))
         ledger = Ledger(ledger_location(store))
         tokens = []
         for i in range(args.clients):
-            ledger.add_role(f"team{i}", alpha=0.001, budget=1e6)
-            tokens.append(ledger.add_user(f"analyst{i}", f"team{i}"))
-        terms = sorted(dataset.terms(), key=lambda t: (-dataset.count_containing([t]), t))
+            role = f"load-{os.getpid()}-{i}"  # fresh roles: a reused store's ledger has others
+            ledger.add_role(role, alpha=0.001, budget=1e6)
+            tokens.append(ledger.add_user(f"analyst-{role}", role))
+        index = Publication.open(store).term_records  # terms, most frequent first
+        terms = sorted(index, key=lambda t: (-len(index[t]), t))
         log = Path(tmp) / "serve.log"
         with serve(store.root, log=log) as (url, server):
             runs = [asyncio.run(drive(url, tokens, terms, args.seconds, rate, server.pid))
                     for rate in (0.0, args.rate)]
         misses = log.read_text().count("deadline missed")
-    result = {"clients": args.clients, "dataset": "BMS-WebView-1", "runs": runs,
-              "deadline_misses": misses}
+    name = str(args.store) if args.store else "BMS-WebView-1"
+    result = {"clients": args.clients, "dataset": name, "runs": runs, "deadline_misses": misses}
     if args.json:
         print(json.dumps(result))
         return 0
-    table = Table(title=f"cocktail serve under load: {args.clients} clients, BMS-WebView-1, "
+    table = Table(title=f"cocktail serve under load: {args.clients} clients, {name}, "
                         f"{os.cpu_count()} cpus")
     for column in ("offered/s", "answered/s", "kind", "requests", "p50 ms", "p90 ms",
                    "p99 ms", "server RSS MB first → ¼ → last"):
