@@ -21,6 +21,12 @@ from .conftest import dataset_path
 from .served import auth, free_port, serve
 
 
+# A new workload shape of several terms is answered after its strategy search (about 1 s of
+# CPU, bounded by the published search_units), which under a loaded CI run took longer than
+# httpx's 5 s default.
+SEARCHED = 60
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("served")
@@ -79,7 +85,7 @@ def test_answers_and_errors(server):
     surrogate = httpx.post(url + "/v1/query", content=b'{"query": "count(\\ud800)"}',
                            headers=auth(tokens["alice"]) | {"Content-Type": "application/json"})
     assert surrogate.status_code == 400 and "surrogate" in surrogate.json()["detail"]
-    batch = httpx.post(url + "/v1/query", headers=auth(tokens["alice"]),
+    batch = httpx.post(url + "/v1/query", headers=auth(tokens["alice"]), timeout=SEARCHED,
                        json={"batch": ["count(no-such-term)", f"2*count({top}) - count(x)"]})
     assert batch.status_code == 200 and len(batch.json()["answers"]) == 2
     spent = httpx.get(url + "/v1/budget", headers=auth(tokens["alice"])).json()["spent"]
@@ -234,7 +240,7 @@ def test_the_objective_is_the_analysts_choice_over_http_and_the_cli(server, tmp_
     top = sorted(dataset.terms(), key=lambda t: (-dataset.count_containing([t]), t))[:3]
     batch = [f"count({top[0]}) - 2*count({top[1]} & {top[2]})", f"count({top[0]} & {top[1]})",
              f"2*count({top[1]}) + count({top[2]}) - count({top[0]} & {top[2]})"]
-    bodies = {objective: httpx.post(url + "/v1/query", headers=auth(token),
+    bodies = {objective: httpx.post(url + "/v1/query", headers=auth(token), timeout=SEARCHED,
                                     json={"batch": batch, "objective": objective}).json()
               for objective in ("per-query", "total")}
     assert bodies["per-query"]["objective"] == "per-query"
