@@ -33,7 +33,7 @@ from pyroaring import BitMap
 from . import chunkformat as fmt
 from . import releases
 from .attacks.joint_view import ChunkView, TooLarge, attack
-from .query.termindex import TermIndex, record_numbering
+from .query.termindex import TermIndex, record_numbering, stored_shards
 from .query.view import Publication
 from .rank.audit import audit_ranking
 from .rank.release import rank_store
@@ -629,10 +629,8 @@ def _stored_term_index(store: Store, version: str, listed: dict | None,
     an index written before shards) and against its own range of positions."""
     digests = (listed or {}).get("sha256") or []
     digests = [digests] if isinstance(digests, str) else digests
-    shards, number = [], 0
-    while number == 0 or number < shards[0].shards:
-        path = fmt.term_index_path(version, number)
-        data = store.read("private", path)
+    shards = []
+    for number, (path, data) in enumerate(stored_shards(store, version)):
         if number >= len(digests) or hashlib.sha256(data).hexdigest() != digests[number]:
             found.append(Violation("integrity", f"private/{path}", "content does not match the "
                                    "private manifest's sha256"))
@@ -642,7 +640,6 @@ def _stored_term_index(store: Store, version: str, listed: dict | None,
             found.append(Violation("integrity", f"private/{path}", f"{len(outside)} term(s) hold "
                                    f"positions outside the shard's {shard.start}..{shard.stop}"))
         shards.append(shard)
-        number += 1
     if len(digests) != shards[0].shards:
         found.append(Violation("integrity", f"private/{fmt.term_index_path(version)}",
                                f"the manifest lists {len(digests)} shard(s), the index "

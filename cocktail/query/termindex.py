@@ -81,17 +81,25 @@ def check_shards(shards: Sequence[fmt.TermIndexShard], name: str) -> None:
                               f"index says {count} over {records} records")
 
 
-def read_term_index(store: Store, version: str) -> TermIndex | None:
-    """The version's stored index (None when it was written before there was one); the first
-    shard names how many follow."""
-    first = fmt.term_index_path(version)
-    if not store.exists("private", first):
-        return None
-    shards = [fmt.decode_term_index(store.read("private", first), f"private/{first}")]
-    for number in range(1, shards[0].shards):
+def stored_shards(store: Store, version: str) -> Iterator[tuple[str, bytes]]:
+    """(path, bytes) of each stored shard, in order, each yielded before it is decoded (the
+    audit checks its sha256 first): none for a version written before there was an index.
+    The first shard's header names how many follow."""
+    path = fmt.term_index_path(version)
+    if not store.exists("private", path):
+        return
+    data = store.read("private", path)
+    yield path, data
+    for number in range(1, fmt.decode_term_index(data, f"private/{path}").shards):
         path = fmt.term_index_path(version, number)
-        shards.append(fmt.decode_term_index(store.read("private", path), f"private/{path}"))
-    return TermIndex(shards, f"private/{first}")
+        yield path, store.read("private", path)
+
+
+def read_term_index(store: Store, version: str) -> TermIndex | None:
+    """The version's stored index (None when it was written before there was one)."""
+    shards = [fmt.decode_term_index(data, f"private/{path}")
+              for path, data in stored_shards(store, version)]
+    return TermIndex(shards, f"private/{fmt.term_index_path(version)}") if shards else None
 
 
 def count_conjunction(index: Mapping[str, FrozenBitMap], terms: Sequence[str]) -> int:
@@ -155,19 +163,16 @@ class TermIndexBuilder:
         return next(self._shards(0, 1))
 
     def _shards(self, records: int, shard_records: int) -> Iterator[bytes]:
+        for bitmap in self.bitmaps.values():
+            bitmap.run_optimize()
         count = max(1, -(-records // shard_records))
         for shard in range(count):
             start, stop = shard * shard_records, min(records, (shard + 1) * shard_records)
             window = None if count == 1 else BitMap(range(start, stop))
-            parts = ((term, self._compact(term) if window is None else
-                      self._compact(term) & window) for term in sorted(self.bitmaps))
+            parts = ((term, self.bitmaps[term] if window is None else self.bitmaps[term] & window)
+                     for term in sorted(self.bitmaps))
             yield fmt.encode_term_index(records, ((t, b.serialize()) for t, b in parts if b),
                                         shard, count, start, stop)
-
-    def _compact(self, term: str) -> BitMap:
-        bitmap = self.bitmaps[term]
-        bitmap.run_optimize()
-        return bitmap
 
 
 def index_order(bitmaps: Mapping[str, BitMap | FrozenBitMap], records: int) -> np.ndarray:

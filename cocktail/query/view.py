@@ -19,7 +19,8 @@ from ..overlay.planner import term_locations
 from ..overlay.tree import Tree
 from ..releases import committed_versions, current_version
 from ..store import Store, StoreError
-from .termindex import TermIndex, build_term_index, read_term_index, record_numbering
+from .termindex import (TermIndex, build_term_index, read_term_index, record_numbering,
+                        stored_shards)
 
 
 @dataclass(frozen=True)
@@ -119,10 +120,9 @@ class Publication:
     def first_index_shard(self) -> fmt.TermIndexShard | None:
         """The term index's first shard (it says how many follow), None for a version written
         before there was an index: what a job over the shards needs on the driver."""
-        path = fmt.term_index_path(self.version)
-        if not self.store.exists("private", path):
-            return None
-        return fmt.decode_term_index(self.store.read("private", path), f"private/{path}")
+        for path, data in stored_shards(self.store, self.version):
+            return fmt.decode_term_index(data, f"private/{path}")
+        return None
 
     def warm(self, reads: str = "index") -> Publication:
         """Read now what queries would read lazily, so no query pays for a cold read or is
