@@ -591,6 +591,11 @@ def audit_term_indexes(store: Store) -> list[Violation]:
                                    str(exc)))
             continue
         resolved = publication.resolved_term_records()
+        if resolved.repeated:
+            found.append(Violation("release-invariant", f"private/{fmt.manifest_path(version)}",
+                                   f"{resolved.repeated} (record, term) pair(s) are held by "
+                                   "more than one chunk: what one chunking published, another "
+                                   "shows again"))
         wrong = sorted(t for t in set(stored) | set(resolved) if stored.get(t) != resolved.get(t))
         if wrong:
             found.append(Violation("integrity", where, f"{len(wrong)} term(s) disagree with the "

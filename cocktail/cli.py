@@ -195,8 +195,10 @@ def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
             f"{added.extended_records:,} extend {added.extended_clusters} clusters, "
             f"{added.new_cluster_records:,} form {added.new_clusters} new clusters, "
             f"{added.buffered_records:,} wait in the private buffer; "
-            f"{added.public_chunks:,} public chunks, public coverage "
-            f"{(added.public_coverage or 0):.2%}; {added.seconds:.1f}s", highlight=False))
+            f"{added.promoted_pairs:,} private (record, term) pairs promoted into "
+            f"{added.promoted_chunks} new public chunks; {added.public_chunks:,} public "
+            f"chunks, public coverage {(added.public_coverage or 0):.2%}; "
+            f"{added.seconds:.1f}s", highlight=False))
         return
     with progress_bars("publish", True, not as_json) as update:
         report = publish(dataset, open_store(store_spec), params, progress=update,

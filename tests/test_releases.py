@@ -142,7 +142,7 @@ def slices(data: Dataset, parts: int) -> list[Dataset]:
 
 def test_bms_webview_1_in_five_batches(tmp_path):
     """Publish the first fifth, append the other four: every release audits clean, together
-    too; exact answers equal brute force on everything; public coverage within 2 points of
+    too; exact answers equal brute force on everything; public coverage within 1 point of
     one fresh publish of the whole file."""
     whole = load(dataset_path("bms-webview-1.dat"))
     store = LocalStore(tmp_path / "s")
@@ -159,7 +159,7 @@ def test_bms_webview_1_in_five_batches(tmp_path):
     assert Engine(publication).counts(queries) == [whole.count_containing(q.terms)
                                                   for q in queries]
     fresh = publish(whole, LocalStore(tmp_path / "fresh"), PublishParams(k=5, m=3))
-    assert reports[-1].public_coverage >= (1 - fresh.private_term_share) - 0.02
+    assert reports[-1].public_coverage >= (1 - fresh.private_term_share) - 0.01
 
 
 def test_small_appends_wait_in_the_buffer_and_are_counted(tmp_path):

@@ -37,17 +37,20 @@ class Node:
     clusters: list[list[int]] = field(default_factory=list)  # while publishing: positions
     units: list[int] = field(default_factory=list)         # leaf: its clusters' unit ids
     aggregate: int | None = None                           # its aggregated unit, if any
+    lifted: list[int] = field(default_factory=list)        # a promotion node: the tops it pools
 
     @property
     def is_leaf(self) -> bool:
-        return not self.split
+        return not self.split and not self.lifted
 
 
 @dataclass
 class Tree:
     """The overlay tree, as the publisher grows it and as the private manifest keeps it.
     A publication's is a forest: each append that forms new clusters adds a tree (``roots``);
-    a parent always precedes its children."""
+    within a tree a parent precedes its children.  An append that promotes the private
+    remainders of the forest's tops adds a *promotion node* above them (``lifted``: the tree
+    roots and the earlier promotion node it pools); it routes no record, so it is no root."""
 
     nodes: list[Node]
     roots: list[int] = field(default_factory=lambda: [0])
@@ -56,7 +59,14 @@ class Tree:
         return [n for n in self.nodes if n.is_leaf]
 
     def parents(self) -> dict[int, int]:
-        return {child: n.id for n in self.nodes for child in n.children.values()}
+        """child -> parent, a promotion node being the parent of the tops it lifted."""
+        return {child: n.id for n in self.nodes
+                for child in (*n.children.values(), *n.lifted)}
+
+    def tops(self) -> list[int]:
+        """The nodes nothing lifts or holds: tree roots not yet pooled, the last promotion."""
+        held = self.parents()
+        return [n.id for n in self.nodes if n.id not in held]
 
     def route(self, root: int, record: frozenset[str]) -> Node | None:
         """The leaf a record reaches from ``root``, or None where its pattern has no child."""
@@ -81,12 +91,14 @@ class Tree:
 
     def to_manifest(self) -> list[dict]:
         return [{"id": n.id, "split": list(n.split), "children": n.children,
-                 "units": n.units, "aggregate": n.aggregate} for n in self.nodes]
+                 "units": n.units, "aggregate": n.aggregate}
+                | ({"lifted": n.lifted} if n.lifted else {}) for n in self.nodes]
 
     @classmethod
     def from_manifest(cls, nodes: list[dict], roots: list[int] | None = None) -> Tree:
         return cls([Node(n["id"], tuple(n["split"]), dict(n["children"]), units=list(n["units"]),
-                         aggregate=n["aggregate"]) for n in nodes], list(roots or [0]))
+                         aggregate=n["aggregate"], lifted=list(n.get("lifted", ())))
+                    for n in nodes], list(roots or [0]))
 
 
 def _entropy(sizes: np.ndarray) -> float:

@@ -37,12 +37,12 @@ from pyroaring import BitMap
 from .. import chunkformat as fmt
 from .. import releases
 from ..dataset import Dataset
-from ..overlay.layout import PhaseProgress, build_layout
+from ..overlay.layout import Layout, PhaseProgress, build_layout
 from ..overlay.planner import aggregates_above
 from ..overlay.tree import Node, Tree
 from ..query.view import Publication
 from ..store import Store, StoreError
-from . import PublishParams, log_legacy_release, refuse_derived
+from . import PublishParams, log_legacy_release, promotion, refuse_derived
 from .batch import collector_paused
 from .writer import (Placement, VersionWriter, owner_key, partitions, units_manifest,
                      write_layout)
@@ -61,6 +61,9 @@ class AppendReport:
     new_clusters: int
     new_cluster_records: int   # records placed in new clusters (buffered ones included)
     buffered_records: int      # waiting in the private zone after this append
+    promoted_chunks: int       # new public chunks over the forest's pooled private remainders
+    promoted_pairs: int        # (record, term) pairs those chunks published
+    private_pool_pairs: int | None  # what the promotion kept private (None: no promotion)
     public_chunks: int
     public_coverage: float | None  # share of (record, term) pairs in public chunks
     seconds: float
@@ -95,6 +98,9 @@ def _violators(rows: Sequence[tuple[int, list[str]]], k: int, m: int) -> set[int
                                         for i in combinations(sub, size))}
 
 
+POOL = None  # a term's home when it goes to this append's promotion pool
+
+
 @dataclass
 class Extension:
     """The new records that extend old clusters."""
@@ -102,21 +108,25 @@ class Extension:
     members: dict[int, list[int]]                        # leaf unit -> positions it gains
     rows: dict[str, list[tuple[int, list[str]]]]         # chunk -> (position, subrecord)
     passed_up: dict[int, set[str]]                       # unit -> terms it now passes up
+    pooled: list[tuple[int, frozenset[str]]]             # (position, terms) for the promotion
 
     def chunks_of(self, unit: int, publication: Publication) -> dict[str, list]:
         return {c: rows for c, rows in self.rows.items() if publication.chunk_unit(c) == unit}
 
 
 class _Homes:
-    """The public chunk that would hold each of a record's terms in a cluster: where the
-    planner will look for it.  A term the cluster has lives where it always did (one of its
-    chunks, or, passed up, the first aggregated cluster above that holds it); a term new to
-    the cluster is passed up to the first aggregated cluster above that holds it.  A term
-    that would be kept private, or that nothing above holds, keeps the record out: it stays
-    private for good in an old cluster, while in a new cluster it may go public."""
+    """Where each of a record's terms would go in a cluster: where the planner will look for
+    it.  A term the cluster has lives where it always did (one of its public chunks, or,
+    passed up, the first aggregated cluster above that holds it); a term new to the cluster
+    is passed up to the first aggregated cluster above that holds it.  A term whose home is
+    a private remainder, or that nothing above holds, goes to this append's promotion pool
+    (``pooling``): the promotion node above every tree takes over the remainders, so it is
+    where the planner finds the term next.  Without pooling (a store published without
+    aggregation) such a term keeps the record out: it would stay private for good in an old
+    cluster, while in a new cluster it may go public."""
 
-    def __init__(self, publication: Publication) -> None:
-        self.publication = publication
+    def __init__(self, publication: Publication, pooling: bool) -> None:
+        self.publication, self.pooling = publication, pooling
         self.parent = publication.tree.parents()
 
     def _above(self, unit: int) -> list[int]:
@@ -124,8 +134,9 @@ class _Homes:
         return aggregates_above(self.publication.tree, self.publication.units[unit]["node"],
                                 self.parent)
 
-    def place(self, unit: int, terms: frozenset[str]) -> dict[str, tuple[str, bool]] | None:
-        """term -> (public chunk, whether the term is new to the cluster), or None."""
+    def place(self, unit: int, terms: frozenset[str]
+              ) -> dict[str, tuple[str | None, bool]] | None:
+        """term -> (public chunk or POOL, whether the term is new to the cluster), or None."""
         known, unit_chunks = self.publication.locations[unit], self.publication.unit_chunks
         placed = {}
         for term in terms:
@@ -133,18 +144,20 @@ class _Homes:
             chunk = known.get(term) or next((unit_chunks[a][term] for a in self._above(unit)
                                              if term in unit_chunks.get(a, {})), None)
             if chunk is None or self.publication.is_private(chunk):
-                return None
+                if not self.pooling:
+                    return None
+                chunk = POOL
             placed[term] = (chunk, new)
         return placed
 
 
-def _extend(publication: Publication, records: dict[int, frozenset[str]], k: int, m: int
-            ) -> tuple[Extension, list[int]]:
+def _extend(publication: Publication, records: dict[int, frozenset[str]], k: int, m: int,
+            pooling: bool) -> tuple[Extension, list[int]]:
     """Offer each new record to a cluster of its leaf; keep what the residual rule allows.
     Returns the extension and the positions of the records that do not extend a cluster."""
     size = {u["id"]: u["members"] for u in publication.units}
-    homes = _Homes(publication)
-    offered: dict[int, dict[int, dict[str, tuple[str, bool]]]] = {}  # unit -> position -> placing
+    homes = _Homes(publication, pooling)
+    offered: dict[int, dict[int, dict[str, tuple[str | None, bool]]]] = {}
     refused: list[int] = []
     for position, terms in records.items():
         leaf = publication.tree.route(publication.tree.roots[0], terms)
@@ -161,7 +174,8 @@ def _extend(publication: Publication, records: dict[int, frozenset[str]], k: int
             for position, placing in placings.items():
                 parts: dict[str, list[str]] = {}
                 for term, (chunk, _) in placing.items():
-                    parts.setdefault(chunk, []).append(term)
+                    if chunk is not POOL:
+                        parts.setdefault(chunk, []).append(term)
                 for chunk, sub in parts.items():
                     residual.setdefault(chunk, []).append((position, sorted(sub)))
         peeled = set().union(*(_violators(rows, k, m) for rows in residual.values()))
@@ -171,11 +185,15 @@ def _extend(publication: Publication, records: dict[int, frozenset[str]], k: int
         offered = {u: {p: x for p, x in ps.items() if p not in peeled}
                    for u, ps in offered.items()}
     passed_up: dict[int, set[str]] = {}
+    pooled = []
     for unit, placings in offered.items():
-        for placing in placings.values():
+        for position, placing in placings.items():
             passed_up.setdefault(unit, set()).update(t for t, (_, new) in placing.items() if new)
+            to_pool = frozenset(t for t, (chunk, _) in placing.items() if chunk is POOL)
+            if to_pool:
+                pooled.append((position, to_pool))
     return Extension({u: sorted(ps) for u, ps in offered.items() if ps}, residual,
-                     {u: ts for u, ts in passed_up.items() if ts}), refused
+                     {u: ts for u, ts in passed_up.items() if ts}, sorted(pooled)), refused
 
 
 def _buffered(publication: Publication) -> dict[int, frozenset[str]]:
@@ -207,58 +225,64 @@ def append(dataset: Dataset, store: Store, min_new: int | None = None,
         ids = list(publication.record_ids) + _new_ids(dataset, publication, version)
         first_new = len(publication.record_ids)
         new = {first_new + i: r for i, r in enumerate(dataset.records)}
-        extension, refused = _extend(publication, new, params.k, params.m)
+        extension, refused = _extend(publication, new, params.k, params.m, params.aggregate)
         waiting = _buffered(publication)
         pool = sorted(refused) + sorted(waiting)
         terms_of = new | waiting
         threshold = max(params.k, params.cluster_size // 4) if min_new is None else min_new
+        tree = Tree.from_manifest(publication.tree.to_manifest(), publication.tree.roots)
+        units = copy.deepcopy(publication.units)
+        _empty_buffers(tree, units)
+        remainders = promotion.old_tops(publication, tree) if params.aggregate \
+            else promotion.Pool()
         layout = None
         if pool and len(pool) >= threshold:
             layout = build_layout(
                 [terms_of[p] for p in pool], params,
-                lambda clusters, n: partitions(clusters, params, params.workers, n), progress)
+                promotion.holding_back(remainders.held, params, partitions), progress)
+        remainders.add_fresh(extension.pooled)
+        where = Placement(pool, units=len(units), nodes=len(tree.nodes))
+        if layout:
+            if params.aggregate:
+                promotion.add_new_tree(remainders, layout, pool,
+                                       where.nodes + layout.tree.roots[0])
+            tree.graft(layout.tree, len(units))
+        promoted = None
+        if remainders.promotes:
+            promoted = promotion.promote(remainders, params, tree,
+                                         len(units) + (len(layout.units) if layout else 0))
+        else:
+            remainders = promotion.Pool()  # nothing to gain: every top keeps its remainder
         writer = VersionWriter(out, owner_key(store), releases.ReleaseBuilder("append"),
                                params.index_shard)
         writer.terms.update(publication.term_record_positions())  # the old chunks' pairs,
         writer.terms.discard(BitMap(waiting))  # but the buffer's records are placed anew
         previous = releases.read_log(store, current)[-1]
         unit_of = list(publication.cluster_of) + [None] * len(dataset)
-        totals = _carry_old(writer, publication, current, previous, extension, ids, unit_of)
-        tree = Tree.from_manifest(publication.tree.to_manifest(), publication.tree.roots)
-        units = copy.deepcopy(publication.units)
-        buffers = {u["id"] for u in units if u["kind"] == "buffer"}
-        # The old buffer is emptied: its records are placed or buffered anew.
-        tree.roots = [r for r in tree.roots if not buffers.intersection(tree.nodes[r].units)]
-        for node in tree.nodes:
-            node.units = [u for u in node.units if u not in buffers]
-        for unit in buffers:
-            units[unit]["members"] = 0
+        totals = _carry_old(writer, publication, current, previous, extension, ids, unit_of,
+                            remainders.emptied)
         for unit, positions in extension.members.items():
             units[unit]["members"] += len(positions)
         for unit, terms in extension.passed_up.items():
             units[unit]["passed_up"] = sorted(set(units[unit]["passed_up"]) | terms)
+        for chunk in remainders.emptied:  # an old top's remainder now goes up to the promotion
+            info = publication.chunks[chunk]
+            units[info.unit]["passed_up"] = sorted(set(units[info.unit]["passed_up"])
+                                                   | info.terms)
         buffered = [] if layout else pool
         if layout:
-            where = Placement(pool, units=len(units), nodes=len(tree.nodes))
             added = write_layout(writer, ids, layout, where)
-            tree.graft(layout.tree, len(units))
             units += units_manifest(layout, where)
             for local, unit in enumerate(layout.leaf_units(len(pool))):
                 unit_of[pool[local]] = where.unit(unit)
             _add(totals, added)
+        promotion_totals = None
+        if promoted:
+            promotion_totals = write_layout(writer, ids, Layout(tree, [promoted], True))
+            units += units_manifest(Layout(tree, [promoted], True))
+            _add(totals, promotion_totals)
         if buffered:
-            unit_id, node_id = len(units), len(tree.nodes)
-            members = [(ids[p], p, sorted(terms_of[p])) for p in buffered if terms_of[p]]
-            writer.add_chunk(unit_id, "buffer", True,
-                             frozenset().union(*(terms_of[p] for p in buffered)), members)
-            writer.close_unit(unit_id)
-            totals["private_pairs"] += sum(len(sub) for _, _, sub in members)
-            tree.nodes.append(Node(node_id, units=[unit_id]))
-            tree.roots.append(node_id)
-            units.append({"id": unit_id, "kind": "buffer", "node": node_id,
-                          "members": len(buffered), "passed_up": [], "notes": {}})
-            for p in buffered:
-                unit_of[p] = unit_id
+            _buffer(writer, tree, units, buffered, ids, terms_of, unit_of, totals)
         created = out.created
         public_manifest = writer.public_manifest(created, params.k, params.m)
         manifest = publication.manifest
@@ -283,9 +307,40 @@ def append(dataset: Dataset, store: Store, min_new: int | None = None,
         extended_clusters=len(extension.members), extended_records=extended,
         new_clusters=sum(u.kind == "leaf" for u in layout.units) if layout else 0,
         new_cluster_records=len(pool) if layout else 0, buffered_records=len(buffered),
+        promoted_chunks=promotion_totals["public"] if promotion_totals else 0,
+        promoted_pairs=promotion_totals["public_pairs"] if promotion_totals else 0,
+        private_pool_pairs=promotion_totals["private_pairs"] if promotion_totals else None,
         public_chunks=len(public_manifest["chunks"]),
         public_coverage=round(totals["public_pairs"] / pairs, 6) if pairs else None,
         seconds=round(time.perf_counter() - started, 3))
+
+
+def _empty_buffers(tree: Tree, units: list[dict]) -> None:
+    """The old buffer is emptied: its records are placed or buffered anew."""
+    buffers = {u["id"] for u in units if u["kind"] == "buffer"}
+    tree.roots = [r for r in tree.roots if not buffers.intersection(tree.nodes[r].units)]
+    for node in tree.nodes:
+        node.units = [u for u in node.units if u not in buffers]
+    for unit in buffers:
+        units[unit]["members"] = 0
+
+
+def _buffer(writer: VersionWriter, tree: Tree, units: list[dict], buffered: list[int],
+            ids: Sequence[str], terms_of: dict[int, frozenset[str]], unit_of: list,
+            totals: dict) -> None:
+    """Records too few to form clusters wait as one private chunk of whole records."""
+    unit_id, node_id = len(units), len(tree.nodes)
+    members = [(ids[p], p, sorted(terms_of[p])) for p in buffered if terms_of[p]]
+    writer.add_chunk(unit_id, "buffer", True,
+                     frozenset().union(*(terms_of[p] for p in buffered)), members)
+    writer.close_unit(unit_id)
+    totals["private_pairs"] += sum(len(sub) for _, _, sub in members)
+    tree.nodes.append(Node(node_id, units=[unit_id]))
+    tree.roots.append(node_id)
+    units.append({"id": unit_id, "kind": "buffer", "node": node_id,
+                  "members": len(buffered), "passed_up": [], "notes": {}})
+    for p in buffered:
+        unit_of[p] = unit_id
 
 
 def _add(totals: dict, more: dict) -> None:
@@ -308,9 +363,10 @@ def _pairs(publication: Publication) -> dict[str, int]:
 
 def _carry_old(writer: VersionWriter, publication: Publication, current: str,
                previous: dict, extension: Extension, ids: Sequence[str],
-               unit_of: list) -> dict:
+               unit_of: list, emptied: set[str]) -> dict:
     """Every old cluster into the new version: untouched files carried over, extended
-    chunks rewritten with their new lines; returns the (record, term) pair totals."""
+    chunks rewritten with their new lines, the ``emptied`` private chunks (pooled by a
+    promotion) left out; returns the (record, term) pair totals."""
     totals = _pairs(publication)
     chunks_of: dict[int, list] = {}
     for chunk in publication.chunks.values():
@@ -323,7 +379,9 @@ def _carry_old(writer: VersionWriter, publication: Publication, current: str,
             continue
         rows = extension.chunks_of(uid, publication)
         for chunk in chunks_of.get(uid, []):
-            if chunk.id in rows:
+            if chunk.id in emptied:
+                totals["private_pairs"] -= sum(len(t) for _, t in publication.subrecords(chunk.id))
+            elif chunk.id in rows:
                 members = [(ids[p], p, sub) for p, sub in rows[chunk.id]]
                 writer.extend_chunk(chunk.id, uid, unit["kind"], chunk.private, chunk.terms,
                                     list(publication.subrecords(chunk.id)), members)
@@ -332,10 +390,10 @@ def _carry_old(writer: VersionWriter, publication: Publication, current: str,
             else:
                 writer.keep_chunk(current, chunk.id, publication.manifest["chunks"][chunk.id])
         map_path = fmt.pseudonym_map_path(current, uid)
-        if rows:
+        if rows or emptied.intersection(c.id for c in chunks_of.get(uid, [])):
             earlier = fmt.decode_pseudonym_map(publication.store.read("private", map_path))
             writer.close_unit(uid, [(c, name, p) for c, names in earlier.items()
-                                    for name, p in names.items()])
+                                    if c not in emptied for name, p in names.items()])
         elif publication.store.exists("private", map_path):
             writer.out.keep("private", current, f"{fmt.PSEUDONYM_DIR}/{uid}.tsv")
         for p in extension.members.get(uid, []):

@@ -204,13 +204,24 @@ def bitmap_of(values: np.ndarray) -> BitMap:
     return BitMap(array.array("I", np.sort(values).tobytes()))
 
 
+class ResolvedIndex(dict):
+    """term -> positions, resolved from chunks; ``repeated`` counts the (record, term) pairs
+    that more than one chunk held (none in a sound version: the audit's check)."""
+
+    repeated = 0
+
+
 def build_term_index(chunks: Iterable[tuple[dict[str, int], Iterable[tuple[str, list[str]]]]]
-                     ) -> dict[str, FrozenBitMap]:
+                     ) -> ResolvedIndex:
     """The index resolved from chunks: per chunk, its pseudonym -> position map and its
     inverted index, (term, pseudonyms).  Each (record, term) pair sits in exactly one chunk,
     so the union over chunks is exact."""
     records: dict[str, BitMap] = {}
+    read = 0
     for names, postings in chunks:
         for term, pseudonyms in postings:
             records.setdefault(term, BitMap()).update(names[p] for p in pseudonyms)
-    return {term: FrozenBitMap(found) for term, found in records.items()}
+            read += len(pseudonyms)
+    resolved = ResolvedIndex((term, FrozenBitMap(found)) for term, found in records.items())
+    resolved.repeated = read - sum(map(len, records.values()))
+    return resolved

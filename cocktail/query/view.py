@@ -19,8 +19,8 @@ from ..overlay.planner import term_locations
 from ..overlay.tree import Tree
 from ..releases import committed_versions, current_version
 from ..store import Store, StoreError
-from .termindex import (TermIndex, build_term_index, read_term_index, record_numbering,
-                        stored_shards)
+from .termindex import (ResolvedIndex, TermIndex, build_term_index, read_term_index,
+                        record_numbering, stored_shards)
 
 
 @dataclass(frozen=True)
@@ -204,7 +204,7 @@ class Publication:
             return None
         return fmt.decode_term_order(self.store.read("private", path), records, f"private/{path}")
 
-    def resolved_term_records(self) -> dict[str, FrozenBitMap]:
+    def resolved_term_records(self) -> ResolvedIndex:
         """The term index as the chunks' indexes and the private maps say it is."""
         return build_term_index((self.record_positions(chunk_id), self.postings(chunk_id))
                                 for chunk_id in self.chunks)
