@@ -115,9 +115,23 @@ class _Auditor:
             self.flag("integrity", path, "content does not match the manifest's sha256")
         return data
 
+    def home(self, entry: dict) -> str | None:
+        """The version whose directory holds the chunk's files: its own, or, carried by
+        reference, an earlier one."""
+        home = entry.get("home", self.version)
+        if not isinstance(home, str) or not fmt.VERSION_RE.match(home) or home > self.version:
+            self.flag("integrity", f"{fmt.manifest_path(self.version)} chunk "
+                      f"{entry.get('id', '')}", f"home {home!r} is not this version or an "
+                      "earlier one")
+            return None
+        return home
+
     def check_chunk(self, entry: dict, k: int, m: int) -> None:
         chunk_id = entry.get("id", "")
-        where = fmt.chunk_path(self.version, chunk_id)
+        home = self.home(entry)
+        if home is None:
+            return
+        where = fmt.chunk_path(home, chunk_id)
         if entry.get("priLabel") is not False:
             self.flag("private-data", where, f"chunk is labelled priLabel={entry.get('priLabel')!r}")
         label = self.zone.pri_label(where) if self.zone.exists(where) else None
@@ -125,7 +139,7 @@ class _Auditor:
             self.flag("private-data", where, f"the file's own priLabel attribute is {label!r}")
         sha = entry.get("sha256") or {}
         data = self.read_checked(where, sha.get("chunk"))
-        index_where = fmt.index_path(self.version, chunk_id)
+        index_where = fmt.index_path(home, chunk_id)
         index_data = self.read_checked(index_where, sha.get("index"))
         if data is None:
             return
@@ -185,16 +199,25 @@ class _Auditor:
         if actual != {t: sorted(ps) for t, ps in expected.items()}:
             self.flag("integrity", where, "inverted index does not match its chunk")
 
-    def check_listing(self, chunk_ids: list[str]) -> None:
-        allowed = {fmt.manifest_path(self.version)}
-        for chunk_id in chunk_ids:
-            allowed |= {fmt.chunk_path(self.version, chunk_id), fmt.index_path(self.version, chunk_id)}
+    def check_listing(self, manifests: dict[str, list[dict]]) -> None:
+        """Every file of every version directory is a manifest or a chunk (or its index) that
+        a manifest present lists with that home: ``manifests`` maps each version with a
+        manifest to its chunk entries.  A pruned version's directory keeps only what later
+        versions reference."""
+        allowed = set()
+        for version, chunks in manifests.items():
+            allowed.add(fmt.manifest_path(version))
+            for entry in chunks:
+                chunk_id, home = entry.get("id", ""), entry.get("home", version)
+                allowed |= {fmt.chunk_path(home, chunk_id), fmt.index_path(home, chunk_id)}
+        for chunk_id in {e.get("id", "") for e in manifests.get(self.version, [])}:
             if not fmt.CHUNK_ID_RE.match(chunk_id):
                 self.flag("private-data", chunk_id, "chunk id is not an opaque random id")
-        for path in self.zone.walk(self.version):
-            if path not in allowed:
-                self.flag("private-data", path, "file in the public zone that the manifest does "
-                          "not list as a public chunk")
+        for name in _versions(self.zone):
+            for path in self.zone.walk(name):
+                if path not in allowed:
+                    self.flag("private-data", path, "file in the public zone that no manifest "
+                              "lists as a public chunk")
 
 
 def _check_zone_top(zone: ZoneReader, report: AuditReport) -> None:
@@ -281,11 +304,25 @@ def audit(store: Store, *, version: str | None = None, k: int | None = None,
         raise ValueError(f"audit parameters k={report.k}, m={report.m} are weaker than the "
                          f"publication's own (k={manifest['k']}, m={manifest['m']})")
     auditor = _Auditor(zone, version, report, max_itemsets)
-    auditor.check_listing([c.get("id", "") for c in chunks])
+    auditor.check_listing({version: chunks} | _other_manifests(zone, version, report))
     for entry in chunks:
         auditor.check_chunk(entry, report.k, report.m)
     check_placement(store, report)
     return report
+
+
+def _other_manifests(zone: ZoneReader, version: str, report: AuditReport) -> dict[str, list]:
+    """The chunk entries of every other version that still has its public manifest."""
+    found = {}
+    for name in _versions(zone):
+        where = fmt.manifest_path(name)
+        if name == version or not zone.exists(where):
+            continue
+        try:
+            found[name] = list(fmt.decode_json(zone.read(where), where)["chunks"])
+        except (fmt.FormatError, KeyError, TypeError) as exc:
+            report.violations.append(Violation("integrity", where, f"unreadable: {exc}"))
+    return found
 
 
 View = list[tuple[str, frozenset[str], list[tuple[str, list[str]]]]]
@@ -302,7 +339,7 @@ def public_view(store: Store) -> tuple[str, dict, View]:
     manifest = fmt.decode_json(zone.read(where), where)
     chunks = []
     for entry in manifest["chunks"]:
-        path = fmt.chunk_path(version, entry["id"])
+        path = fmt.chunk_path(entry.get("home", version), entry["id"])
         data = zone.read(path)
         if hashlib.sha256(data).hexdigest() != entry["sha256"]["chunk"]:
             raise StoreError(f"{store.url}: {path} does not match its manifest's sha256: the "
@@ -551,10 +588,13 @@ def _check_files(store: Store, log: list[dict], report: ReleaseAuditReport) -> N
     """The public files that remain must be what the log says each release held."""
     zone = store.zone("public")
     for entry in log:
-        if not zone.exists(fmt.manifest_path(entry["version"])):
+        where = fmt.manifest_path(entry["version"])
+        if not zone.exists(where):
             continue  # pruned: the log alone speaks for it
+        homes = {c["id"]: c.get("home", entry["version"])
+                 for c in fmt.decode_json(zone.read(where), where)["chunks"]}
         for chunk_id, chunk in entry["chunks"].items():
-            path = fmt.chunk_path(entry["version"], chunk_id)
+            path = fmt.chunk_path(homes.get(chunk_id, entry["version"]), chunk_id)
             report.files_checked += 1
             if not zone.exists(path):
                 report.violations.append(Violation("integrity", path, "the release log lists "

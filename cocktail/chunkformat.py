@@ -57,6 +57,7 @@ TERM_INDEX = "terms.roaring"
 TERM_INDEX_MAGIC = b"cocktail-terms/1\n"
 TERM_ORDER = "terms.order"
 TERM_ORDER_MAGIC = b"cocktail-terms-order/1\n"
+SUPERSEDED = "superseded.json"
 STAGING_PREFIX = ".staging-"
 
 PSEUDONYM_HEX = 20
@@ -288,6 +289,15 @@ def encode_json(obj: object, *, compact: bool = False) -> bytes:
     else:
         text = json.dumps(obj, indent=1, ensure_ascii=False, sort_keys=True, allow_nan=False)
     return (text + "\n").encode("utf-8")
+
+
+def encode_superseded(files: Iterable[tuple[str, str]]) -> bytes:
+    """superseded.json: the files of earlier versions that the version before this one
+    referenced and this one does not, by zone (what pruning that version deletes)."""
+    zones: dict[str, list[str]] = {"private": [], "public": []}
+    for zone, path in files:
+        zones[zone].append(path)
+    return encode_json({zone: sorted(set(paths)) for zone, paths in zones.items()})
 
 
 def decode_json(data: bytes, name: str) -> dict:

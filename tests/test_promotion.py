@@ -42,7 +42,7 @@ def differencing_attack(store: LocalStore, k: int, m: int) -> list[tuple]:
     for version in committed_versions(store):
         manifest = fmt.decode_json(store.read("public", fmt.manifest_path(version)), "manifest")
         for chunk in manifest["chunks"]:
-            data = store.read("public", fmt.chunk_path(version, chunk["id"]))
+            data = store.read("public", fmt.chunk_path(chunk.get("home", version), chunk["id"]))
             lines = {name: f(terms) for name, terms in fmt.decode_chunk(data)}
             before = seen.get(chunk["id"], {})
             added = [terms for name, terms in lines.items() if name not in before]

@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from cocktail import anonymity
+from cocktail import chunkformat as fmt
 from cocktail.anonymity import Partition
 from cocktail.attacks.joint_view import ChunkView, TooLarge, attack
 from cocktail.audit import audit, audit_releases
@@ -23,7 +24,7 @@ from cocktail.publish import PublishParams, publish
 from cocktail.publish.append import append
 from cocktail.query import Engine, Publication
 from cocktail.querylang import CountQuery
-from cocktail.releases import RebaseRefused, current_version, read_log
+from cocktail.releases import RebaseRefused, committed_versions, current_version, read_log
 from cocktail.store import LocalStore, StoreError
 from cocktail.synthetic import random_conjunctions
 
@@ -286,6 +287,34 @@ def test_an_append_leaves_no_access_time_on_what_it_read(tmp_path):
     extended = append(Dataset(whole.ids[3000:], whole.records[3000:], "memory", "jsonl"), store)
     assert extended.extended_clusters > 0
     assert all(p.stat().st_ino == inode for p, inode in old.items())
-    # Kept files are re-stamped with the release's time (atime and mtime); read ones untouched.
-    read = [p for p in old if p.stat().st_atime not in (1000, p.stat().st_mtime)]
+    read = [p for p in old if p.stat().st_atime != 1000]
     assert read == []
+    # Unchanged chunks are carried by reference: the new version holds only what it rewrote.
+    written = [p for p in (tmp_path / "s" / "public" / "v000002").rglob("*") if p.is_file()]
+    assert 1 < len(written) < len(old) // 2
+
+
+def test_pruning_keeps_exactly_what_later_versions_reference(tmp_path):
+    """With --keep 1, each append prunes the version before it: only the files the current
+    version still references survive in older directories, which are no longer versions."""
+    whole = load(dataset_path("bms-webview-1.dat")).head(5000)
+    store = LocalStore(tmp_path / "s")
+    first, *rest = slices(whole, 4)
+    publish(first, store, PublishParams(k=5, m=3, keep=1))
+    for batch in rest:
+        append(batch, store)
+        assert committed_versions(store) == [current_version(store)]
+    publication = Publication.open(store)
+    referenced = {("public" if not c.private else "private", fmt.chunk_path(c.home, c.id))
+                  for c in publication.chunks.values()}
+    for zone in ("public", "private"):
+        for path in (tmp_path / "s" / zone).rglob("*.tsv"):
+            relative = path.relative_to(tmp_path / "s" / zone).as_posix()
+            if "/chunks/" in relative and not relative.startswith(publication.version):
+                assert (zone, relative) in referenced, relative
+    assert audit(store).ok and audit_releases(store).ok
+    queries = [CountQuery(q) for q in random_conjunctions(whole.records, 100, seed=9)]
+    assert Engine(publication).counts(queries) == [whole.count_containing(q.terms)
+                                                  for q in queries]
+    publish(whole, store, PublishParams(k=5, m=3, keep=1), rebase=True)  # references nothing
+    assert sorted(os.listdir(tmp_path / "s" / "public")) == ["CURRENT", "v000005"]

@@ -291,7 +291,7 @@ def append(dataset: Dataset, store: Store, min_new: int | None = None,
             "params": manifest["params"], "source": manifest["source"],
             "appended": {"path": dataset.source, "format": dataset.format,
                          "records": len(dataset), "skipped_lines": dataset.skipped_lines},
-            "tree": tree.to_manifest(), "roots": tree.roots, "units": units,
+            "tree": tree.to_manifest(), "roots": tree.roots, "units": writer.homed_units(units),
             "aggregation": manifest["aggregation"], "chunks": writer.chunks,
             "pairs": {"public": totals["public_pairs"], "private": totals["private_pairs"]}}
         records_bytes = fmt.encode_records(ids, unit_of)
@@ -371,35 +371,43 @@ def _carry_old(writer: VersionWriter, publication: Publication, current: str,
     chunks_of: dict[int, list] = {}
     for chunk in publication.chunks.values():
         chunks_of.setdefault(chunk.unit, []).append(chunk)
+    logged_chunks: dict[int, dict] = {}
+    for chunk_id, chunk in previous["chunks"].items():
+        logged_chunks.setdefault(chunk["unit"], {})[chunk_id] = chunk
+    writer.supersede_version(current, publication.manifest)
     for unit in publication.units:
         uid = unit["id"]
+        home = publication.map_home(uid)
         if unit["kind"] == "buffer":  # its records are placed anew
             for chunk in chunks_of.get(uid, []):
                 totals["private_pairs"] -= sum(len(t) for _, t in publication.subrecords(chunk.id))
+                writer.drop_chunk(chunk.id, chunk.home, chunk.private)
+            writer.superseded.append(("private", fmt.pseudonym_map_path(home, uid)))
             continue
         rows = extension.chunks_of(uid, publication)
         for chunk in chunks_of.get(uid, []):
             if chunk.id in emptied:
                 totals["private_pairs"] -= sum(len(t) for _, t in publication.subrecords(chunk.id))
+                writer.drop_chunk(chunk.id, chunk.home, chunk.private)
             elif chunk.id in rows:
                 members = [(ids[p], p, sub) for p, sub in rows[chunk.id]]
-                writer.extend_chunk(chunk.id, uid, unit["kind"], chunk.private, chunk.terms,
-                                    list(publication.subrecords(chunk.id)), members)
+                writer.extend_chunk(chunk.id, chunk.home, uid, unit["kind"], chunk.private,
+                                    chunk.terms, list(publication.subrecords(chunk.id)), members)
                 key = "private_pairs" if chunk.private else "public_pairs"
                 totals[key] += sum(len(sub) for _, _, sub in members)
             else:
-                writer.keep_chunk(current, chunk.id, publication.manifest["chunks"][chunk.id])
-        map_path = fmt.pseudonym_map_path(current, uid)
+                writer.keep_chunk(chunk.id, publication.manifest["chunks"][chunk.id], chunk.home)
         if rows or emptied.intersection(c.id for c in chunks_of.get(uid, [])):
+            map_path = fmt.pseudonym_map_path(home, uid)
             earlier = fmt.decode_pseudonym_map(publication.store.read("private", map_path))
             writer.close_unit(uid, [(c, name, p) for c, names in earlier.items()
-                                    if c not in emptied for name, p in names.items()])
-        elif publication.store.exists("private", map_path):
-            writer.out.keep("private", current, f"{fmt.PSEUDONYM_DIR}/{uid}.tsv")
+                                    if c not in emptied for name, p in names.items()],
+                              replaces=home)
+        else:
+            writer.keep_map(uid, home)
         for p in extension.members.get(uid, []):
             unit_of[p] = uid
         logged = previous["units"].get(str(uid))
         if logged:
-            writer.release.carry(uid, logged, {c: chunk for c, chunk in previous["chunks"].items()
-                                               if chunk["unit"] == uid})
+            writer.release.carry(uid, logged, logged_chunks.get(uid, {}))
     return totals

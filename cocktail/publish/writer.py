@@ -108,7 +108,11 @@ class VersionWriter:
         self.version, self.staging = release.version, release.staging
         self.chunks: dict[str, dict] = {}
         self.unit_map: list[tuple[str, str, int]] = []  # the open unit's pseudonym map
+        self.map_homes: dict[int, str] = {}  # unit -> the version holding its pseudonym map
         self.terms = TermIndexBuilder()  # the version's term index, chunk by chunk
+        # Files of earlier versions that the previous version referenced and this one no longer
+        # does (zone, path): what pruning the previous version may delete (releases.versions).
+        self.superseded: list[tuple[str, str]] = []
 
     def _new_chunk(self, members: Sequence[tuple[str, int, list[str]]]) -> BuiltChunk:
         """The chunk's files under a fresh random id whose pseudonyms are distinct."""
@@ -134,11 +138,13 @@ class VersionWriter:
                                [(record_id, sub) for record_id, _, sub in members],
                                built.sha256["chunk"])
 
-    def extend_chunk(self, chunk_id: str, unit: int, unit_kind: str, private: bool,
+    def extend_chunk(self, chunk_id: str, home: str, unit: int, unit_kind: str, private: bool,
                      terms: Sequence[str], old_rows: list[tuple[str, list[str]]],
                      members: Sequence[tuple[str, int, list[str]]]) -> None:
-        """An existing chunk with new subrecords: the same id, so old records keep their
-        pseudonyms and their lines unchanged; the new lines merged in pseudonym order."""
+        """An existing chunk (its files in version ``home``) with new subrecords: the same id,
+        so old records keep their pseudonyms and their lines unchanged; the new lines merged in
+        pseudonym order, written in this version."""
+        self.drop_chunk(chunk_id, home, private)
         names = pseudonyms(self.key, chunk_id, [record_id for record_id, _, _ in members])
         if {p for p, _ in old_rows}.intersection(names) or len(set(names)) != len(names):
             raise StoreError(f"pseudonym collision in chunk {chunk_id}: append again")
@@ -168,19 +174,50 @@ class VersionWriter:
         self.terms.add_members((position, sub) for _, position, sub in members)
         self.index_seconds += time.perf_counter() - started
 
-    def keep_chunk(self, old_version: str, chunk_id: str, entry: dict) -> None:
-        """An existing chunk no new record touches: its files carried over as they are."""
-        zone = "private" if entry["priLabel"] else "public"
-        for folder in (fmt.CHUNK_DIR, fmt.INDEX_DIR):
-            self.out.keep(zone, old_version, f"{folder}/{chunk_id}.tsv")
-        self.chunks[chunk_id] = entry
+    def keep_chunk(self, chunk_id: str, entry: dict, home: str) -> None:
+        """An existing chunk no new record touches: carried by reference, its files left where
+        they are (in version ``home``), read from there by every later version."""
+        self.chunks[chunk_id] = entry | {"home": home}
 
-    def close_unit(self, unit: int, earlier: Sequence[tuple[str, str, int]] = ()) -> None:
-        """Write the unit's pseudonym map: ``earlier`` rows (of chunks it had before) first."""
+    def drop_chunk(self, chunk_id: str, home: str, private: bool) -> None:
+        """An existing chunk's files (in version ``home``) this version no longer shows."""
+        zone = "private" if private else "public"
+        self.superseded += [(zone, fmt.chunk_path(home, chunk_id)),
+                            (zone, fmt.index_path(home, chunk_id))]
+
+    def close_unit(self, unit: int, earlier: Sequence[tuple[str, str, int]] = (),
+                   replaces: str | None = None) -> None:
+        """Write the unit's pseudonym map: ``earlier`` rows (of chunks it had before) first;
+        ``replaces``: the version holding the map this one replaces."""
         self.out.put("private", f"{fmt.PSEUDONYM_DIR}/{unit}.tsv",
                      fmt.encode_pseudonym_map([*earlier, *self.unit_map]))
+        self.map_homes[unit] = self.version
+        if replaces is not None:
+            self.superseded.append(("private", fmt.pseudonym_map_path(replaces, unit)))
         self.unit_map = []
         self.release.settle(unit)
+
+    def supersede_version(self, version: str, manifest: dict) -> None:
+        """This version follows ``version`` (an append): it carries what that one referenced,
+        but not that one's own files (manifests, record ids, term index)."""
+        index = manifest.get("term_index") or {}
+        digests = index.get("sha256") or [None]
+        shards = 1 if isinstance(digests, str) else len(digests)
+        own = [fmt.MANIFEST, fmt.RECORDS, fmt.SUPERSEDED, fmt.TERM_ORDER,
+               *(fmt.term_index_name(n) for n in range(shards))]
+        self.superseded += [("public", fmt.manifest_path(version))] + \
+            [("private", f"{version}/{name}") for name in own]
+
+    def keep_map(self, unit: int, home: str) -> None:
+        """A unit's pseudonym map carried by reference (it stays in version ``home``)."""
+        self.map_homes[unit] = home
+
+    def homed_units(self, units: list[dict]) -> list[dict]:
+        """The units' manifest entries with the home of each carried pseudonym map (a map
+        written by this version needs none)."""
+        return [u | {"map": self.map_homes[u["id"]]}
+                if self.map_homes.get(u["id"], self.version) != self.version
+                else {k: v for k, v in u.items() if k != "map"} for u in units]
 
     def public_manifest(self, created: str, k: int, m: int) -> dict:
         """What the public cloud may know of the version: its public chunks, by random id."""
@@ -188,6 +225,7 @@ class VersionWriter:
                 "k": k, "m": m,
                 "chunks": [{"id": cid, "priLabel": False, "subrecords": c["subrecords"],
                             "terms": len(c["terms"]), "sha256": c["sha256"]}
+                           | ({"home": c["home"]} if "home" in c else {})
                            for cid, c in sorted(self.chunks.items()) if not c["priLabel"]]}
 
     def finish(self, public_manifest: dict, private_manifest: dict, records: bytes | BinaryIO,
@@ -197,6 +235,8 @@ class VersionWriter:
         started = time.perf_counter()
         self.out.put("public", fmt.MANIFEST, fmt.encode_json(public_manifest))
         self.out.write_private(fmt.RECORDS, records)
+        if self.superseded:
+            self.out.write_private(fmt.SUPERSEDED, fmt.encode_superseded(self.superseded))
         index_started = time.perf_counter()
         private_manifest["term_index"] = self._write_term_index(count)
         encoding = time.perf_counter() - index_started

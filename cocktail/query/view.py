@@ -29,6 +29,7 @@ class ChunkInfo:
     unit: int
     private: bool
     terms: frozenset[str]
+    home: str  # the version whose directory holds the chunk's files (it may be an earlier one)
 
 
 class Publication:
@@ -45,7 +46,8 @@ class Publication:
 
     @cached_property
     def chunks(self) -> dict[str, ChunkInfo]:
-        return {cid: ChunkInfo(cid, c["unit"], c["priLabel"], frozenset(c["terms"]))
+        return {cid: ChunkInfo(cid, c["unit"], c["priLabel"], frozenset(c["terms"]),
+                               c.get("home", self.version))
                 for cid, c in self.manifest["chunks"].items()}
 
     @cached_property
@@ -211,20 +213,25 @@ class Publication:
 
     def postings(self, chunk_id: str) -> Iterator[tuple[str, list[str]]]:
         """(term, pseudonyms holding it) of one chunk, from its index file."""
-        path = fmt.index_path(self.version, chunk_id)
+        path = fmt.index_path(self.chunks[chunk_id].home, chunk_id)
         return fmt.decode_index(self.store.read(self._zone(chunk_id), path), chunk_id, path)
 
     def index_location(self, chunk_id: str) -> str:
-        return self.store.location(self._zone(chunk_id), fmt.index_path(self.version, chunk_id))
+        return self.store.location(self._zone(chunk_id),
+                                   fmt.index_path(self.chunks[chunk_id].home, chunk_id))
 
     def subrecords(self, chunk_id: str) -> Iterator[tuple[str, list[str]]]:
-        path = fmt.chunk_path(self.version, chunk_id)
+        path = fmt.chunk_path(self.chunks[chunk_id].home, chunk_id)
         return fmt.decode_chunk(self.store.read(self._zone(chunk_id), path), path)
+
+    def map_home(self, unit: int) -> str:
+        """The version whose directory holds the unit's pseudonym map."""
+        return self.units[unit].get("map", self.version)
 
     def record_positions(self, chunk_id: str) -> dict[str, int]:
         """pseudonym -> record position, for one chunk (the private map, read per unit)."""
         unit = self.chunks[chunk_id].unit
         if unit not in self._maps:
-            path = fmt.pseudonym_map_path(self.version, unit)
+            path = fmt.pseudonym_map_path(self.map_home(unit), unit)
             self._maps[unit] = fmt.decode_pseudonym_map(self.store.read("private", path), path)
         return self._maps[unit][chunk_id]

@@ -37,16 +37,11 @@ class Release:
         self.created = now.isoformat(timespec="seconds")
         self.mtime = now.timestamp()  # every public file's modification time
         self._spool = tempfile.TemporaryFile(prefix="cocktail-spool-")
-        # zone, path, and either (offset, size) in the spool or the path of a file to link
-        self._files: list[tuple[str, str, int | str, int]] = []
+        self._files: list[tuple[str, str, int, int]] = []  # zone, path, offset and size in the spool
 
     def put(self, zone: str, name: str, data: bytes) -> None:
         self._files.append((zone, f"{self.staging}/{name}", self._spool.tell(), len(data)))
         self._spool.write(data)
-
-    def keep(self, zone: str, old_version: str, name: str) -> None:
-        """Carry a file of an earlier version over unchanged (a link where the store can)."""
-        self._files.append((zone, f"{self.staging}/{name}", f"{old_version}/{name}", 0))
 
     def write_private(self, name: str, data: bytes | BinaryIO) -> None:
         """Straight to the store: a private file (its order shows nothing) that may be large."""
@@ -75,9 +70,6 @@ class Release:
         secrets.SystemRandom().shuffle(order)
         for i in order:
             zone, path, source, size = self._files[i]
-            if isinstance(source, str):
-                self.store.copy(zone, source, path)
-                continue
             self._spool.seek(source)
             self.store.write(zone, path, self._spool.read(size), pri_label=zone == "private")
         self.discard()

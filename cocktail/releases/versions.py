@@ -3,6 +3,14 @@
 A version is written under a staging name, renamed into place, and made current by replacing
 the ``CURRENT`` pointer (:mod:`.commit`).  A crash at any point leaves the previous version
 current; the next publish sweeps what the crash left behind.
+
+An append's version carries the files it does not change by reference: they stay in the
+directory of the version that wrote them, and the manifests name that *home*.  So pruning a
+version deletes only what no later version references: its own manifests, and the files that
+the next version *superseded* (listed in the next version's ``superseded.json``).  A version
+without that list (a first release, a rebase, or one written before references) references
+nothing older, so everything before it goes.  A pruned version's directory stays while later
+versions reference files in it; it holds no manifest, so it is no longer a committed version.
 """
 
 from __future__ import annotations
@@ -22,15 +30,21 @@ def current_version(store: Store) -> str | None:
 
 
 def next_version(store: Store) -> str:
-    """The name the next committed version takes."""
-    existing = committed_versions(store)
-    return fmt.version_name(int(existing[-1][1:]) + 1 if existing else 1)
+    """The name the next committed version takes (after every directory, pruned ones too)."""
+    existing = version_dirs(store, "public") + version_dirs(store, "private")
+    return fmt.version_name(max((int(v[1:]) for v in existing), default=0) + 1)
+
+
+def version_dirs(store: Store, zone: str) -> list[str]:
+    """Every version directory of a zone, committed or pruned but still referenced."""
+    return sorted(n for n in store.list(zone) if fmt.VERSION_RE.match(n))
 
 
 def committed_versions(store: Store) -> list[str]:
-    """Versions present in both zones, oldest first (not all of them need be current)."""
-    public = {n for n in store.list("public") if fmt.VERSION_RE.match(n)}
-    return sorted(public & {n for n in store.list("private") if fmt.VERSION_RE.match(n)})
+    """Versions present in both zones with their public manifest (a pruned one has none),
+    oldest first (not all of them need be current)."""
+    both = set(version_dirs(store, "public")) & set(version_dirs(store, "private"))
+    return sorted(v for v in both if store.exists("public", fmt.manifest_path(v)))
 
 
 def sweep(store: Store, current: str | None) -> None:
@@ -48,7 +62,28 @@ def sweep(store: Store, current: str | None) -> None:
 
 
 def prune(store: Store, current: str, keep: int) -> None:
-    older = [v for v in committed_versions(store) if v < current]
-    for version in older[: max(0, len(older) - (keep - 1))]:
+    """Keep the last ``keep`` committed versions (the current one included), and of older
+    ones only the files a kept version still references."""
+    committed = committed_versions(store)
+    kept = [v for v in committed if v <= current][-keep:]
+    for version, following in zip(committed, committed[1:]):
+        if version >= kept[0]:
+            break
+        superseded = f"{following}/{fmt.SUPERSEDED}"
+        if not store.exists("private", superseded):  # it references nothing older
+            for zone in ("public", "private"):
+                for name in version_dirs(store, zone):
+                    if name <= version:
+                        store.remove(zone, name)
+            continue
+        listed = fmt.decode_json(store.read("private", superseded), f"private/{superseded}")
         for zone in ("public", "private"):
-            store.remove(zone, version)
+            for path in listed.get(zone, []):
+                home = path.split("/", 1)[0]
+                if fmt.VERSION_RE.match(home) and home <= version:  # never a kept one's file
+                    store.remove(zone, path)
+            store.remove(zone, fmt.manifest_path(version))
+    for zone in ("public", "private"):
+        for name in version_dirs(store, zone):
+            if name < kept[0] and not any(True for _ in store.walk(zone, name)):
+                store.remove(zone, name)

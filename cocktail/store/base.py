@@ -70,10 +70,6 @@ class Store(ABC):
         """Remove a file or a whole directory; no error if absent."""
 
     @abstractmethod
-    def copy(self, zone: str, src: str, dst: str) -> None:
-        """Copy a file inside a zone (a file of an earlier version into a new one)."""
-
-    @abstractmethod
     def stamp(self, zone: str, path: str, mtime: float) -> None:
         """Set a file's modification time (seconds since the epoch)."""
 
@@ -161,9 +157,6 @@ class Prefixed(Store):
 
     def remove(self, zone: str, path: str) -> None:
         self.inner.remove(zone, self._in(path))
-
-    def copy(self, zone: str, src: str, dst: str) -> None:
-        self.inner.copy(zone, self._in(src), self._in(dst))
 
     def stamp(self, zone: str, path: str, mtime: float) -> None:
         self.inner.stamp(zone, self._in(path), mtime)

@@ -93,19 +93,6 @@ class LocalStore(Store):
         else:
             target.unlink(missing_ok=True)
 
-    def copy(self, zone: str, src: str, dst: str) -> None:
-        """A hard link where the filesystem allows (versions share unchanged files)."""
-        source, target = self._path(zone, src), self._path(zone, dst)
-        try:
-            target.parent.mkdir(mode=0o755 if zone == "public" else 0o700, parents=True,
-                                exist_ok=True)
-            try:
-                os.link(source, target)
-            except OSError:
-                shutil.copyfile(source, target)
-        except OSError as exc:
-            raise StoreUnavailable(f"cannot copy {source} to {target}: {exc.strerror}") from exc
-
     def stamp(self, zone: str, path: str, mtime: float) -> None:
         os.utime(self._path(zone, path), (mtime, mtime))
 

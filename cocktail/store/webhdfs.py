@@ -309,10 +309,6 @@ class WebHdfsStore(Store):
         with self._errors("cannot remove", full):
             client.delete(full, recursive=True)
 
-    def copy(self, zone: str, src: str, dst: str) -> None:
-        """HDFS has no server-side copy over WebHDFS: the bytes go through this client."""
-        self.write(zone, dst, self.read(zone, src), pri_label=zone == "private")
-
     def stamp(self, zone: str, path: str, mtime: float) -> None:
         client, full = self._full(zone, path)
         with self._errors("cannot set the times of", full):
