@@ -461,6 +461,7 @@ def audit_releases(store: Store, max_itemsets: int = DEFAULT_MAX_ITEMSETS) -> Re
         history.add(entry)
     _check_files(store, log, report)
     report.violations += audit_term_indexes(store)
+    report.violations += audit_record_segments(store)
     history.attack()
     return report
 
@@ -643,6 +644,51 @@ def audit_term_indexes(store: Store) -> list[Violation]:
         if records != len(publication.record_ids):
             found.append(Violation("integrity", where, f"counts {records} records, the "
                                    f"version holds {len(publication.record_ids)}"))
+    return found
+
+
+def audit_record_segments(store: Store) -> list[Violation]:
+    """Owner check: each committed version's segments of record ids tile its positions, each
+    holds as many lines as its range, and each keys file holds exactly its segment's keys (a
+    wrong one would let an append publish an id twice)."""
+    found = []
+    for version in releases.committed_versions(store):
+        publication = Publication(store, version)
+        at = 0
+        for segment in publication.record_segments:
+            where = f"private/{segment['home']}/{fmt.records_name(segment['start'])}"
+            stop = segment.get("stop")
+            if segment["start"] != at or not fmt.VERSION_RE.match(segment["home"]) \
+                    or segment["home"] > version:
+                found.append(Violation("integrity", where, f"a segment of {version} from "
+                                       f"{segment['start']} (in {segment['home']}) does not "
+                                       f"follow position {at}"))
+                break
+            try:
+                rows = publication.segment_rows(segment)
+            except (fmt.FormatError, StoreError) as exc:
+                found.append(Violation("integrity", where, str(exc)))
+                break
+            at = segment["start"] + len(rows)
+            if stop is not None and stop != at:
+                found.append(Violation("integrity", where, f"{len(rows)} records, the "
+                                       f"manifest says {stop - segment['start']}"))
+            if "keys" in segment:
+                path = f"{segment['keys']}/{fmt.record_keys_name(segment['start'])}"
+                keys = np.sort(np.fromiter((releases.member_key(r[0]) for r in rows),
+                                           dtype=np.uint64, count=len(rows)))
+                try:
+                    stored = fmt.decode_record_keys(store.read("private", path), path)
+                except (fmt.FormatError, StoreError) as exc:
+                    found.append(Violation("integrity", f"private/{path}", str(exc)))
+                    continue
+                if not np.array_equal(stored, keys):
+                    found.append(Violation("integrity", f"private/{path}", "does not hold "
+                                           "exactly the keys of its segment's record ids"))
+        counted = publication.head.get("records", {}).get("count")
+        if counted is not None and counted != at:
+            found.append(Violation("integrity", f"private/{fmt.manifest_path(version)}",
+                                   f"counts {counted} records, its segments hold {at}"))
     return found
 
 

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-FORMAT = "cocktail-publication/1"
+FORMAT = "cocktail-publication/2"  # /1: one JSON document, every file in its version
 POINTER = "CURRENT"
 MANIFEST = "manifest.json"
 CHUNK_DIR = "chunks"
@@ -175,22 +175,78 @@ def build_index(subrecords: Iterable[tuple[str, Sequence[str]]]) -> dict[str, li
     return postings
 
 
+def merge_chunk(old: bytes, added: bytes) -> bytes:
+    """A chunk's file with lines added: both in pseudonym order, merged without decoding (every
+    line starts with its pseudonym, all of one length, so byte order is pseudonym order)."""
+    merged = sorted(old.split(b"\n")[:-1] + added.split(b"\n")[:-1])
+    return b"\n".join(merged) + b"\n" if merged else b""
+
+
+def chunk_pseudonyms(data: bytes) -> list[str]:
+    """The pseudonyms of a chunk file, read off its lines without decoding their terms."""
+    return [line[:PSEUDONYM_HEX].decode("ascii") for line in data.split(b"\n")[:-1]]
+
+
+def merge_index(old: bytes, chunk_id: str, added: Mapping[str, Sequence[str]]) -> bytes:
+    """A chunk's inverted index with ``added`` postings merged in: the lines of the terms
+    they do not name are kept as they are."""
+    postings = dict(added)
+    kept: dict[str, bytes] = {}
+    for term, pseudonyms in decode_index(old, chunk_id):
+        if term in postings:
+            postings[term] = sorted([*pseudonyms, *postings[term]])
+        else:
+            kept[term] = f"{chunk_id}\t{_json_term(term)}\t{' '.join(pseudonyms)}\n".encode()
+    rewritten = encode_index(chunk_id, postings)
+    lines_by_term = kept | {t: line + b"\n" for t, line in
+                            zip(sorted(postings), rewritten.split(b"\n")[:-1])}
+    return b"".join(lines_by_term[t] for t in sorted(lines_by_term))
+
+
 # -- pseudonym maps (private, one file per cluster) ----------------------------------------
 
-def encode_pseudonym_map(rows: Iterable[tuple[str, str, int]]) -> bytes:
-    """(chunk id, pseudonym, record position) rows."""
-    return "".join(f"{c}\t{p}\t{record}\n" for c, p, record in rows).encode("ascii")
+def encode_pseudonym_map(rows: Iterable[tuple]) -> bytes:
+    """(chunk id, pseudonym, record position) rows; a row of a private chunk may carry the
+    record id too, as a fourth field (a JSON string), so that an append that re-pools the
+    chunk's subrecords names them without reading every record id."""
+    return "".join("\t".join((c, p, str(record), *(json.dumps(i, ensure_ascii=False)
+                                                     for i in rest))) + "\n"
+                   for c, p, record, *rest in rows).encode("utf-8")
+
+
+def _map_rows(data: bytes, name: str) -> Iterator[list[str]]:
+    for lineno, line in lines(data):
+        fields = line.split("\t")
+        if len(fields) not in (3, 4) or not fields[2].isdigit():
+            raise FormatError(f"{name}:{lineno}: expected '<chunk>\\t<pseudonym>\\t<record>' "
+                              "and, for a private chunk, '\\t<record id>'")
+        yield fields
 
 
 def decode_pseudonym_map(data: bytes, name: str = "pseudonyms") -> dict[str, dict[str, int]]:
     """chunk id -> pseudonym -> record position."""
     result: dict[str, dict[str, int]] = {}
-    for lineno, line in lines(data, "ascii"):
-        fields = line.split("\t")
-        if len(fields) != 3 or not fields[2].isdigit():
-            raise FormatError(f"{name}:{lineno}: expected '<chunk>\\t<pseudonym>\\t<record>'")
+    for fields in _map_rows(data, name):
         result.setdefault(fields[0], {})[fields[1]] = int(fields[2])
     return result
+
+
+def map_without(data: bytes, chunks: set[str]) -> bytes:
+    """A pseudonym map without the rows of ``chunks``, the others kept as they are."""
+    if not chunks:
+        return data
+    marks = tuple(f"{c}\t".encode("ascii") for c in chunks)
+    return b"".join(line + b"\n" for line in data.split(b"\n")[:-1]
+                    if not line.startswith(marks))
+
+
+def decode_map_rows(data: bytes, name: str = "pseudonyms") -> list[tuple]:
+    """(chunk id, pseudonym, record position[, record id]) rows, as written."""
+    try:
+        return [(c, p, int(record), *(json.loads(i) for i in rest))
+                for c, p, record, *rest in _map_rows(data, name)]
+    except json.JSONDecodeError as exc:
+        raise FormatError(f"{name}: a record id is not a JSON string: {exc}") from None
 
 
 # -- the term index (private, per version, in shards of record positions) -------------------
@@ -272,8 +328,40 @@ def decode_term_order(data: bytes, records: int, name: str = TERM_ORDER) -> np.n
 
 # -- manifests -----------------------------------------------------------------------------
 
+def records_name(start: int) -> str:
+    """The file of the segment of record ids that starts at ``start``."""
+    return RECORDS if start == 0 else f"records.{start}.jsonl"
+
+
+def record_keys_name(start: int) -> str:
+    """The sorted 64-bit keys of that segment's record ids (what an append checks new ids
+    against without reading the ids)."""
+    return f"records.{start}.keys"
+
+
+RECORD_KEYS_MAGIC = b"cocktail-record-keys/1\n"
+
+
+def encode_record_keys(keys: np.ndarray) -> bytes:
+    return RECORD_KEYS_MAGIC + np.sort(np.asarray(keys, dtype="<u8")).tobytes()
+
+
+def decode_record_keys(data: bytes, name: str) -> np.ndarray:
+    if not data.startswith(RECORD_KEYS_MAGIC) or (len(data) - len(RECORD_KEYS_MAGIC)) % 8:
+        raise FormatError(f"{name}: not a file of record keys")
+    return np.frombuffer(memoryview(data)[len(RECORD_KEYS_MAGIC):], dtype="<u8")
+
+
+def decode_records(data: bytes, name: str) -> list[list]:
+    """``[record id, leaf cluster]`` per line of a segment of records.jsonl."""
+    try:
+        return [json.loads(line) for _, line in lines(data)]
+    except json.JSONDecodeError as exc:
+        raise FormatError(f"{name}: not a line of [record id, cluster]: {exc}") from None
+
+
 def encode_records(ids: Sequence[str], clusters: Sequence[int]) -> bytes:
-    """records.jsonl: ``[record id, leaf cluster]`` per record position."""
+    """records.jsonl: ``[record id, leaf cluster]`` per record position (of a segment)."""
     quote = json.encoder.encode_basestring  # json.dumps of a str, in C, without the overhead
     return "".join(f"[{quote(rid)}, {cluster}]\n"
                    for rid, cluster in zip(ids, clusters)).encode("utf-8")
@@ -289,6 +377,70 @@ def encode_json(obj: object, *, compact: bool = False) -> bytes:
     else:
         text = json.dumps(obj, indent=1, ensure_ascii=False, sort_keys=True, allow_nan=False)
     return (text + "\n").encode("utf-8")
+
+
+CHUNKS_KEY = b',\n "chunks": '  # the manifests' last field, one chunk entry per line after it
+
+
+def encode_manifest(head: dict, entries: Iterable[bytes], listed: bool) -> bytes:
+    """A manifest: ``head``'s fields for people (indented), then ``chunks`` last with one
+    compact entry per line (``listed``: a JSON array, the public manifest's; else an object
+    keyed by chunk id, the private one's), so that an append carries the lines of the chunks
+    it leaves alone as bytes, without parsing them.  The whole is one JSON document."""
+    text = json.dumps(head, indent=1, ensure_ascii=False, sort_keys=True, allow_nan=False)
+    opening, closing = (b"[", b"]") if listed else (b"{", b"}")
+    return (text[:-2].encode("utf-8") + CHUNKS_KEY + opening + b"\n"
+            + b",\n".join(entries) + b"\n" + closing + b"}\n")
+
+
+def split_manifest(data: bytes, name: str) -> tuple[dict, list[bytes]]:
+    """A manifest's head (every field but ``chunks``) and its chunk entries, one line each.
+    A manifest of the first format, one indented document, has its entries re-encoded."""
+    at = data.rfind(CHUNKS_KEY)
+    try:
+        head = json.loads(data[:at] + b"\n}") if at > 0 else None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        head = None
+    if head is None or head.get("format") != FORMAT:
+        whole = decode_json(data, name)
+        chunks = whole.pop("chunks", [])
+        if isinstance(chunks, list):
+            return whole, [chunk_line(c) for c in chunks]
+        return whole, [chunk_line(entry, chunk_id) for chunk_id, entry in chunks.items()]
+    body = data[at + len(CHUNKS_KEY) + 2:].rstrip()[:-2].rstrip(b"\n")
+    return head, body.split(b",\n") if body else []
+
+
+def chunk_line(entry: dict, chunk_id: str | None = None) -> bytes:
+    """One chunk entry as its manifest line: a public one (with its ``id``), or, with
+    ``chunk_id``, a private one keyed by it."""
+    text = json.dumps(entry, ensure_ascii=False, sort_keys=True, separators=(",", ":"),
+                      allow_nan=False)
+    return (text if chunk_id is None else f'"{chunk_id}":{text}').encode("utf-8")
+
+
+def line_chunk_id(line: bytes) -> str:
+    """The chunk id of a manifest line, read without parsing it: a private line starts with
+    it, a public one holds it as its ``id``."""
+    if line.startswith(b'"'):
+        return line[1:1 + CHUNK_ID_HEX].decode("ascii")
+    at = line.index(b'"id":"') + 6
+    return line[at:at + CHUNK_ID_HEX].decode("ascii")
+
+
+def with_home(line: bytes, home: str) -> bytes:
+    """A manifest line carried into a later version: it names ``home`` (the version whose
+    directory holds the chunk's files) unless it names one already.  Keys are sorted, and
+    ``home`` sorts first."""
+    at = line.index(b"{") + 1
+    if line.startswith(b'"home":', at):
+        return line
+    return line[:at] + b'"home":"' + home.encode("ascii") + b'",' + line[at:]
+
+
+def line_entry(line: bytes) -> tuple[str, dict]:
+    """(chunk id, entry) of a private manifest line."""
+    return line_chunk_id(line), json.loads(line[CHUNK_ID_HEX + 3:])
 
 
 def encode_superseded(files: Iterable[tuple[str, str]]) -> bytes:

@@ -122,6 +122,7 @@ def test_a_promoter_that_pools_published_pairs_is_caught(remainder_store, monkey
                 for name, terms in publication.subrecords(chunk.id):
                     shown.setdefault(names[name], set()).update(terms)
         pool.parts.append([(p, f(t)) for p, t in sorted(shown.items())])
+        pool.ids.update(publication.record_ids_at(shown))
         pool.fresh = True
         return pool
 

@@ -10,6 +10,7 @@ import sys
 import time
 from collections import Counter
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -318,3 +319,23 @@ def test_pruning_keeps_exactly_what_later_versions_reference(tmp_path):
                                                   for q in queries]
     publish(whole, store, PublishParams(k=5, m=3, keep=1), rebase=True)  # references nothing
     assert sorted(os.listdir(tmp_path / "s" / "public")) == ["CURRENT", "v000005"]
+
+
+def test_ids_are_checked_against_every_segment_and_the_audit_checks_the_segments(tmp_path):
+    store = LocalStore(tmp_path / "s")
+    publish(COUNTEREXAMPLE, store, PublishParams(k=2, m=2))
+    append(dataset(["a", "b", "ab"], ["n1", "n2", "n3"]), store, min_new=1)
+    for taken in ("r2", "n3"):  # in the first segment (keys made now), in the appended one
+        with pytest.raises(ValueError, match=f"record id '{taken}' is already published"):
+            append(dataset(["a"], [taken]), store)
+    segments = Publication.open(store).record_segments
+    assert [(s["start"], s["stop"]) for s in segments] == [(0, 5), (5, 8)]
+    assert all("keys" in s for s in segments)
+    assert audit_releases(store).ok
+    keys = tmp_path / "s" / "private" / segments[1]["keys"] / fmt.record_keys_name(5)
+    keys.write_bytes(fmt.encode_record_keys(np.array([1, 2, 3], dtype=np.uint64)))
+    records = tmp_path / "s" / "private" / segments[1]["home"] / fmt.records_name(5)
+    records.write_bytes(records.read_bytes().split(b"\n", 1)[1])
+    details = [v.detail for v in audit_releases(store).violations]
+    assert any("exactly the keys" in d for d in details)
+    assert any("the manifest says 3" in d for d in details)

@@ -90,7 +90,7 @@ def refuse_derived(store: Store, current: str) -> None:
 def log_legacy_release(store: Store, current: str) -> None:
     """A store published before the release log existed: log its current version as
     'imported', from its files, so that the history starts with what the public cloud holds."""
-    if releases.read_log(store, current):
+    if releases.has_entry(store, current):
         return
     publication = Publication.open(store, current)
     builder = releases.ReleaseBuilder("imported")

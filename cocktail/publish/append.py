@@ -4,34 +4,41 @@ An append keeps every public chunk of the current release, with its id, term set
 lines, and places each new record in one of three ways:
 
 * **Extend an old cluster.** The record is routed down the overlay tree to a leaf, and offered
-  to that leaf's smallest cluster. It qualifies when every one of its terms has a public chunk
-  there: one of the cluster's own, or that of an aggregated cluster above it (a term new to
-  the cluster is then passed up to it). A term that would be kept private keeps the record
-  out: in an old cluster it would stay private for good, in a new one it may go public. The
-  new subrecords that a chunk receives must be k^m-anonymous on their own (the residual
-  rule): records that make a residual violate it are peeled off until every residual holds.
+  to that leaf's smallest cluster.  Each of its terms goes where the planner looks for it
+  there: one of the cluster's public chunks, or that of an aggregated cluster above it (a term
+  new to the cluster is then passed up to it).  A term whose home is private, or that nothing
+  above holds, goes to the promotion pool (:mod:`.promotion`), above every tree.  The new
+  subrecords that a chunk receives must be k^m-anonymous on their own (the residual rule):
+  records that make a residual violate it are peeled off until every residual holds.
 * **Join a new cluster.** Every record that does not extend a cluster goes to a pool, together
-  with the records buffered before. A pool of at least ``min_new`` records is published like a
-  first release: its own overlay tree, clusters, aggregation, chunks. That tree is added to the
+  with the records buffered before.  A pool of at least ``min_new`` records is published like a
+  first release: its own overlay tree, clusters, aggregation, chunks.  That tree is added to the
   publication's forest; it holds new records only.
 * **Wait in the buffer.** A smaller pool waits in the private zone: one private chunk of whole
   records, counted exactly by queries, retried at the next append.
 
-Everything else is the publisher's: the staging names, the random write order, the release
-log entry and the one atomic commit point.  Files no new record touches are carried over (a
-hard link on the local store), so an append costs time in proportion to the records it adds
-and the clusters they touch.
+Then the forest's private remainders are promoted (:mod:`.promotion`).
+
+An append reads what it changes and little else: the private manifest's head (tree, units,
+parameters), the entries, maps and files of the units it touches (the clusters its records
+extend and the aggregated clusters above them, the buffer, the tops whose remainders it
+pools), and the keys of the record ids when new ids must be checked.  It writes those units,
+one segment of record ids, and its part of the term index, and splices the other chunks'
+manifest lines in unparsed; every other file is carried by reference.  So it costs time and
+memory in proportion to the records it adds and the clusters they touch.  Everything else is
+the publisher's: the staging names, the random write order, the release log entry (which lists
+what this release added, and carries the rest of the last one) and the one atomic commit point.
 """
 
 from __future__ import annotations
 
-import copy
 import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from itertools import combinations
 
+import numpy as np
 from pyroaring import BitMap
 
 from .. import chunkformat as fmt
@@ -72,16 +79,45 @@ class AppendReport:
         return asdict(self)
 
 
-def _new_ids(dataset: Dataset, publication: Publication, version: str) -> list[str]:
-    """Record ids for the new records; a file without ids gets the release's own."""
-    if dataset.format not in ID_FORMATS:
-        return [f"{version}:{rid}" for rid in dataset.ids]
-    old = set(publication.record_ids)
-    duplicate = next((rid for rid in dataset.ids if rid in old), None)
-    if duplicate is not None:
-        raise ValueError(f"{dataset.source}: record id {duplicate!r} is already published; an "
-                         "append adds new records only")
-    return list(dataset.ids)
+def _new_ids(dataset: Dataset, version: str, segments: list[dict], publication: Publication,
+             writer: VersionWriter) -> tuple[list[str], bytes]:
+    """Record ids for the new records (a file without ids gets the release's own: new by
+    construction), refused when one is already published; and their sorted keys.  Published
+    ids are checked by their keys (64 bits of SHA-256: a false "already published" among 10^7
+    records and 10^4 new ones has probability about 5·10^-9)."""
+    own = dataset.format not in ID_FORMATS
+    ids = [f"{version}:{rid}" for rid in dataset.ids] if own else list(dataset.ids)
+    keys = np.fromiter((releases.member_key(i) for i in ids), dtype=np.uint64, count=len(ids))
+    if not own:
+        for segment in segments:
+            hit = np.flatnonzero(np.isin(keys, _segment_keys(segment, publication, writer)))
+            if len(hit):
+                raise ValueError(f"{dataset.source}: record id {ids[hit[0]]!r} is already "
+                                 "published; an append adds new records only")
+    return ids, fmt.encode_record_keys(keys)
+
+
+def _segment_keys(segment: dict, publication: Publication, writer: VersionWriter) -> np.ndarray:
+    """The sorted keys of a segment's ids: read, or computed once from its ids (a segment
+    written before keys) and kept in this version for the appends to come."""
+    if "keys" in segment:
+        path = f"{segment['keys']}/{fmt.record_keys_name(segment['start'])}"
+        return fmt.decode_record_keys(publication.store.read("private", path), f"private/{path}")
+    keys = np.sort(np.fromiter((releases.member_key(rid)
+                                for rid, _ in publication.segment_rows(segment)),
+                               dtype=np.uint64))
+    writer.out.write_private(fmt.record_keys_name(segment["start"]),
+                             fmt.encode_record_keys(keys))
+    segment["keys"] = writer.version
+    return keys
+
+
+def _old_segments(publication: Publication, records: int) -> list[dict]:
+    """The previous version's segments of record ids, each with its end."""
+    segments = [dict(s) for s in publication.record_segments]
+    for segment, following in zip(segments, [*segments[1:], None]):
+        segment.setdefault("stop", following["start"] if following else records)
+    return segments
 
 
 def _violators(rows: Sequence[tuple[int, list[str]]], k: int, m: int) -> set[int]:
@@ -129,20 +165,20 @@ class _Homes:
         self.publication, self.pooling = publication, pooling
         self.parent = publication.tree.parents()
 
-    def _above(self, unit: int) -> list[int]:
-        """The aggregated clusters above the unit, nearest first."""
-        return aggregates_above(self.publication.tree, self.publication.units[unit]["node"],
-                                self.parent)
+    def _above(self, unit: int) -> list[dict[str, str]]:
+        """The aggregated clusters above the unit, nearest first: each one's term -> chunk."""
+        return [self.publication.unit_terms(a) for a in aggregates_above(
+            self.publication.tree, self.publication.units[unit]["node"], self.parent)]
 
     def place(self, unit: int, terms: frozenset[str]
               ) -> dict[str, tuple[str | None, bool]] | None:
         """term -> (public chunk or POOL, whether the term is new to the cluster), or None."""
-        known, unit_chunks = self.publication.locations[unit], self.publication.unit_chunks
+        known = self.publication.location(unit)
         placed = {}
         for term in terms:
             new = term not in known
-            chunk = known.get(term) or next((unit_chunks[a][term] for a in self._above(unit)
-                                             if term in unit_chunks.get(a, {})), None)
+            chunk = known.get(term) or next((chunks[term] for chunks in self._above(unit)
+                                             if term in chunks), None)
             if chunk is None or self.publication.is_private(chunk):
                 if not self.pooling:
                     return None
@@ -197,11 +233,16 @@ def _extend(publication: Publication, records: dict[int, frozenset[str]], k: int
 
 
 def _buffered(publication: Publication) -> dict[int, frozenset[str]]:
-    """Position -> terms of the records waiting in the buffer."""
-    waiting = {p: frozenset() for unit in publication.units if unit["kind"] == "buffer"
-               for p in publication.cluster_members(unit["id"])}
-    for chunk in publication.chunks.values():
-        if publication.units[chunk.unit]["kind"] == "buffer":
+    """Position -> terms of the records waiting in the buffer (read from the buffer's own
+    chunk; a buffer written before it listed its positions has them from the record ids)."""
+    waiting: dict[int, frozenset[str]] = {}
+    for unit in publication.units:
+        if unit["kind"] != "buffer" or not unit["members"]:
+            continue
+        listed = unit.get("positions")
+        waiting.update((p, frozenset()) for p in (listed if listed is not None else
+                                                   publication.cluster_members(unit["id"])))
+        for chunk in publication.unit_chunk_infos(unit["id"]):
             names = publication.record_positions(chunk.id)
             for pseudonym, terms in publication.subrecords(chunk.id):
                 waiting[names[pseudonym]] = frozenset(terms)
@@ -220,27 +261,33 @@ def append(dataset: Dataset, store: Store, min_new: int | None = None,
         refuse_derived(store, current)
         log_legacy_release(store, current)
         publication = Publication.open(store, current)
-        params = PublishParams(**publication.manifest["params"])
+        params = PublishParams(**publication.head["params"])
         version = out.version
-        ids = list(publication.record_ids) + _new_ids(dataset, publication, version)
-        first_new = len(publication.record_ids)
+        writer = VersionWriter(out, owner_key(store), releases.ReleaseBuilder("append"),
+                               params.index_shard)
+        first_new = publication.record_count
+        segments = _old_segments(publication, first_new)
+        new_ids, new_keys = _new_ids(dataset, version, segments, publication, writer)
+        ids = dict(enumerate(new_ids, first_new))  # position -> id, of what this append writes
         new = {first_new + i: r for i, r in enumerate(dataset.records)}
         extension, refused = _extend(publication, new, params.k, params.m, params.aggregate)
         waiting = _buffered(publication)
+        ids.update(publication.record_ids_at(waiting))
         pool = sorted(refused) + sorted(waiting)
         terms_of = new | waiting
-        threshold = max(params.k, params.cluster_size // 4) if min_new is None else min_new
-        tree = Tree.from_manifest(publication.tree.to_manifest(), publication.tree.roots)
-        units = copy.deepcopy(publication.units)
+        tree = Tree.from_manifest(publication.head["tree"], publication.tree.roots)
+        units = _carried_units(publication)
         _empty_buffers(tree, units)
         remainders = promotion.old_tops(publication, tree) if params.aggregate \
             else promotion.Pool()
+        ids.update(remainders.ids)
+        remainders.add_fresh(extension.pooled)
+        threshold = max(params.k, params.cluster_size // 4) if min_new is None else min_new
         layout = None
         if pool and len(pool) >= threshold:
             layout = build_layout(
                 [terms_of[p] for p in pool], params,
                 promotion.holding_back(remainders.held, params, partitions), progress)
-        remainders.add_fresh(extension.pooled)
         where = Placement(pool, units=len(units), nodes=len(tree.nodes))
         if layout:
             if params.aggregate:
@@ -253,29 +300,27 @@ def append(dataset: Dataset, store: Store, min_new: int | None = None,
                                          len(units) + (len(layout.units) if layout else 0))
         else:
             remainders = promotion.Pool()  # nothing to gain: every top keeps its remainder
-        writer = VersionWriter(out, owner_key(store), releases.ReleaseBuilder("append"),
-                               params.index_shard)
+        writer.supersede_version(current, publication.head)
         writer.terms.update(publication.term_record_positions())  # the old chunks' pairs,
         writer.terms.discard(BitMap(waiting))  # but the buffer's records are placed anew
-        previous = releases.read_log(store, current)[-1]
-        unit_of = list(publication.cluster_of) + [None] * len(dataset)
-        totals = _carry_old(writer, publication, current, previous, extension, ids, unit_of,
-                            remainders.emptied)
+        totals, replaced = _rewrite_touched(writer, publication, units, extension, ids,
+                                            remainders.emptied)
+        unit_of: dict[int, int] = {}  # position -> leaf unit, of the records placed now
         for unit, positions in extension.members.items():
             units[unit]["members"] += len(positions)
+            unit_of.update(dict.fromkeys(positions, unit))
         for unit, terms in extension.passed_up.items():
             units[unit]["passed_up"] = sorted(set(units[unit]["passed_up"]) | terms)
         for chunk in remainders.emptied:  # an old top's remainder now goes up to the promotion
-            info = publication.chunks[chunk]
+            info = publication.chunk_info(chunk)
             units[info.unit]["passed_up"] = sorted(set(units[info.unit]["passed_up"])
                                                    | info.terms)
         buffered = [] if layout else pool
         if layout:
-            added = write_layout(writer, ids, layout, where)
+            _add(totals, write_layout(writer, ids, layout, where))
             units += units_manifest(layout, where)
             for local, unit in enumerate(layout.leaf_units(len(pool))):
                 unit_of[pool[local]] = where.unit(unit)
-            _add(totals, added)
         promotion_totals = None
         if promoted:
             promotion_totals = write_layout(writer, ids, Layout(tree, [promoted], True))
@@ -283,34 +328,37 @@ def append(dataset: Dataset, store: Store, min_new: int | None = None,
             _add(totals, promotion_totals)
         if buffered:
             _buffer(writer, tree, units, buffered, ids, terms_of, unit_of, totals)
+        records = first_new + len(dataset)
+        _write_records(writer, publication, segments, unit_of, ids, first_new, records, new_keys)
         created = out.created
         public_manifest = writer.public_manifest(created, params.k, params.m)
-        manifest = publication.manifest
+        carried = _carried_lines(publication, replaced)
+        public_chunks = len(carried[1]) + len(public_manifest["chunks"])
+        head = publication.head
         private_manifest = {
             "format": fmt.FORMAT, "version": version, "created": created,
-            "params": manifest["params"], "source": manifest["source"],
+            "params": head["params"], "source": head["source"],
             "appended": {"path": dataset.source, "format": dataset.format,
                          "records": len(dataset), "skipped_lines": dataset.skipped_lines},
             "tree": tree.to_manifest(), "roots": tree.roots, "units": writer.homed_units(units),
-            "aggregation": manifest["aggregation"], "chunks": writer.chunks,
+            "aggregation": head["aggregation"], "chunks": writer.chunks,
             "pairs": {"public": totals["public_pairs"], "private": totals["private_pairs"]}}
-        records_bytes = fmt.encode_records(ids, unit_of)
         extended = sum(map(len, extension.members.values()))
         entry = writer.release.entry(
-            version, created, params.k, params.m, method=params.method, records=len(ids),
-            appended=len(dataset), buffered=len(buffered))
-        writer.finish(public_manifest, private_manifest, records_bytes, len(ids), entry,
-                      params.keep, {})
+            version, created, params.k, params.m, method=params.method, records=records,
+            appended=len(dataset), buffered=len(buffered), carries=current)
+        writer.finish(public_manifest, private_manifest, None, records, entry, params.keep, {},
+                      carried)
     pairs = totals["public_pairs"] + totals["private_pairs"]
     return AppendReport(
-        store=store.url, version=version, records=len(ids), appended_records=len(dataset),
+        store=store.url, version=version, records=records, appended_records=len(dataset),
         extended_clusters=len(extension.members), extended_records=extended,
         new_clusters=sum(u.kind == "leaf" for u in layout.units) if layout else 0,
         new_cluster_records=len(pool) if layout else 0, buffered_records=len(buffered),
         promoted_chunks=promotion_totals["public"] if promotion_totals else 0,
         promoted_pairs=promotion_totals["public_pairs"] if promotion_totals else 0,
         private_pool_pairs=promotion_totals["private_pairs"] if promotion_totals else None,
-        public_chunks=len(public_manifest["chunks"]),
+        public_chunks=public_chunks,
         public_coverage=round(totals["public_pairs"] / pairs, 6) if pairs else None,
         seconds=round(time.perf_counter() - started, 3))
 
@@ -323,10 +371,11 @@ def _empty_buffers(tree: Tree, units: list[dict]) -> None:
         node.units = [u for u in node.units if u not in buffers]
     for unit in buffers:
         units[unit]["members"] = 0
+        units[unit]["positions"] = []
 
 
 def _buffer(writer: VersionWriter, tree: Tree, units: list[dict], buffered: list[int],
-            ids: Sequence[str], terms_of: dict[int, frozenset[str]], unit_of: list,
+            ids: dict[int, str], terms_of: dict[int, frozenset[str]], unit_of: dict[int, int],
             totals: dict) -> None:
     """Records too few to form clusters wait as one private chunk of whole records."""
     unit_id, node_id = len(units), len(tree.nodes)
@@ -337,10 +386,47 @@ def _buffer(writer: VersionWriter, tree: Tree, units: list[dict], buffered: list
     totals["private_pairs"] += sum(len(sub) for _, _, sub in members)
     tree.nodes.append(Node(node_id, units=[unit_id]))
     tree.roots.append(node_id)
-    units.append({"id": unit_id, "kind": "buffer", "node": node_id,
-                  "members": len(buffered), "passed_up": [], "notes": {}})
-    for p in buffered:
-        unit_of[p] = unit_id
+    units.append({"id": unit_id, "kind": "buffer", "node": node_id, "members": len(buffered),
+                  "positions": sorted(buffered), "passed_up": [], "notes": {}})
+    unit_of.update(dict.fromkeys(buffered, unit_id))
+
+
+def _write_records(writer: VersionWriter, publication: Publication, segments: list[dict],
+                   unit_of: dict[int, int], ids: dict[int, str], first_new: int, records: int,
+                   new_keys: bytes) -> None:
+    """The new records' segment; an old segment whose records (buffered before) moved to
+    another cluster is rewritten; the others are carried by reference."""
+    for segment in segments:
+        moved = [p for p in unit_of if segment["start"] <= p < segment["stop"]]
+        if not moved:
+            writer.carry_records(segment)
+            continue
+        rows = publication.segment_rows(segment)
+        for p in moved:
+            rows[p - segment["start"]][1] = unit_of[p]
+        writer.write_records(segment["start"], segment["stop"],
+                             fmt.encode_records([r[0] for r in rows], [r[1] for r in rows]),
+                             segment.get("keys"))
+        writer.superseded.append(("private", f"{segment['home']}/"
+                                             f"{fmt.records_name(segment['start'])}"))
+    added = range(first_new, records)
+    writer.write_records(first_new, records, fmt.encode_records([ids[p] for p in added],
+                                                                [unit_of[p] for p in added]),
+                         new_keys)
+
+
+def _carried_lines(publication: Publication, replaced: set[str]
+                   ) -> tuple[list[bytes], list[bytes]]:
+    """The (private, public) manifest lines of the chunks this append leaves as they were,
+    unparsed, each naming its home."""
+    current = publication.version
+    public_path = fmt.manifest_path(current)
+    _, public = fmt.split_manifest(publication.store.read("public", public_path),
+                                   f"public/{public_path}")
+    keep = [line for line in publication.chunk_lines if fmt.line_chunk_id(line) not in replaced]
+    shown = [line for line in public if fmt.line_chunk_id(line) not in replaced]
+    return [fmt.with_home(line, current) for line in keep], \
+        [fmt.with_home(line, current) for line in shown]
 
 
 def _add(totals: dict, more: dict) -> None:
@@ -351,7 +437,7 @@ def _add(totals: dict, more: dict) -> None:
 def _pairs(publication: Publication) -> dict[str, int]:
     """(record, term) pairs in public and in private chunks, from the manifest, or counted
     once from the files for a publication written before the manifest kept them."""
-    known = publication.manifest.get("pairs")
+    known = publication.head.get("pairs")
     if known:
         return {"public_pairs": known["public"], "private_pairs": known["private"]}
     totals = {"public_pairs": 0, "private_pairs": 0}
@@ -361,53 +447,52 @@ def _pairs(publication: Publication) -> dict[str, int]:
     return totals
 
 
-def _carry_old(writer: VersionWriter, publication: Publication, current: str,
-               previous: dict, extension: Extension, ids: Sequence[str],
-               unit_of: list, emptied: set[str]) -> dict:
-    """Every old cluster into the new version: untouched files carried over, extended
-    chunks rewritten with their new lines, the ``emptied`` private chunks (pooled by a
-    promotion) left out; returns the (record, term) pair totals."""
+def _rewrite_touched(writer: VersionWriter, publication: Publication, units: list[dict],
+                     extension: Extension, ids: dict[int, str], emptied: set[str]
+                     ) -> tuple[dict, set[str]]:
+    """The old units this append changes: extended chunks rewritten with their new lines,
+    the buffer's and the ``emptied`` private chunks (pooled by a promotion) dropped, and
+    their pseudonym maps rewritten; every other unit is carried as it is.  Returns the
+    (record, term) pair totals and the chunks whose old manifest lines are replaced."""
     totals = _pairs(publication)
-    chunks_of: dict[int, list] = {}
-    for chunk in publication.chunks.values():
-        chunks_of.setdefault(chunk.unit, []).append(chunk)
-    logged_chunks: dict[int, dict] = {}
-    for chunk_id, chunk in previous["chunks"].items():
-        logged_chunks.setdefault(chunk["unit"], {})[chunk_id] = chunk
-    writer.supersede_version(current, publication.manifest)
-    for unit in publication.units:
-        uid = unit["id"]
-        home = publication.map_home(uid)
-        if unit["kind"] == "buffer":  # its records are placed anew
-            for chunk in chunks_of.get(uid, []):
-                totals["private_pairs"] -= sum(len(t) for _, t in publication.subrecords(chunk.id))
-                writer.drop_chunk(chunk.id, chunk.home, chunk.private)
-            writer.superseded.append(("private", fmt.pseudonym_map_path(home, uid)))
-            continue
+    touched = {u["id"] for u in publication.units if u["kind"] == "buffer" and u["members"]}
+    touched |= {publication.chunk_unit(c) for c in (*extension.rows, *emptied)}
+    replaced: set[str] = set()
+    for uid in sorted(touched):
+        unit, home = publication.units[uid], publication.map_home(uid)
+        buffer = unit["kind"] == "buffer"
         rows = extension.chunks_of(uid, publication)
-        for chunk in chunks_of.get(uid, []):
-            if chunk.id in emptied:
+        for chunk in publication.unit_chunk_infos(uid):
+            if buffer or chunk.id in emptied:
                 totals["private_pairs"] -= sum(len(t) for _, t in publication.subrecords(chunk.id))
                 writer.drop_chunk(chunk.id, chunk.home, chunk.private)
             elif chunk.id in rows:
                 members = [(ids[p], p, sub) for p, sub in rows[chunk.id]]
                 writer.extend_chunk(chunk.id, chunk.home, uid, unit["kind"], chunk.private,
-                                    chunk.terms, list(publication.subrecords(chunk.id)), members)
+                                    chunk.terms, publication.chunk_files(chunk.id), members)
                 key = "private_pairs" if chunk.private else "public_pairs"
                 totals[key] += sum(len(sub) for _, _, sub in members)
             else:
-                writer.keep_chunk(chunk.id, publication.manifest["chunks"][chunk.id], chunk.home)
-        if rows or emptied.intersection(c.id for c in chunks_of.get(uid, [])):
-            map_path = fmt.pseudonym_map_path(home, uid)
-            earlier = fmt.decode_pseudonym_map(publication.store.read("private", map_path))
-            writer.close_unit(uid, [(c, name, p) for c, names in earlier.items()
-                                    if c not in emptied for name, p in names.items()],
-                              replaces=home)
-        else:
-            writer.keep_map(uid, home)
-        for p in extension.members.get(uid, []):
-            unit_of[p] = uid
-        logged = previous["units"].get(str(uid))
-        if logged:
-            writer.release.carry(uid, logged, logged_chunks.get(uid, {}))
-    return totals
+                continue
+            replaced.add(chunk.id)
+        if buffer:  # its records are placed anew
+            writer.superseded.append(("private", fmt.pseudonym_map_path(home, uid)))
+            continue
+        own = emptied.intersection(c.id for c in publication.unit_chunk_infos(uid))
+        writer.close_unit(uid, fmt.map_without(publication.map_bytes(uid), own), replaces=home)
+        writer.release.carry(uid, unit["kind"], units[uid]["public_records"])
+    return totals, replaced
+
+
+def _carried_units(publication: Publication) -> list[dict]:
+    """The units' manifest entries, each naming the home of its pseudonym map and how many of
+    its records hold a published term (the release log's figure: a version written before
+    the manifest kept it has it from its log entry)."""
+    current = publication.version
+    units = [u | {"map": u.get("map", current)} for u in publication.units]
+    if any("public_records" not in u for u in units):
+        logged = releases.read_log(publication.store, current)[-1]["units"]
+        for unit in units:
+            unit.setdefault("public_records",
+                            logged.get(str(unit["id"]), {}).get("public_records", 0))
+    return units

@@ -36,6 +36,7 @@ class Pool:
     emptied: set[str] = field(default_factory=set)         # old private chunks it takes over
     fresh: bool = False  # it holds subrecords no partition has seen (new records' terms)
     held: frozenset[str] = frozenset()  # terms the trees an append grows pass up whole
+    ids: dict[int, str] = field(default_factory=dict)  # the old remainders' record ids
 
     @property
     def promotes(self) -> bool:
@@ -65,19 +66,26 @@ def old_tops(publication: Publication, tree: Tree) -> Pool:
             continue  # an emptied buffer's node
         pool.lifted.append(node)
         unit = tree.nodes[node].aggregate
-        held = [c for c in publication.chunks.values() if c.unit == unit and c.private] \
+        held = [c for c in publication.unit_chunk_infos(unit) if c.private] \
             if unit is not None else []
         part = []
         for chunk in held:
             positions = publication.record_positions(chunk.id)
             part += [(positions[name], frozenset(terms))
                      for name, terms in publication.subrecords(chunk.id)]
+        if held:  # a private chunk's map names its records (one written before, not)
+            emptied = {c.id for c in held}
+            pool.ids.update((position, rest[0]) for chunk, _, position, *rest
+                            in publication.map_rows(unit) if chunk in emptied and rest)
         pool.parts.append(part)
         pool.emptied.update(c.id for c in held)
-    promoted = {tree.nodes[n].aggregate for n in range(len(tree.nodes)) if tree.nodes[n].lifted}
+    unnamed = {p for part in pool.parts for p, _ in part} - pool.ids.keys()
+    if unnamed:
+        pool.ids.update(publication.record_ids_at(unnamed))
+    promotions = [tree.nodes[n].aggregate for n in range(len(tree.nodes)) if tree.nodes[n].lifted]
     pool.held = frozenset().union(
         *(terms for part in pool.parts for _, terms in part),
-        *(c.terms for c in publication.chunks.values() if c.unit in promoted))
+        *(c.terms for unit in promotions for c in publication.unit_chunk_infos(unit)))
     return pool
 
 

@@ -411,7 +411,7 @@ def unit_outputs(job: UnitJob, unit: int, kind: str, members: list[tuple[int, st
         zone = "private" if private else "public"
         for name, data in built.files():
             yield "file", zone, f"{job.staging}/{name}", data, private
-        rows.extend(built.map_rows())
+        rows.extend(built.map_rows(with_ids=private))
         keys = {releases.member_key(record_id) for record_id, _, _ in chunk_members}
         added |= keys
         logged = None

@@ -63,9 +63,11 @@ class BuiltChunk:
         return [(f"{fmt.CHUNK_DIR}/{self.chunk_id}.tsv", self.chunk),
                 (f"{fmt.INDEX_DIR}/{self.chunk_id}.tsv", self.index)]
 
-    def map_rows(self) -> list[tuple[str, str, int]]:
-        """The pseudonym map's (chunk id, pseudonym, record position) rows."""
-        return [(self.chunk_id, name, position) for name, (_, position, _) in self.rows]
+    def map_rows(self, with_ids: bool = False) -> list[tuple]:
+        """The pseudonym map's (chunk id, pseudonym, record position) rows; ``with_ids``
+        (a private chunk's) adds each record id."""
+        return [(self.chunk_id, name, position, *((record_id,) if with_ids else ()))
+                for name, (record_id, position, _) in self.rows]
 
     def entry(self, unit: int, private: bool, terms: Iterable[str]) -> dict:
         """The chunk's entry in the private manifest."""
@@ -108,11 +110,12 @@ class VersionWriter:
         self.version, self.staging = release.version, release.staging
         self.chunks: dict[str, dict] = {}
         self.unit_map: list[tuple[str, str, int]] = []  # the open unit's pseudonym map
-        self.map_homes: dict[int, str] = {}  # unit -> the version holding its pseudonym map
+        self.maps_written: set[int] = set()  # units whose pseudonym map this version wrote
         self.terms = TermIndexBuilder()  # the version's term index, chunk by chunk
         # Files of earlier versions that the previous version referenced and this one no longer
         # does (zone, path): what pruning the previous version may delete (releases.versions).
         self.superseded: list[tuple[str, str]] = []
+        self.record_segments: list[dict] = []  # home, start, stop (and keys) of each segment
 
     def _new_chunk(self, members: Sequence[tuple[str, int, list[str]]]) -> BuiltChunk:
         """The chunk's files under a fresh random id whose pseudonyms are distinct."""
@@ -131,7 +134,7 @@ class VersionWriter:
         zone = "private" if private else "public"
         for name, data in built.files():
             self.out.put(zone, name, data)
-        self.unit_map.extend(built.map_rows())
+        self.unit_map.extend(built.map_rows(with_ids=private))
         self._index(members)
         self.chunks[built.chunk_id] = built.entry(unit, private, terms)
         self.release.add_chunk(built.chunk_id, unit, unit_kind, private, terms,
@@ -139,35 +142,38 @@ class VersionWriter:
                                built.sha256["chunk"])
 
     def extend_chunk(self, chunk_id: str, home: str, unit: int, unit_kind: str, private: bool,
-                     terms: Sequence[str], old_rows: list[tuple[str, list[str]]],
+                     terms: Sequence[str], old: tuple[bytes, bytes],
                      members: Sequence[tuple[str, int, list[str]]]) -> None:
-        """An existing chunk (its files in version ``home``) with new subrecords: the same id,
-        so old records keep their pseudonyms and their lines unchanged; the new lines merged in
-        pseudonym order, written in this version."""
+        """An existing chunk (its files in version ``home``, ``old``: their bytes) with new
+        subrecords: the same id, so old records keep their pseudonyms and their lines byte for
+        byte; the new lines merged in pseudonym order, written in this version."""
+        old_chunk, old_index = old
         self.drop_chunk(chunk_id, home, private)
         names = pseudonyms(self.key, chunk_id, [record_id for record_id, _, _ in members])
-        if {p for p, _ in old_rows}.intersection(names) or len(set(names)) != len(names):
+        before = fmt.chunk_pseudonyms(old_chunk)
+        if set(before).intersection(names) or len(set(names)) != len(names):
             raise StoreError(f"pseudonym collision in chunk {chunk_id}: append again")
         new_rows = sorted(zip(names, members))
-        subrecords = sorted(old_rows + [(name, sorted(sub)) for name, (_, _, sub) in new_rows])
+        added = [(name, sorted(sub)) for name, (_, _, sub) in new_rows]
         zone = "private" if private else "public"
-        chunk_bytes = fmt.encode_chunk(subrecords)
-        index_bytes = fmt.encode_index(chunk_id, fmt.build_index(subrecords))
+        chunk_bytes = fmt.merge_chunk(old_chunk, fmt.encode_chunk(added))
+        index_bytes = fmt.merge_index(old_index, chunk_id, fmt.build_index(added))
         self.out.put(zone, f"{fmt.CHUNK_DIR}/{chunk_id}.tsv", chunk_bytes)
         self.out.put(zone, f"{fmt.INDEX_DIR}/{chunk_id}.tsv", index_bytes)
-        self.unit_map.extend((chunk_id, name, position) for name, (_, position, _) in new_rows)
+        self.unit_map.extend((chunk_id, name, position, *((record_id,) if private else ()))
+                             for name, (record_id, position, _) in new_rows)
         self._index(members)
         self.chunks[chunk_id] = {
             "unit": unit, "priLabel": private, "terms": sorted(terms),
-            "subrecords": len(subrecords),
+            "subrecords": len(before) + len(added),
             "sha256": {"chunk": hashlib.sha256(chunk_bytes).hexdigest(),
                        "index": hashlib.sha256(index_bytes).hexdigest()},
         }
-        carried = hashlib.sha256(fmt.encode_chunk(old_rows)).hexdigest()
         self.release.add_chunk(chunk_id, unit, unit_kind, private, terms,
                                [(record_id, sub) for record_id, _, sub in members],
                                self.chunks[chunk_id]["sha256"]["chunk"],
-                               carried_sha256=carried, carried_subrecords=len(old_rows))
+                               carried_sha256=hashlib.sha256(old_chunk).hexdigest(),
+                               carried_subrecords=len(before))
 
     def _index(self, members: Sequence[tuple[str, int, list[str]]]) -> None:
         started = time.perf_counter()
@@ -185,13 +191,13 @@ class VersionWriter:
         self.superseded += [(zone, fmt.chunk_path(home, chunk_id)),
                             (zone, fmt.index_path(home, chunk_id))]
 
-    def close_unit(self, unit: int, earlier: Sequence[tuple[str, str, int]] = (),
-                   replaces: str | None = None) -> None:
-        """Write the unit's pseudonym map: ``earlier`` rows (of chunks it had before) first;
-        ``replaces``: the version holding the map this one replaces."""
+    def close_unit(self, unit: int, earlier: bytes = b"", replaces: str | None = None) -> None:
+        """Write the unit's pseudonym map: the ``earlier`` rows (of chunks it had before, as
+        they were written) first; ``replaces``: the version holding the map this one
+        replaces."""
         self.out.put("private", f"{fmt.PSEUDONYM_DIR}/{unit}.tsv",
-                     fmt.encode_pseudonym_map([*earlier, *self.unit_map]))
-        self.map_homes[unit] = self.version
+                     earlier + fmt.encode_pseudonym_map(self.unit_map))
+        self.maps_written.add(unit)
         if replaces is not None:
             self.superseded.append(("private", fmt.pseudonym_map_path(replaces, unit)))
         self.unit_map = []
@@ -199,28 +205,42 @@ class VersionWriter:
 
     def supersede_version(self, version: str, manifest: dict) -> None:
         """This version follows ``version`` (an append): it carries what that one referenced,
-        but not that one's own files (manifests, record ids, term index)."""
+        but not that one's own files (manifests, term index)."""
         index = manifest.get("term_index") or {}
         digests = index.get("sha256") or [None]
         shards = 1 if isinstance(digests, str) else len(digests)
-        own = [fmt.MANIFEST, fmt.RECORDS, fmt.SUPERSEDED, fmt.TERM_ORDER,
+        own = [fmt.MANIFEST, fmt.SUPERSEDED, fmt.TERM_ORDER,
                *(fmt.term_index_name(n) for n in range(shards))]
         self.superseded += [("public", fmt.manifest_path(version))] + \
             [("private", f"{version}/{name}") for name in own]
 
-    def keep_map(self, unit: int, home: str) -> None:
-        """A unit's pseudonym map carried by reference (it stays in version ``home``)."""
-        self.map_homes[unit] = home
+    def write_records(self, start: int, stop: int, data: bytes | BinaryIO,
+                      keys: bytes | str | None = None) -> None:
+        """The ``[record id, cluster]`` lines of positions [start, stop), as a segment of this
+        version (replacing one of the same start, whose file the caller supersedes), with the
+        sorted keys of its ids where known (or the home of a keys file that still holds)."""
+        self.out.write_private(fmt.records_name(start), data)
+        segment = {"home": self.version, "start": start, "stop": stop}
+        if isinstance(keys, bytes):
+            self.out.write_private(fmt.record_keys_name(start), keys)
+            segment["keys"] = self.version
+        elif keys is not None:
+            segment["keys"] = keys
+        self.record_segments.append(segment)
+
+    def carry_records(self, segment: dict) -> None:
+        """A segment of record ids carried by reference."""
+        self.record_segments.append(dict(segment))
 
     def homed_units(self, units: list[dict]) -> list[dict]:
-        """The units' manifest entries with the home of each carried pseudonym map (a map
-        written by this version needs none)."""
-        return [u | {"map": self.map_homes[u["id"]]}
-                if self.map_homes.get(u["id"], self.version) != self.version
-                else {k: v for k, v in u.items() if k != "map"} for u in units]
+        """The units' manifest entries, where a map this version wrote needs no home (its
+        own); the others keep the home they were given."""
+        return [{k: v for k, v in u.items() if k != "map"} if u["id"] in self.maps_written else u
+                for u in units]
 
     def public_manifest(self, created: str, k: int, m: int) -> dict:
-        """What the public cloud may know of the version: its public chunks, by random id."""
+        """What the public cloud may know of the version: its public chunks, by random id
+        (those this writer wrote or carried; an append splices in the others' lines)."""
         return {"format": fmt.FORMAT, "version": self.version, "created": created,
                 "k": k, "m": m,
                 "chunks": [{"id": cid, "priLabel": False, "subrecords": c["subrecords"],
@@ -228,19 +248,36 @@ class VersionWriter:
                            | ({"home": c["home"]} if "home" in c else {})
                            for cid, c in sorted(self.chunks.items()) if not c["priLabel"]]}
 
-    def finish(self, public_manifest: dict, private_manifest: dict, records: bytes | BinaryIO,
-               count: int, release_entry: dict, keep: int, seconds: dict[str, float]) -> None:
+    def finish(self, public_manifest: dict, private_manifest: dict,
+               records: bytes | BinaryIO | None, count: int, release_entry: dict, keep: int,
+               seconds: dict[str, float], carried: tuple[list[bytes], list[bytes]] = ([], [])
+               ) -> None:
         """Write every file, then commit: ``seconds`` gets the time of each.  ``count``: the
-        version's records."""
+        version's records; ``records``: their ``[id, cluster]`` lines, unless segments were
+        written and carried already; ``carried``: the (private, public) manifest lines of the
+        chunks an append leaves as they were, spliced in unparsed."""
         started = time.perf_counter()
-        self.out.put("public", fmt.MANIFEST, fmt.encode_json(public_manifest))
-        self.out.write_private(fmt.RECORDS, records)
+        if records is not None:
+            self.write_records(0, count, records)
+        public_lines = carried[1] + [fmt.chunk_line(c) for c in public_manifest.pop("chunks")]
+        public_lines.sort(key=fmt.line_chunk_id)  # by random id: nothing groups them
+        self.out.put("public", fmt.MANIFEST, fmt.encode_manifest(public_manifest, public_lines,
+                                                                 listed=True))
         if self.superseded:
             self.out.write_private(fmt.SUPERSEDED, fmt.encode_superseded(self.superseded))
         index_started = time.perf_counter()
         private_manifest["term_index"] = self._write_term_index(count)
         encoding = time.perf_counter() - index_started
-        self.out.put("private", fmt.MANIFEST, fmt.encode_json(private_manifest))
+        private_manifest["records"] = {"count": count, "segments": sorted(
+            self.record_segments, key=lambda segment: segment["start"])}
+        logged = release_entry.get("units", {})
+        private_manifest["units"] = [u | {"public_records": logged[str(u["id"])]["public_records"]}
+                                     if str(u["id"]) in logged else u
+                                     for u in private_manifest["units"]]
+        private_lines = carried[0] + [fmt.chunk_line(entry, chunk_id) for chunk_id, entry in
+                                      private_manifest.pop("chunks").items()]
+        self.out.put("private", fmt.MANIFEST, fmt.encode_manifest(private_manifest,
+                                                                  private_lines, listed=False))
         self.out.commit(release_entry, keep)
         # The index is a phase of its own, taken out of the phases it was built in.
         seconds["term_index"] = self.index_seconds + encoding

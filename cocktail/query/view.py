@@ -6,8 +6,7 @@ term index (:mod:`.termindex`) and nothing else."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -15,7 +14,7 @@ import numpy as np
 from pyroaring import FrozenBitMap
 
 from .. import chunkformat as fmt
-from ..overlay.planner import term_locations
+from ..overlay.planner import aggregates_above, term_locations
 from ..overlay.tree import Tree
 from ..releases import committed_versions, current_version
 from ..store import Store, StoreError
@@ -38,25 +37,103 @@ class Publication:
     def __init__(self, store: Store, version: str) -> None:
         self.store, self.version = store, version
         self._maps: dict[int, dict[str, dict[str, int]]] = {}
+        self._infos: dict[str, ChunkInfo] = {}  # chunks parsed one by one (an append's)
+        self._unit_terms: dict[int, dict[str, str]] = {}
+        self._locations: dict[int, dict[str, str]] = {}
+
+    @cached_property
+    def _split(self) -> tuple[dict, list[bytes]]:
+        """The private manifest's head, and its chunk entries as unparsed lines."""
+        path = fmt.manifest_path(self.version)
+        return fmt.split_manifest(self.store.read("private", path), f"private/{path}")
+
+    @property
+    def head(self) -> dict:
+        """The private manifest without its chunk entries: all an append reads whole."""
+        return self._split[0]
+
+    @property
+    def chunk_lines(self) -> list[bytes]:
+        """The private manifest's chunk entries, one unparsed line each."""
+        return self._split[1]
 
     @cached_property
     def manifest(self) -> dict:
-        return fmt.decode_json(self.store.read("private", fmt.manifest_path(self.version)),
-                               f"private/{fmt.manifest_path(self.version)}")
+        """The whole private manifest, every chunk entry parsed."""
+        return self.head | {"chunks": dict(map(fmt.line_entry, self.chunk_lines))}
 
     @cached_property
     def chunks(self) -> dict[str, ChunkInfo]:
-        return {cid: ChunkInfo(cid, c["unit"], c["priLabel"], frozenset(c["terms"]),
-                               c.get("home", self.version))
-                for cid, c in self.manifest["chunks"].items()}
+        return {cid: self._info(cid, c) for cid, c in self.manifest["chunks"].items()}
+
+    def _info(self, chunk_id: str, entry: dict) -> ChunkInfo:
+        return ChunkInfo(chunk_id, entry["unit"], entry["priLabel"], frozenset(entry["terms"]),
+                         entry.get("home", self.version))
+
+    @cached_property
+    def _lines_of_unit(self) -> dict[int, list[int]]:
+        """unit -> the indexes of its chunks' lines (an entry's last field is its unit)."""
+        found: dict[int, list[int]] = {}
+        for number, line in enumerate(self.chunk_lines):
+            found.setdefault(int(line.rsplit(b'"unit":', 1)[1].rstrip(b"}")), []).append(number)
+        return found
+
+    @cached_property
+    def _line_of_chunk(self) -> dict[str, int]:
+        return {fmt.line_chunk_id(line): n for n, line in enumerate(self.chunk_lines)}
+
+    def chunk_info(self, chunk_id: str) -> ChunkInfo:
+        """One chunk's entry, without parsing the others unless they were already."""
+        if "chunks" in self.__dict__:
+            return self.chunks[chunk_id]
+        if chunk_id not in self._infos:
+            found = fmt.line_entry(self.chunk_lines[self._line_of_chunk[chunk_id]])
+            self._infos[chunk_id] = self._info(*found)
+        return self._infos[chunk_id]
+
+    def chunk_entry(self, chunk_id: str) -> dict:
+        """One chunk's manifest entry, as written."""
+        return fmt.line_entry(self.chunk_lines[self._line_of_chunk[chunk_id]])[1]
+
+    def unit_chunk_infos(self, unit: int) -> list[ChunkInfo]:
+        """The chunks of one unit, parsing only their lines."""
+        ids = [fmt.line_chunk_id(self.chunk_lines[n]) for n in self._lines_of_unit.get(unit, [])]
+        return [self.chunk_info(chunk_id) for chunk_id in ids]
+
+    def unit_terms(self, unit: int) -> dict[str, str]:
+        """term -> the stored chunk of that unit holding it (one unit's part of
+        :attr:`unit_chunks`)."""
+        if "unit_chunks" in self.__dict__:
+            return self.unit_chunks.get(unit, {})
+        if unit not in self._unit_terms:
+            self._unit_terms[unit] = {t: c.id for c in self.unit_chunk_infos(unit)
+                                      for t in c.terms}
+        return self._unit_terms[unit]
+
+    def location(self, unit: int) -> dict[str, str]:
+        """One leaf cluster's part of :attr:`locations`, reading only its chain of units."""
+        if "locations" in self.__dict__:
+            return self.locations[unit]
+        if unit not in self._locations:
+            chain = [self.unit_terms(a) for a in aggregates_above(
+                self.tree, self.units[unit]["node"], self._parents)]
+            where = dict(self.unit_terms(unit))
+            for term in self.units[unit]["passed_up"]:
+                where[term] = next(chunks[term] for chunks in chain if term in chunks)
+            self._locations[unit] = where
+        return self._locations[unit]
+
+    @cached_property
+    def _parents(self) -> dict[int, int]:
+        return self.tree.parents()
 
     @cached_property
     def tree(self) -> Tree:
-        return Tree.from_manifest(self.manifest["tree"], self.manifest.get("roots"))
+        return Tree.from_manifest(self.head["tree"], self.head.get("roots"))
 
     @property
     def units(self) -> list[dict]:
-        return self.manifest["units"]
+        return self.head["units"]
 
     @classmethod
     def open(cls, store: Store, version: str | None = None) -> Publication:
@@ -69,16 +146,42 @@ class Publication:
 
     @property
     def k(self) -> int:
-        return self.manifest["params"]["k"]
+        return self.head["params"]["k"]
 
     @property
     def m(self) -> int:
-        return self.manifest["params"]["m"]
+        return self.head["params"]["m"]
+
+    @property
+    def record_segments(self) -> list[dict]:
+        """The segments of record ids, in order: ``home``, ``start``, ``stop`` (an append
+        writes one for its records and carries the others by reference; a version written
+        before segments has one file, its own)."""
+        listed = self.head.get("records")
+        return listed["segments"] if listed else [{"home": self.version, "start": 0}]
+
+    def segment_rows(self, segment: dict) -> list[list]:
+        """``[record id, leaf cluster]`` of one segment's records."""
+        path = f"{segment['home']}/{fmt.records_name(segment['start'])}"
+        return fmt.decode_records(self.store.read("private", path), f"private/{path}")
 
     @cached_property
     def _records(self) -> list[list]:
-        data = self.store.read("private", f"{self.version}/{fmt.RECORDS}")
-        return [json.loads(line) for _, line in fmt.lines(data)]
+        return [row for segment in self.record_segments for row in self.segment_rows(segment)]
+
+    def record_ids_at(self, positions: Iterable[int]) -> dict[int, str]:
+        """position -> record id, reading only the segments that hold them."""
+        wanted = sorted(set(positions))
+        if "_records" in self.__dict__:
+            return {p: self._records[p][0] for p in wanted}
+        found, segments = {}, self.record_segments
+        for number, segment in enumerate(segments):
+            stop = segment.get("stop") if number + 1 < len(segments) else None
+            inside = [p for p in wanted if p >= segment["start"] and (stop is None or p < stop)]
+            if inside:
+                rows = self.segment_rows(segment)
+                found.update((p, rows[p - segment["start"]][0]) for p in inside)
+        return found
 
     @cached_property
     def record_ids(self) -> list[str]:
@@ -146,7 +249,7 @@ class Publication:
         return self
 
     def chunk_unit(self, chunk_id: str) -> int:
-        return self.chunks[chunk_id].unit
+        return self.chunk_info(chunk_id).unit
 
     @cached_property
     def unit_chunks(self) -> dict[int, dict[str, str]]:
@@ -177,7 +280,7 @@ class Publication:
         return {term: frozenset(us) for term, us in units.items()}
 
     def is_private(self, chunk_id: str) -> bool:
-        return self.chunks[chunk_id].private
+        return self.chunk_info(chunk_id).private
 
     def _zone(self, chunk_id: str) -> str:
         return "private" if self.is_private(chunk_id) else "public"
@@ -213,15 +316,21 @@ class Publication:
 
     def postings(self, chunk_id: str) -> Iterator[tuple[str, list[str]]]:
         """(term, pseudonyms holding it) of one chunk, from its index file."""
-        path = fmt.index_path(self.chunks[chunk_id].home, chunk_id)
+        path = fmt.index_path(self.chunk_info(chunk_id).home, chunk_id)
         return fmt.decode_index(self.store.read(self._zone(chunk_id), path), chunk_id, path)
+
+    def chunk_files(self, chunk_id: str) -> tuple[bytes, bytes]:
+        """One chunk's file and its index's, as bytes."""
+        home, zone = self.chunk_info(chunk_id).home, self._zone(chunk_id)
+        return (self.store.read(zone, fmt.chunk_path(home, chunk_id)),
+                self.store.read(zone, fmt.index_path(home, chunk_id)))
 
     def index_location(self, chunk_id: str) -> str:
         return self.store.location(self._zone(chunk_id),
-                                   fmt.index_path(self.chunks[chunk_id].home, chunk_id))
+                                   fmt.index_path(self.chunk_info(chunk_id).home, chunk_id))
 
     def subrecords(self, chunk_id: str) -> Iterator[tuple[str, list[str]]]:
-        path = fmt.chunk_path(self.chunks[chunk_id].home, chunk_id)
+        path = fmt.chunk_path(self.chunk_info(chunk_id).home, chunk_id)
         return fmt.decode_chunk(self.store.read(self._zone(chunk_id), path), path)
 
     def map_home(self, unit: int) -> str:
@@ -230,8 +339,18 @@ class Publication:
 
     def record_positions(self, chunk_id: str) -> dict[str, int]:
         """pseudonym -> record position, for one chunk (the private map, read per unit)."""
-        unit = self.chunks[chunk_id].unit
+        unit = self.chunk_info(chunk_id).unit
         if unit not in self._maps:
-            path = fmt.pseudonym_map_path(self.map_home(unit), unit)
-            self._maps[unit] = fmt.decode_pseudonym_map(self.store.read("private", path), path)
-        return self._maps[unit][chunk_id]
+            self._maps[unit] = fmt.decode_pseudonym_map(*self._map_file(unit))
+        return self._maps[unit].get(chunk_id, {})
+
+    def map_rows(self, unit: int) -> list[tuple]:
+        """The unit's pseudonym map as rows: (chunk id, pseudonym, position[, record id])."""
+        return fmt.decode_map_rows(*self._map_file(unit))
+
+    def map_bytes(self, unit: int) -> bytes:
+        return self._map_file(unit)[0]
+
+    def _map_file(self, unit: int) -> tuple[bytes, str]:
+        path = fmt.pseudonym_map_path(self.map_home(unit), unit)
+        return self.store.read("private", path), f"private/{path}"

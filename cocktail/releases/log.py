@@ -86,11 +86,30 @@ def _hex_list(keys: np.ndarray) -> bytes:
 
 
 def read_log(store: Store, up_to: str | None = None) -> list[dict]:
-    """The entries of every release, oldest first (up to and including ``up_to``)."""
+    """The entries of every release, oldest first (up to and including ``up_to``), each
+    whole: an append's entry lists what it added and ``carries`` the rest of the entry
+    before it, which this fills in (a carried chunk added nothing, nor did a carried unit)."""
     names = sorted(n for n in store.list("private", LOG_DIR) if n.endswith(".json"))
-    entries = [fmt.decode_json(store.read("private", f"{LOG_DIR}/{n}"), f"{LOG_DIR}/{n}")
-               for n in names]
-    return [e for e in entries if up_to is None or e["version"] <= up_to]
+    whole: list[dict] = []
+    for name in names:
+        if up_to is not None and name.removesuffix(".json") > up_to:
+            continue
+        entry = fmt.decode_json(store.read("private", f"{LOG_DIR}/{name}"), f"{LOG_DIR}/{name}")
+        if whole and entry.get("carries") == whole[-1]["version"]:
+            entry = _filled(whole[-1], entry)
+        whole.append(entry)
+    return whole
+
+
+def _filled(before: dict, entry: dict) -> dict:
+    chunks = {c: chunk | {"carried_sha256": chunk["sha256"], "added": []}
+              for c, chunk in before["chunks"].items()}
+    units = {u: unit | {"added_members": []} for u, unit in before["units"].items()}
+    return entry | {"chunks": chunks | entry["chunks"], "units": units | entry["units"]}
+
+
+def has_entry(store: Store, version: str) -> bool:
+    return store.exists("private", entry_path(version))
 
 
 def sweep_log(store: Store, current: str) -> None:
@@ -181,13 +200,11 @@ class ReleaseBuilder:
         record["added_keys"] = np.union1d(record["added_keys"], added)
         record["public_keys"] = np.union1d(record["public_keys"], public)
 
-    def carry(self, unit: int, logged_unit: dict, logged_chunks: dict[str, dict]) -> None:
-        """A unit of the previous release: its record count, and its public chunks that this
-        release leaves as they were."""
-        self.unit(unit, logged_unit["kind"])["carried_public"] = logged_unit["public_records"]
-        for chunk_id, chunk in logged_chunks.items():
-            self.chunks.setdefault(chunk_id, chunk | {"carried_sha256": chunk["sha256"],
-                                                      "added": []})
+    def carry(self, unit: int, kind: str, public_records: int) -> None:
+        """A unit of the previous release that this one changes: how many of its records held
+        a published term before (its public chunks this release leaves alone are carried
+        by the entry's ``carries``)."""
+        self.unit(unit, kind)["carried_public"] = public_records
 
     def entry(self, version: str, created: str, k: int, m: int, **extra) -> dict:
         for unit in self.units:
