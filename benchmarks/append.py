@@ -58,7 +58,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rich import box
@@ -211,7 +211,7 @@ def publish_row(run: Run) -> dict:
     out = run.out
     return {"release": out["version"], "records": out["records"], "added": out["records"],
             **run.costs(), "extended": 0, "new_clusters": out["clusters"], "buffered": 0,
-            "promoted_pairs": 0, "public_coverage": round(1 - out["private_term_share"], 5)}
+            "promoted_pairs": 0, "public_coverage": round(1 - out["private_term_share"], 6)}
 
 
 def append_row(run: Run) -> dict:
@@ -223,23 +223,22 @@ def append_row(run: Run) -> dict:
             "public_coverage": out["public_coverage"]}
 
 
-def publish(plan: Plan, source: Path, records: int, store: Path, work: Path) -> dict:
+def publish(plan: Plan, source: Path, records: int, store: Path, work: Path) -> Run:
     """Publish the first ``records`` lines of ``source`` as a fresh store."""
     path = slice_lines(source, work / f"input{plan.suffix}", 0, records)
-    return publish_row(cli("publish", path, "--store", store, "--k", K, "--m", M,
-                           "--engine", plan.engine))
+    return cli("publish", path, "--store", store, "--k", K, "--m", M, "--engine", plan.engine)
 
 
 def first_release(plan: Plan, source: Path, records: int, folder: Path, work: Path
                   ) -> tuple[Path, dict]:
     """The first release's store under ``folder`` (made now or by an earlier run) and row."""
-    store, row_file = folder / "first-store", folder / "first.json"
-    reused = row_file.exists()
+    store, run_file = folder / "first-store", folder / "first.json"
+    reused = run_file.exists()
 
     def make(path: Path) -> None:
         remove(store)
-        path.write_text(json.dumps(publish(plan, source, records, store, work)))
-    row = json.loads(cached(row_file, make).read_text())
+        path.write_text(json.dumps(asdict(publish(plan, source, records, store, work))))
+    row = publish_row(Run(**json.loads(cached(run_file, make).read_text())))
     return store, {**row, "reused": reused, "fresh": None,
                    "fresh_coverage": row["public_coverage"], "gap_points": 0.0}
 
@@ -293,10 +292,10 @@ def run_dataset(plan: Plan, fresh: str, audit: bool, appends: Appends, data: Pat
                                                     start, stop)))
         row |= {"fresh": None, "fresh_coverage": None, "gap_points": None}
         if fresh == "every" or (fresh == "last" and stop == cuts[-1]):
-            row["fresh"] = publish(plan, source, stop, work / "fresh", work)
+            row["fresh"] = publish_row(publish(plan, source, stop, work / "fresh", work))
             shutil.rmtree(work / "fresh")
             row["fresh_coverage"] = row["fresh"]["public_coverage"]
-            row["gap_points"] = round(100 * (row["fresh_coverage"] - row["public_coverage"]), 2)
+            row["gap_points"] = round(100 * (row["fresh_coverage"] - row["public_coverage"]), 4)
         progress(f"{plan.name}: {row['release']} +{row['added']:,} records, {row['wall']} s"
                  + (f" (fresh {row['fresh']['wall']} s)" if row["fresh"] else ""))
         rows.append(row)
@@ -310,7 +309,7 @@ def run_dataset(plan: Plan, fresh: str, audit: bool, appends: Appends, data: Pat
 # ---- output --------------------------------------------------------------------------------
 
 def percent(share: float | None) -> str:
-    return "" if share is None else f"{share:.2%}"
+    return "" if share is None else f"{share:.3%}"
 
 
 def table(result: dict) -> Table:
@@ -326,7 +325,7 @@ def table(result: dict) -> Table:
                     f"{row['rss_mb']:.0f}", f"{row['extended']:,}", f"{row['new_clusters']:,}",
                     f"{row['buffered']:,}", f"{row['promoted_pairs']:,}",
                     percent(row["public_coverage"]), percent(row["fresh_coverage"]),
-                    "" if row["gap_points"] is None else f"{row['gap_points']:.2f}")
+                    "" if row["gap_points"] is None else f"{row['gap_points']:.3f}")
         if row["fresh"]:
             base = row["fresh"]
             out.add_row("└ fresh", f"{base['records']:,}", "", f"{base['wall']:.1f}",
