@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from itertools import combinations
 
@@ -249,118 +249,183 @@ def _buffered(publication: Publication) -> dict[int, frozenset[str]]:
     return waiting
 
 
+@dataclass
+class NewClusters:
+    """The clusters an append forms from its pool, as a first release's (overlay tree, leaf
+    clusters, aggregation), already written: what an engine hands back to be grafted."""
+
+    tree: Tree                  # the new tree, unit ids its own (from 0), its root unpooled
+    units: list[dict]           # the units' manifest entries, ids and nodes the publication's
+    leaf_unit: dict[int, int]   # publication position -> its leaf unit
+    root_pool: list             # the root's pool, (position, terms): for the promotion
+    totals: dict                # chunks, subrecords and (record, term) pairs written
+
+    @property
+    def clusters(self) -> int:
+        return sum(u["kind"] == "leaf" for u in self.units)
+
+
+# (writer, ids, pool positions, their terms, params, terms held back, placement, progress)
+ClusterPool = Callable[[VersionWriter, dict, list[int], list[frozenset[str]], PublishParams,
+                        frozenset[str], Placement, PhaseProgress | None], NewClusters]
+
+
+def cluster_pool(writer: VersionWriter, ids: dict[int, str], pool: list[int],
+                 records: list[frozenset[str]], params: PublishParams, held: frozenset[str],
+                 where: Placement, progress: PhaseProgress | None) -> NewClusters:
+    """The single-machine engine's new clusters: laid out, the root's pool taken out whole
+    (:func:`promotion.pass_up_root`), written."""
+    layout = build_layout(records, params, promotion.holding_back(held, params, partitions),
+                          progress)
+    root_pool = promotion.pass_up_root(layout, pool) if params.aggregate else []
+    totals = write_layout(writer, ids, layout, where)
+    leaf_unit = {pool[local]: where.unit(unit)
+                 for local, unit in enumerate(layout.leaf_units(len(pool)))}
+    return NewClusters(layout.tree, units_manifest(layout, where), leaf_unit, root_pool, totals)
+
+
 def append(dataset: Dataset, store: Store, min_new: int | None = None,
-           progress: PhaseProgress | None = None) -> AppendReport:
-    """Add ``dataset``'s records to the current release of ``store`` as a new release."""
+           progress: PhaseProgress | None = None,
+           clusters: ClusterPool = cluster_pool) -> AppendReport:
+    """Add ``dataset``'s records to the current release of ``store`` as a new release;
+    ``clusters``: the engine that lays out and writes the new clusters."""
     started = time.perf_counter()
     with releases.begin(store) as out, collector_paused():
-        current = out.current
-        if current is None:
+        if out.current is None:
             raise StoreError(f"{store.url} holds no publication yet: publish one first "
                              "(`cocktail publish FILE`), then append to it")
-        refuse_derived(store, current)
-        log_legacy_release(store, current)
-        publication = Publication.open(store, current)
-        params = PublishParams(**publication.head["params"])
-        version = out.version
-        writer = VersionWriter(out, owner_key(store), releases.ReleaseBuilder("append"),
-                               params.index_shard)
-        first_new = publication.record_count
-        segments = _old_segments(publication, first_new)
-        new_ids, new_keys = _new_ids(dataset, version, segments, publication, writer)
-        ids = dict(enumerate(new_ids, first_new))  # position -> id, of what this append writes
-        new = {first_new + i: r for i, r in enumerate(dataset.records)}
-        extension, refused = _extend(publication, new, params.k, params.m, params.aggregate)
+        refuse_derived(store, out.current)
+        log_legacy_release(store, out.current)
+        run = _Append(out, store, dataset)
+        run.place(min_new, clusters, progress)
+        return run.commit(started)
+
+
+class _Append:
+    """One append: where each new record goes, what is written, the commit."""
+
+    def __init__(self, out: releases.Release, store: Store, dataset: Dataset) -> None:
+        self.out, self.dataset = out, dataset
+        self.publication = Publication.open(store, out.current)
+        self.params = PublishParams(**self.publication.head["params"])
+        self.writer = VersionWriter(out, owner_key(store), releases.ReleaseBuilder("append"),
+                                    self.params.index_shard)
+        self.first_new = self.publication.record_count
+        self.records = self.first_new + len(dataset)
+        self.segments = _old_segments(self.publication, self.first_new)
+        new_ids, self.new_keys = _new_ids(dataset, out.version, self.segments,
+                                          self.publication, self.writer)
+        self.ids = dict(enumerate(new_ids, self.first_new))  # position -> id, of what it writes
+        self.tree = Tree.from_manifest(self.publication.head["tree"],
+                                       self.publication.tree.roots)
+        self.units = _carried_units(self.publication)
+        self.unit_of: dict[int, int] = {}  # position -> leaf unit, of the records placed now
+        self.new: NewClusters | None = None
+        self.promoted: dict | None = None  # what the promotion wrote
+        self.buffered: list[int] = []
+
+    def place(self, min_new: int | None, clusters: ClusterPool,
+              progress: PhaseProgress | None) -> None:
+        """Extend old clusters, form new ones or buffer, promote; write what changes."""
+        publication, params, writer = self.publication, self.params, self.writer
+        added = {self.first_new + i: r for i, r in enumerate(self.dataset.records)}
+        extension, refused = _extend(publication, added, params.k, params.m, params.aggregate)
         waiting = _buffered(publication)
-        ids.update(publication.record_ids_at(waiting))
+        self.ids.update(publication.record_ids_at(waiting))
         pool = sorted(refused) + sorted(waiting)
-        terms_of = new | waiting
-        tree = Tree.from_manifest(publication.head["tree"], publication.tree.roots)
-        units = _carried_units(publication)
-        _empty_buffers(tree, units)
-        remainders = promotion.old_tops(publication, tree) if params.aggregate \
+        terms_of = added | waiting
+        _empty_buffers(self.tree, self.units)
+        remainders = promotion.old_tops(publication, self.tree) if params.aggregate \
             else promotion.Pool()
-        ids.update(remainders.ids)
+        self.ids.update(remainders.ids)
         remainders.add_fresh(extension.pooled)
-        threshold = max(params.k, params.cluster_size // 4) if min_new is None else min_new
-        layout = None
-        if pool and len(pool) >= threshold:
-            layout = build_layout(
-                [terms_of[p] for p in pool], params,
-                promotion.holding_back(remainders.held, params, partitions), progress)
-        where = Placement(pool, units=len(units), nodes=len(tree.nodes))
-        if layout:
-            if params.aggregate:
-                promotion.add_new_tree(remainders, layout, pool,
-                                       where.nodes + layout.tree.roots[0])
-            tree.graft(layout.tree, len(units))
-        promoted = None
-        if remainders.promotes:
-            promoted = promotion.promote(remainders, params, tree,
-                                         len(units) + (len(layout.units) if layout else 0))
-        else:
-            remainders = promotion.Pool()  # nothing to gain: every top keeps its remainder
-        writer.supersede_version(current, publication.head)
+        writer.supersede_version(publication.version, publication.head)
         writer.terms.update(publication.term_record_positions())  # the old chunks' pairs,
         writer.terms.discard(BitMap(waiting))  # but the buffer's records are placed anew
-        totals, replaced = _rewrite_touched(writer, publication, units, extension, ids,
-                                            remainders.emptied)
-        unit_of: dict[int, int] = {}  # position -> leaf unit, of the records placed now
+        threshold = max(params.k, params.cluster_size // 4) if min_new is None else min_new
+        if pool and len(pool) >= threshold:
+            where = Placement(pool, units=len(self.units), nodes=len(self.tree.nodes))
+            self.new = clusters(writer, self.ids, pool, [terms_of[p] for p in pool], params,
+                                remainders.held, where, progress)
+            self.tree.graft(self.new.tree, len(self.units))
+            promotion.add_new_tree(remainders, self.new.root_pool,
+                                   where.nodes + self.new.tree.roots[0])
+            self.units += self.new.units
+            self.unit_of.update(self.new.leaf_unit)
+        else:
+            self.buffered = pool
+        if not remainders.promotes:
+            remainders = promotion.Pool()  # nothing to gain: every top keeps its remainder
+        self.totals, self.replaced = _rewrite_touched(writer, publication, self.units,
+                                                      extension, self.ids, remainders.emptied)
+        self._extended(extension, remainders.emptied)
+        if self.new:
+            _add(self.totals, self.new.totals)
+        if remainders.promotes:
+            self._promote(remainders)
+        if self.buffered:
+            _buffer(writer, self.tree, self.units, self.buffered, self.ids, terms_of,
+                    self.unit_of, self.totals)
+        self.extension = extension
+
+    def _extended(self, extension: Extension, emptied: set[str]) -> None:
+        """The old units' new members and passed-up terms."""
         for unit, positions in extension.members.items():
-            units[unit]["members"] += len(positions)
-            unit_of.update(dict.fromkeys(positions, unit))
+            self.units[unit]["members"] += len(positions)
+            self.unit_of.update(dict.fromkeys(positions, unit))
         for unit, terms in extension.passed_up.items():
-            units[unit]["passed_up"] = sorted(set(units[unit]["passed_up"]) | terms)
-        for chunk in remainders.emptied:  # an old top's remainder now goes up to the promotion
-            info = publication.chunk_info(chunk)
-            units[info.unit]["passed_up"] = sorted(set(units[info.unit]["passed_up"])
-                                                   | info.terms)
-        buffered = [] if layout else pool
-        if layout:
-            _add(totals, write_layout(writer, ids, layout, where))
-            units += units_manifest(layout, where)
-            for local, unit in enumerate(layout.leaf_units(len(pool))):
-                unit_of[pool[local]] = where.unit(unit)
-        promotion_totals = None
-        if promoted:
-            promotion_totals = write_layout(writer, ids, Layout(tree, [promoted], True))
-            units += units_manifest(Layout(tree, [promoted], True))
-            _add(totals, promotion_totals)
-        if buffered:
-            _buffer(writer, tree, units, buffered, ids, terms_of, unit_of, totals)
-        records = first_new + len(dataset)
-        _write_records(writer, publication, segments, unit_of, ids, first_new, records, new_keys)
-        created = out.created
-        public_manifest = writer.public_manifest(created, params.k, params.m)
-        carried = _carried_lines(publication, replaced)
+            self.units[unit]["passed_up"] = sorted(set(self.units[unit]["passed_up"]) | terms)
+        for chunk in emptied:  # an old top's remainder now goes up to the promotion
+            info = self.publication.chunk_info(chunk)
+            self.units[info.unit]["passed_up"] = sorted(set(self.units[info.unit]["passed_up"])
+                                                        | info.terms)
+
+    def _promote(self, remainders: promotion.Pool) -> None:
+        unit = promotion.promote(remainders, self.params, self.tree, len(self.units))
+        layout = Layout(self.tree, [unit], True)
+        self.promoted = write_layout(self.writer, self.ids, layout)
+        self.units += units_manifest(layout)
+        _add(self.totals, self.promoted)
+
+    def commit(self, started: float) -> AppendReport:
+        """Record ids, manifests, release log entry, and the commit point."""
+        publication, params, writer, out = self.publication, self.params, self.writer, self.out
+        _write_records(writer, publication, self.segments, self.unit_of, self.ids,
+                       self.first_new, self.records, self.new_keys)
+        public_manifest = writer.public_manifest(out.created, params.k, params.m)
+        carried = _carried_lines(publication, self.replaced)
         public_chunks = len(carried[1]) + len(public_manifest["chunks"])
-        head = publication.head
+        head, totals, dataset = publication.head, self.totals, self.dataset
         private_manifest = {
-            "format": fmt.FORMAT, "version": version, "created": created,
+            "format": fmt.FORMAT, "version": out.version, "created": out.created,
             "params": head["params"], "source": head["source"],
             "appended": {"path": dataset.source, "format": dataset.format,
                          "records": len(dataset), "skipped_lines": dataset.skipped_lines},
-            "tree": tree.to_manifest(), "roots": tree.roots, "units": writer.homed_units(units),
-            "aggregation": head["aggregation"], "chunks": writer.chunks,
+            "tree": self.tree.to_manifest(), "roots": self.tree.roots,
+            "units": writer.homed_units(self.units), "aggregation": head["aggregation"],
+            "chunks": writer.chunks,
             "pairs": {"public": totals["public_pairs"], "private": totals["private_pairs"]}}
-        extended = sum(map(len, extension.members.values()))
         entry = writer.release.entry(
-            version, created, params.k, params.m, method=params.method, records=records,
-            appended=len(dataset), buffered=len(buffered), carries=current)
-        writer.finish(public_manifest, private_manifest, None, records, entry, params.keep, {},
-                      carried)
-    pairs = totals["public_pairs"] + totals["private_pairs"]
-    return AppendReport(
-        store=store.url, version=version, records=records, appended_records=len(dataset),
-        extended_clusters=len(extension.members), extended_records=extended,
-        new_clusters=sum(u.kind == "leaf" for u in layout.units) if layout else 0,
-        new_cluster_records=len(pool) if layout else 0, buffered_records=len(buffered),
-        promoted_chunks=promotion_totals["public"] if promotion_totals else 0,
-        promoted_pairs=promotion_totals["public_pairs"] if promotion_totals else 0,
-        private_pool_pairs=promotion_totals["private_pairs"] if promotion_totals else None,
-        public_chunks=public_chunks,
-        public_coverage=round(totals["public_pairs"] / pairs, 6) if pairs else None,
-        seconds=round(time.perf_counter() - started, 3))
+            out.version, out.created, params.k, params.m, method=params.method,
+            records=self.records, appended=len(dataset), buffered=len(self.buffered),
+            carries=publication.version)
+        writer.finish(public_manifest, private_manifest, None, self.records, entry, params.keep,
+                      {}, carried)
+        pairs = totals["public_pairs"] + totals["private_pairs"]
+        promoted = self.promoted or {}
+        return AppendReport(
+            store=self.publication.store.url, version=out.version, records=self.records,
+            appended_records=len(dataset), extended_clusters=len(self.extension.members),
+            extended_records=sum(map(len, self.extension.members.values())),
+            new_clusters=self.new.clusters if self.new else 0,
+            new_cluster_records=len(self.new.leaf_unit) if self.new else 0,
+            buffered_records=len(self.buffered),
+            promoted_chunks=promoted.get("public", 0),
+            promoted_pairs=promoted.get("public_pairs", 0),
+            private_pool_pairs=promoted.get("private_pairs"),
+            public_chunks=public_chunks,
+            public_coverage=round(totals["public_pairs"] / pairs, 6) if pairs else None,
+            seconds=round(time.perf_counter() - started, 3))
 
 
 def _empty_buffers(tree: Tree, units: list[dict]) -> None:

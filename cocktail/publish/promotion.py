@@ -18,7 +18,7 @@ private pairs only, and each pair leaves it at most once, into one public chunk
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from ..anonymity import Partition, partition
@@ -89,21 +89,27 @@ def old_tops(publication: Publication, tree: Tree) -> Pool:
     return pool
 
 
-def add_new_tree(pool: Pool, layout: Layout, positions: list[int], root: int) -> None:
-    """A tree this append grew passes its root's whole pool up to the promotion, unpartitioned:
-    partitioned there once, with the old remainders, a term's occurrences are not split
-    between two chunkings that each keep a tail of fewer than k private.  ``positions``: the
-    layout's record positions in the publication; ``root``: the root's node id once grafted
-    (the tree is grafted after this)."""
+def pass_up_root(layout: Layout, positions: Sequence[int]) -> Subrecords:
+    """The pool of the root of a tree an append grew, taken out of the layout unpartitioned
+    (the root's aggregated unit is dropped): it goes up whole to the promotion, where,
+    partitioned once with the old remainders, a term's occurrences are not split between two
+    chunkings that each keep a tail of fewer than k private.  ``positions``: the layout's
+    record positions in the publication."""
     top = layout.tree.nodes[layout.tree.roots[0]]
     if top.aggregate is None:
-        return
+        return []
     unit = layout.units.pop()  # the root partitions last
     assert unit.id == top.aggregate and unit.kind == "aggregate", "the root's pool comes last"
     top.aggregate = None
-    pool.parts.append([(positions[p], terms) for p, terms in unit.members])
-    pool.lifted.append(root)
-    pool.fresh = True
+    return [(positions[p], terms) for p, terms in unit.members]
+
+
+def add_new_tree(pool: Pool, root_pool: Subrecords, root: int) -> None:
+    """A new tree's root pool joins the promotion's (``root``: its node once grafted)."""
+    if root_pool:
+        pool.parts.append(root_pool)
+        pool.lifted.append(root)
+        pool.fresh = True
 
 
 def holding_back(held: frozenset[str], params: LayoutParams, partitions: Callable
