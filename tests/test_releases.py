@@ -25,7 +25,8 @@ from cocktail.publish import PublishParams, publish
 from cocktail.publish.append import append
 from cocktail.query import Engine, Publication
 from cocktail.querylang import CountQuery
-from cocktail.releases import RebaseRefused, committed_versions, current_version, read_log
+from cocktail.releases import (RebaseRefused, committed_versions, current_version, prune,
+                               read_log)
 from cocktail.store import LocalStore, StoreError
 from cocktail.synthetic import random_conjunctions
 
@@ -339,3 +340,43 @@ def test_ids_are_checked_against_every_segment_and_the_audit_checks_the_segments
     details = [v.detail for v in audit_releases(store).violations]
     assert any("exactly the keys" in d for d in details)
     assert any("the manifest says 3" in d for d in details)
+
+
+def test_a_prune_cut_short_is_finished_by_the_next_one(tmp_path, monkeypatch):
+    whole = load(dataset_path("bms-webview-1.dat")).head(4000)
+    store = LocalStore(tmp_path / "s")
+    first, second, third = slices(whole, 3)
+    publish(first, store, PublishParams(k=5, m=3, keep=1))
+    append(second, store)  # the first release's own files are pruned: half of them, say
+    real_remove, calls = LocalStore.remove, []
+
+    def failing(self, zone, path):
+        calls.append(path)
+        if len(calls) == 3:
+            raise StoreError("the machine went down")
+        real_remove(self, zone, path)
+
+    monkeypatch.setattr(LocalStore, "remove", failing)
+    with pytest.raises(StoreError, match="went down"):
+        append(third, store)
+    monkeypatch.setattr(LocalStore, "remove", real_remove)
+    assert current_version(store) == "v000003" and committed_versions(store) == ["v000003"]
+    queries = [CountQuery(q) for q in random_conjunctions(whole.records, 50, seed=4)]
+    assert Engine(Publication.open(store)).counts(queries) == [whole.count_containing(q.terms)
+                                                              for q in queries]
+    # The superseded files not deleted yet are named, as files no manifest lists.
+    stray = [v for v in audit(store).violations]
+    assert stray and all(v.where.startswith(("v000001/", "v000002/")) and
+                         "no manifest" in v.detail for v in stray)
+
+    def older() -> list[str]:
+        return sorted(p.as_posix() for p in (tmp_path / "s").rglob("*")
+                      if p.is_file() and ("/v000001/" in p.as_posix() or "/v000002/" in
+                                          p.as_posix()))
+
+    leftover = older()
+    prune(store, "v000003", 1)  # what the next commit runs: it finishes the cut-short one
+    finished = older()
+    assert len(finished) < len(leftover)
+    assert not any(p.endswith("manifest.json") for p in finished)
+    assert audit(store).ok and audit_releases(store).ok

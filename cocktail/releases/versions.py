@@ -63,12 +63,17 @@ def sweep(store: Store, current: str | None) -> None:
 
 def prune(store: Store, current: str, keep: int) -> None:
     """Keep the last ``keep`` committed versions (the current one included), and of older
-    ones only the files a kept version still references."""
-    committed = committed_versions(store)
-    kept = [v for v in committed if v <= current][-keep:]
-    for version, following in zip(committed, committed[1:]):
+    ones only the files a kept version still references.  Resumable: a version's public
+    manifest goes first (it is no longer a version), its private one last (it is pruned), so
+    a prune cut short is finished by the next one."""
+    kept = [v for v in committed_versions(store) if v <= current][-keep:]
+    names = sorted(set(version_dirs(store, "public")) | set(version_dirs(store, "private")))
+    for version, following in zip(names, names[1:]):
         if version >= kept[0]:
             break
+        manifest = fmt.manifest_path(version)
+        if not (store.exists("public", manifest) or store.exists("private", manifest)):
+            continue  # pruned already: it holds what later versions reference
         superseded = f"{following}/{fmt.SUPERSEDED}"
         if not store.exists("private", superseded):  # it references nothing older
             for zone in ("public", "private"):
@@ -76,13 +81,14 @@ def prune(store: Store, current: str, keep: int) -> None:
                     if name <= version:
                         store.remove(zone, name)
             continue
+        store.remove("public", manifest)
         listed = fmt.decode_json(store.read("private", superseded), f"private/{superseded}")
         for zone in ("public", "private"):
             for path in listed.get(zone, []):
                 home = path.split("/", 1)[0]
                 if fmt.VERSION_RE.match(home) and home <= version:  # never a kept one's file
                     store.remove(zone, path)
-            store.remove(zone, fmt.manifest_path(version))
+        store.remove("private", manifest)
     for zone in ("public", "private"):
         for name in version_dirs(store, zone):
             if name < kept[0] and not any(True for _ in store.walk(zone, name)):
