@@ -32,8 +32,6 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from itertools import combinations
 
-from pyroaring import BitMap
-
 from .. import chunkformat as fmt
 from .. import releases
 from ..dataset import Dataset
@@ -255,8 +253,7 @@ def append(dataset: Dataset, store: Store, min_new: int | None = None,
             remainders = promotion.Pool()  # nothing to gain: every top keeps its remainder
         writer = VersionWriter(out, owner_key(store), releases.ReleaseBuilder("append"),
                                params.index_shard)
-        writer.terms.update(publication.term_record_positions())  # the old chunks' pairs,
-        writer.terms.discard(BitMap(waiting))  # but the buffer's records are placed anew
+        writer.carry_term_index(publication)  # the old records' index parts, by reference
         previous = releases.read_log(store, current)[-1]
         unit_of = list(publication.cluster_of) + [None] * len(dataset)
         totals = _carry_old(writer, publication, current, previous, extension, ids, unit_of,

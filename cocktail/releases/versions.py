@@ -48,7 +48,39 @@ def sweep(store: Store, current: str | None) -> None:
 
 
 def prune(store: Store, current: str, keep: int) -> None:
-    older = [v for v in committed_versions(store) if v < current]
-    for version in older[: max(0, len(older) - (keep - 1))]:
-        for zone in ("public", "private"):
-            store.remove(zone, version)
+    """Remove committed versions beyond the last ``keep``, except the term-index parts that a
+    kept version references (their home's private directory keeps them alone, and is no
+    longer a committed version); and such leftovers once no kept version references them."""
+    committed = committed_versions(store)
+    older = [v for v in committed if v < current]
+    pruned = older[: max(0, len(older) - (keep - 1))]
+    spared = _index_parts(store, [v for v in committed if v not in pruned])
+    for version in pruned:
+        store.remove("public", version)
+        _remove_except(store, version, spared)
+    for name in store.list("private"):
+        if fmt.VERSION_RE.match(name) and name < current and name not in committed:
+            _remove_except(store, name, spared)
+
+
+def _index_parts(store: Store, versions: list[str]) -> set[str]:
+    """Private paths of the term-index parts ``versions`` reference (``terms/parts.json``)."""
+    paths = set()
+    for version in versions:
+        listing = f"{version}/{fmt.TERM_PARTS}"
+        if store.exists("private", listing):
+            for part in fmt.decode_json(store.read("private", listing), listing)["parts"]:
+                names = [*part["files"], *([part["order"]] if part["order"] else [])]
+                paths.update(f"{part['home']}/{name}" for name in names)
+    return paths
+
+
+def _remove_except(store: Store, path: str, spared: set[str]) -> None:
+    """Remove ``path`` of the private zone but the ``spared`` files under it."""
+    if path in spared:
+        return
+    if not any(s.startswith(path + "/") for s in spared):
+        store.remove("private", path)
+        return
+    for name in store.list("private", path):
+        _remove_except(store, f"{path}/{name}", spared)
