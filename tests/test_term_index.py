@@ -28,7 +28,7 @@ from cocktail.query.termindex import (MERGE_RATIO, SHARD_RECORDS, IndexLayout, I
                                      layout_from_manifest, part_order, plan_parts)
 from cocktail.querylang import CountQuery
 from cocktail.releases import committed_versions, current_version
-from cocktail.store import LocalStore
+from cocktail.store import LocalStore, StoreError
 from cocktail.synthetic import SyntheticSpec, generate, random_conjunctions
 
 PARAMS = PublishParams(k=5, m=2, cluster_size=400, workers=1)
@@ -423,6 +423,9 @@ def test_the_audit_catches_parts_that_overlap_or_leave_a_gap(tmp_path, tiling):
     expected = {"overlap": "overlaps its predecessor", "gap": "leaves a gap",
                 "short": "the parts cover positions 0..2500"}[tiling]
     assert any(expected in d for d in found), found
+    with pytest.raises(StoreError, match=expected):  # an append does not build on it
+        append(FEW, store, min_new=1000)
+    assert current_version(store) == version
 
 
 @pytest.mark.parametrize("home", ["missing", "later", "not a version"])

@@ -224,9 +224,14 @@ class VersionWriter:
         written before there was an index has its pairs resolved from its chunks instead."""
         listed = publication.manifest.get("term_index")
         if listed:
-            self.carried_index = layout_from_manifest(
-                publication.version, listed,
-                f"private/{fmt.manifest_path(publication.version)}").parts
+            where = f"private/{fmt.manifest_path(publication.version)}"
+            layout = layout_from_manifest(publication.version, listed, where)
+            problem = layout.gaps() or (None if layout.records == len(publication.record_ids)
+                                        else f"the index counts {layout.records} records, the "
+                                        f"version holds {len(publication.record_ids)}")
+            if problem:
+                raise StoreError(f"{where}: term index: {problem} (`cocktail audit --releases`)")
+            self.carried_index = layout.parts
         else:
             self.terms.update(publication.resolved_term_records())
 

@@ -209,14 +209,22 @@ def read_part(store: Store, part: IndexPart, read: Read | None = None
               ) -> list[fmt.TermIndexFile]:
     """A part's bitmaps files, checked to tile its range."""
     read = read or (lambda path: store.read("private", path))
+    _check_home(part)
     files = [fmt.decode_term_index(read(path), f"private/{path}") for path in part.paths()]
     check_files(files, part.start, part.stop, f"private/{part.paths()[0]}")
     return files
 
 
+def _check_home(part: IndexPart) -> None:
+    """A reader goes nowhere but into a version's directory (the audit names the part)."""
+    if not fmt.VERSION_RE.match(part.home):
+        raise fmt.FormatError(f"a term index part's home {part.home!r} is not a version")
+
+
 def read_order(store: Store, part: IndexPart) -> np.ndarray:
     """The record position at each of the part's index positions (its order file; the
     identity for a part written in record order)."""
+    _check_home(part)
     if part.order_path is None:
         return np.arange(part.start, part.stop, dtype=np.uint32)
     return fmt.decode_term_order(store.read("private", part.order_path), part.records,

@@ -58,8 +58,9 @@ def prune(store: Store, current: str, keep: int) -> None:
     for version in pruned:
         store.remove("public", version)
         _remove_except(store, version, spared)
-    for name in store.list("private"):
-        if fmt.VERSION_RE.match(name) and name < current and name not in committed:
+    for name in store.list("private"):  # what pruning left of a version: index parts alone
+        if fmt.VERSION_RE.match(name) and name < current and name not in committed and \
+                store.list("private", name) == [fmt.TERM_PART_DIR]:
             _remove_except(store, name, spared)
 
 
