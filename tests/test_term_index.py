@@ -217,6 +217,31 @@ def test_an_append_adds_one_part_and_carries_the_others_by_reference(tmp_path):
     assert audit_releases(store).ok
 
 
+def test_the_writer_names_the_parts_it_merged_away(tmp_path):
+    """What pruning the previous version may delete: the files of the parts this version
+    merged into one of its own, and nothing it still lists."""
+    from cocktail.publish import writer as writer_module
+
+    store = LocalStore(tmp_path / "s")
+    publish(FIRST, store, PARAMS)
+    append(synthetic(300, 40, "m"), store, min_new=10)
+    merged = layout_of(store).parts[1]
+    seen = []
+    finish = writer_module.VersionWriter.finish
+
+    def spy(self, *args, **kwargs):
+        finish(self, *args, **kwargs)
+        seen.append(self.superseded_index_files)
+
+    writer_module.VersionWriter.finish = spy
+    try:
+        append(synthetic(300, 41, "n"), store, min_new=10)  # 2500, 300, 300 -> 2500, 600
+    finally:
+        writer_module.VersionWriter.finish = finish
+    assert seen == [[("private", merged.paths()[0]), ("private", merged.order_path)]]
+    assert [(p.start, p.stop) for p in layout_of(store).parts] == [(0, 2500), (2500, 3100)]
+
+
 def test_the_carried_parts_are_neither_read_nor_copied(tmp_path):
     store = LocalStore(tmp_path / "s")
     publish(FIRST, store, PARAMS)
@@ -247,12 +272,15 @@ def test_appends_merge_parts_so_that_few_remain(tmp_path):
     assert audit_releases(store).ok
 
 
-def test_pruning_keeps_the_parts_that_kept_versions_reference(tmp_path):
+@pytest.mark.parametrize("legacy", [False, True])
+def test_pruning_keeps_the_parts_that_kept_versions_reference(tmp_path, legacy):
     """With --keep 2, the first version is pruned while later ones still list its part: its
     private directory keeps that part alone, and goes once no kept version lists it."""
     store = LocalStore(tmp_path / "s")
     publish(FIRST, store, PublishParams(k=5, m=2, cluster_size=400, workers=1, keep=2))
     first = current_version(store)
+    if legacy:  # an index written before parts, in shards
+        make_legacy(store, first, 700)
     datasets = [FIRST]
     for number in range(3):  # 2500, 300 -> 2500, 600 -> 2500, 900
         datasets.append(synthetic(300, 20 + number, f"p{number}"))
@@ -261,7 +289,8 @@ def test_pruning_keeps_the_parts_that_kept_versions_reference(tmp_path):
     assert first not in committed_versions(store)
     left = sorted(p.relative_to(store.root / "private" / first).as_posix()
                   for p in (store.root / "private" / first).rglob("*") if p.is_file())
-    assert left == ["terms/0-2500.order", "terms/0-2500.roaring"]
+    assert left == (["terms.1.roaring", "terms.2.roaring", "terms.3.roaring", "terms.order",
+                     "terms.roaring"] if legacy else ["terms/0-2500.order", "terms/0-2500.roaring"])
     assert not (store.root / "public" / first).exists()
     assert_brute_force(store, datasets)
     assert audit_releases(store).ok

@@ -235,6 +235,13 @@ class VersionWriter:
         else:
             self.terms.update(publication.resolved_term_records())
 
+    @property
+    def superseded_index_files(self) -> list[tuple[str, str]]:
+        """(zone, path) of the files of the carried parts this version merged away: pruning
+        the previous version may delete them (no later version lists them)."""
+        return [("private", path) for part in self.index_superseded
+                for path in [*part.paths(), *([part.order_path] if part.order_path else [])]]
+
     def _write_term_index(self, count: int) -> dict:
         """The index's new parts into the private zone, its parts list beside them; its
         manifest entry (docs/publication-format.md)."""

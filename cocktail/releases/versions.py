@@ -60,7 +60,8 @@ def prune(store: Store, current: str, keep: int) -> None:
         _remove_except(store, version, spared)
     for name in store.list("private"):  # what pruning left of a version: index parts alone
         if fmt.VERSION_RE.match(name) and name < current and name not in committed and \
-                store.list("private", name) == [fmt.TERM_PART_DIR]:
+                all(n == fmt.TERM_PART_DIR or n.startswith(f"{fmt.TERM_PART_DIR}.")
+                    for n in store.list("private", name)):
             _remove_except(store, name, spared)
 
 
