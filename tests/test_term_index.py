@@ -287,21 +287,19 @@ def test_pruning_keeps_the_parts_that_kept_versions_reference(tmp_path, legacy):
         append(datasets[-1], store, min_new=10)
     assert [p.home for p in layout_of(store).parts] == [first, current_version(store)]
     assert first not in committed_versions(store)
-    left = sorted(p.relative_to(store.root / "private" / first).as_posix()
-                  for p in (store.root / "private" / first).rglob("*") if p.is_file())
-    assert left == (["terms.1.roaring", "terms.2.roaring", "terms.3.roaring", "terms.order",
-                     "terms.roaring"] if legacy else ["terms/0-2500.order", "terms/0-2500.roaring"])
-    assert not (store.root / "public" / first).exists()
+    part_files = ["terms.1.roaring", "terms.2.roaring", "terms.3.roaring", "terms.order",
+                  "terms.roaring"] if legacy else ["terms/0-2500.order", "terms/0-2500.roaring"]
+    assert own_index_files(store, first) == part_files  # what else stays is not the index's
     assert_brute_force(store, datasets)
     assert audit_releases(store).ok
     # 2500, 900, 1300 -> 2500, 2200 -> 4700 (2500 <= 4400): the first part is merged away
     datasets.append(synthetic(1300, 30, "q"))
     append(datasets[-1], store, min_new=10)
     assert [(p.start, p.stop) for p in layout_of(store).parts] == [(0, 4700)]
-    assert (store.root / "private" / first).exists()  # the version before still lists it
+    assert own_index_files(store, first) == part_files  # the version before still lists it
     datasets.append(synthetic(5, 31, "r"))
     append(datasets[-1], store, min_new=10)
-    assert not (store.root / "private" / first).exists()
+    assert own_index_files(store, first) == []
     assert_brute_force(store, datasets)
     assert audit_releases(store).ok
 
@@ -464,15 +462,13 @@ def test_the_audit_names_a_part_whose_home_is_wrong(tmp_path, home):
     first = current_version(store)
     append(LATER, store, min_new=10)
     version = current_version(store)
-    if home == "missing":  # the first version's directory gone, its part with it
-        shutil.rmtree(store.root / "private" / first)
-        shutil.rmtree(store.root / "public" / first)
-    else:
-        rewrite_manifest(store, version, lambda manifest: manifest["term_index"]["parts"][0]
-                         .update(home="v000009" if home == "later" else "../v000001"))
+    wrong = {"missing": "v000000", "later": "v000009", "not a version": "../v000001"}[home]
+    rewrite_manifest(store, version, lambda manifest: manifest["term_index"]["parts"][0]
+                     .update(home=wrong))
     found = [v for v in audit_releases(store).violations if v.kind == "integrity"]
-    if home == "missing":
-        assert any(v.where == f"private/{first}" and "home does not exist" in v.detail
+    assert first == "v000001"
+    if home == "missing":  # an earlier version's name, but no such directory
+        assert any(v.where == "private/v000000" and "home does not exist" in v.detail
                    and version in v.detail for v in found), found
     else:
         name = "'v000009'" if home == "later" else "'../v000001'"
