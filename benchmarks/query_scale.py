@@ -18,8 +18,8 @@ temporary directory; a store already there is reused).  Then, each in a fresh pr
 * **serve**: `cocktail serve` from start until it answers `GET /v1/limits` (wall, and the CPU
   it used), the open time it logs, and its RSS then;
 * **cluster** (not in the default ``--parts``): the same data published again with its term
-  index in 4 shards, and a batch of 200 of the queries as `cocktail query --exact --batch` on
-  the fast path and on ``--cluster-runner`` (one job, a map task per shard): wall, CPU and the
+  index in 4 parts, and a batch of 200 of the queries as `cocktail query --exact --batch` on
+  the fast path and on ``--cluster-runner`` (one job, a map task per part): wall, CPU and the
   peak RSS of the largest process; the answers must agree.
 
 On a shared machine the wall times carry other processes' load; the CPU column does not.
@@ -100,7 +100,7 @@ def cpu_s(pid: int) -> float:
 
 def prepare(size: str, data: Path, shards: int = 1) -> Path:
     """The published store of ``size`` (generated and published once, then reused), its term
-    index in ``shards`` shards."""
+    index in ``shards`` parts."""
     source = data / f"synthetic-{size}.dat"
     store = data / (f"store-{size}" if shards == 1 else f"store-{size}-{shards}-shards")
     if not source.exists():
@@ -147,7 +147,7 @@ def cli(*arguments: str) -> dict:
 
 
 def cluster(size: str, data: Path, asked: list[list[str]], runner: str) -> dict:
-    """A batch counted in process and as one job over 4 index shards."""
+    """A batch counted in process and as one job over 4 index parts."""
     from cocktail.querylang import CountQuery
 
     store, batch = prepare(size, data, shards=4), data / f"batch-{size}.txt"
@@ -222,7 +222,7 @@ def main() -> int:
     parser.add_argument("--parts", default="open,resolve,cli,serve",
                         help=f"what to measure, of {','.join(PARTS)}")
     parser.add_argument("--cluster-runner", default="index-local",
-                        help="with --parts ...,cluster: the runner over the index shards")
+                        help="with --parts ...,cluster: the runner over the index parts")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     sizes = args.sizes.split(",") + (["10m"] if args.with_10m else [])
@@ -254,7 +254,7 @@ def main() -> int:
              "serve": ("serve: ready / CPU / open / RSS", lambda v:
                        f"{v['ready_s']:.2f} s / {v['cpu_s']:.2f} s / {v['open_s']:.2f} s / "
                        f"{v['rss_mb']:.0f} MB"),
-             "cluster": ("batch of 200, fast vs job over 4 shards: wall / CPU / RSS", lambda c:
+             "cluster": ("batch of 200, fast vs job over 4 parts: wall / CPU / RSS", lambda c:
                          " vs ".join(f"{c[n]['wall_s']:.1f} s / {c[n]['cpu_s']:.1f} s / "
                                      f"{c[n]['rss_mb']:.0f} MB" for n in ("fast", c["runner"]))
                          + f" ({c['runner']})")}

@@ -33,7 +33,7 @@ from pyroaring import BitMap
 from . import chunkformat as fmt
 from . import releases
 from .attacks.joint_view import ChunkView, TooLarge, attack
-from .query.termindex import TermIndex, record_numbering, stored_shards
+from .query.termindex import IndexPart, as_array, bitmap_of, check_files, layout_from_manifest
 from .query.view import Publication
 from .rank.audit import audit_ranking
 from .rank.release import rank_store
@@ -606,43 +606,71 @@ def _check_files(store: Store, log: list[dict], report: ReleaseAuditReport) -> N
 
 
 def audit_term_indexes(store: Store) -> list[Violation]:
-    """Owner check: each committed version's term index (every shard) is what its chunks and
-    private maps resolve to, and matches the private manifest's sha256s (a wrong index gives
-    wrong exact answers, and the DP layer's noise would hide it)."""
-    found = []
+    """Owner check: each committed version's term index is what its chunks and private maps
+    resolve to (a wrong index gives wrong exact answers, and the DP layer's noise would hide
+    it).  Each part its manifest lists: at home in this version or an earlier one, its files
+    there and matching their sha256s, its positions inside its range, its order a numbering of
+    its range; the parts tiling the version's records; ``terms/parts.json`` the manifest's list.
+    A part several versions share is read once."""
+    found: list[Violation] = []
+    checked: dict[IndexPart, tuple[list[Violation], dict[str, BitMap] | None]] = {}
     for version in releases.committed_versions(store):
         publication = Publication(store, version)
         listed = publication.manifest.get("term_index")
-        where = f"private/{fmt.term_index_path(version)}"
-        if not store.exists("private", fmt.term_index_path(version)):
-            if listed:
-                found.append(Violation("integrity", where, "listed in the manifest but missing"))
+        manifest = f"private/{fmt.manifest_path(version)}"
+        if not listed:
+            for path in (f"{version}/{fmt.TERM_PARTS}", fmt.term_index_path(version)):
+                if store.exists("private", path):
+                    found.append(Violation("integrity", f"private/{path}", "a term index the "
+                                           "private manifest does not list"))
             continue
         try:
-            stored = _stored_term_index(store, version, listed, found)
-        except (fmt.FormatError, StoreError) as exc:
-            found.append(Violation("integrity", where, str(exc)))
+            layout = layout_from_manifest(version, listed, manifest)
+        except fmt.FormatError as exc:
+            found.append(Violation("integrity", manifest, str(exc)))
             continue
-        records = stored.records
-        try:
-            stored = record_numbering(stored, _stored_order(store, version, records, listed,
-                                                            found))
-        except (fmt.FormatError, IndexError) as exc:  # IndexError: a position past the end
-            found.append(Violation("integrity", f"private/{fmt.term_order_path(version)}",
-                                   str(exc)))
-            continue
+        where = f"private/{fmt.term_index_path(version)}" if layout.legacy else \
+            f"private/{version}/{fmt.TERM_PARTS}"
+        if not layout.legacy:
+            _check_parts_list(store, version, listed, where, found)
+        sound = True
+        problem = layout.gaps()
+        if problem:
+            found.append(Violation("integrity", manifest, f"term index: {problem}"))
+            sound = False
+        stored: dict[str, BitMap] = {}
+        for part in layout.parts:
+            if not isinstance(part.home, str) or not fmt.VERSION_RE.match(part.home) or \
+                    part.home > version:
+                found.append(Violation("integrity", manifest, f"term index part "
+                                       f"{part.start}..{part.stop}: home {part.home!r} is not "
+                                       f"{version} or an earlier version"))
+                sound = False
+                continue
+            if part not in checked:
+                checked[part] = _check_part(store, part)
+            problems, postings = checked[part]
+            found += [Violation(v.kind, v.where, f"{v.detail} (in the index of {version})")
+                      for v in problems]
+            if postings is None:
+                sound = False
+                continue
+            for term, positions in postings.items():
+                stored[term] = stored[term] | positions if term in stored else positions
         resolved = publication.resolved_term_records()
         if resolved.repeated:
-            found.append(Violation("release-invariant", f"private/{fmt.manifest_path(version)}",
+            found.append(Violation("release-invariant", manifest,
                                    f"{resolved.repeated} (record, term) pair(s) are held by "
                                    "more than one chunk: what one chunking published, another "
                                    "shows again"))
-        wrong = sorted(t for t in set(stored) | set(resolved) if stored.get(t) != resolved.get(t))
-        if wrong:
-            found.append(Violation("integrity", where, f"{len(wrong)} term(s) disagree with the "
-                                   f"chunks, e.g. {', '.join(map(repr, wrong[:EXAMPLES]))}"))
-        if records != len(publication.record_ids):
-            found.append(Violation("integrity", where, f"counts {records} records, the "
+        if sound:
+            wrong = sorted(t for t in set(stored) | set(resolved)
+                           if stored.get(t) != resolved.get(t))
+            if wrong:
+                found.append(Violation("integrity", where, f"{len(wrong)} term(s) disagree with "
+                                       f"the chunks, e.g. {', '.join(map(repr, wrong[:EXAMPLES]))}"))
+        if layout.records != len(publication.record_ids):
+            found.append(Violation("integrity", where, f"counts {layout.records} records, the "
                                    f"version holds {len(publication.record_ids)}"))
     return found
 
@@ -692,50 +720,102 @@ def audit_record_segments(store: Store) -> list[Violation]:
     return found
 
 
-def _stored_order(store: Store, version: str, records: int, listed: dict | None,
-                  found: list[Violation]) -> np.ndarray | None:
-    """The index's order (None for an index written in record order), checked against the
-    manifest's sha256 and to number each record exactly once."""
-    path = fmt.term_order_path(version)
-    expected = (listed or {}).get("order_sha256")
+def _check_parts_list(store: Store, version: str, listed: dict, where: str,
+                      found: list[Violation]) -> None:
+    """``terms/parts.json`` (what readers that skip the manifest go by) is the manifest's."""
+    path = f"{version}/{fmt.TERM_PARTS}"
     if not store.exists("private", path):
-        if expected:
-            found.append(Violation("integrity", f"private/{path}", "listed in the manifest but "
-                                   "missing"))
-        return None
-    data = store.read("private", path)
-    if hashlib.sha256(data).hexdigest() != expected:
-        found.append(Violation("integrity", f"private/{path}", "content does not match the "
-                               "private manifest's sha256"))
-    order = fmt.decode_term_order(data, records, f"private/{path}")
-    if not np.array_equal(np.sort(order), np.arange(records, dtype=order.dtype)):
-        raise fmt.FormatError(f"private/{path}: does not number each of the {records} records "
-                              "exactly once")
-    return order
+        found.append(Violation("integrity", where, "listed in the manifest but missing"))
+        return
+    try:
+        stored = fmt.decode_json(store.read("private", path), where)
+    except fmt.FormatError as exc:
+        found.append(Violation("integrity", where, str(exc)))
+        return
+    if stored != listed:
+        found.append(Violation("integrity", where, "differs from the private manifest's "
+                               "term_index"))
 
 
-def _stored_term_index(store: Store, version: str, listed: dict | None,
-                       found: list[Violation]) -> TermIndex:
-    """The version's index, each shard checked against the manifest's sha256 (one string for
-    an index written before shards) and against its own range of positions."""
-    digests = (listed or {}).get("sha256") or []
-    digests = [digests] if isinstance(digests, str) else digests
-    shards = []
-    for number, (path, data) in enumerate(stored_shards(store, version)):
-        if number >= len(digests) or hashlib.sha256(data).hexdigest() != digests[number]:
+def _check_part(store: Store, part: IndexPart) -> tuple[list[Violation], dict[str, BitMap] | None]:
+    """A part's problems, and its bitmaps by record position (None when it cannot be read
+    soundly)."""
+    found: list[Violation] = []
+    label = f"the part over {part.start}..{part.stop} at home in {part.home}"
+    if not store.exists("private", part.home):
+        return [Violation("integrity", f"private/{part.home}", f"{label}: its home does not "
+                          "exist")], None
+    if len(part.sha256) != len(part.files):
+        found.append(Violation("integrity", f"private/{part.paths()[0]}", f"{label}: the "
+                               f"manifest lists {len(part.sha256)} sha256 for {len(part.files)} "
+                               "file(s)"))
+    files = []
+    for number, path in enumerate(part.paths()):
+        if not store.exists("private", path):
+            found.append(Violation("integrity", f"private/{path}", f"{label}: listed in the "
+                                   "manifest but missing"))
+            return found, None
+        data = store.read("private", path)
+        if number >= len(part.sha256) or hashlib.sha256(data).hexdigest() != part.sha256[number]:
             found.append(Violation("integrity", f"private/{path}", "content does not match the "
                                    "private manifest's sha256"))
-        shard = fmt.decode_term_index(data, f"private/{path}")
-        outside = [t for t, b in shard.bitmaps.items() if not _within(b, shard.start, shard.stop)]
+        try:
+            files.append(fmt.decode_term_index(data, f"private/{path}"))
+        except fmt.FormatError as exc:
+            found.append(Violation("integrity", f"private/{path}", str(exc)))
+            return found, None
+    try:
+        check_files(files, part.start, part.stop, f"private/{part.paths()[0]}")
+    except fmt.FormatError as exc:
+        found.append(Violation("integrity", f"private/{part.paths()[0]}", str(exc)))
+        return found, None
+    sound = True
+    for path, file in zip(part.paths(), files):
+        outside = [t for t, b in file.bitmaps.items() if not _within(b, file.start, file.stop)]
         if outside:
             found.append(Violation("integrity", f"private/{path}", f"{len(outside)} term(s) hold "
-                                   f"positions outside the shard's {shard.start}..{shard.stop}"))
-        shards.append(shard)
-    if len(digests) != shards[0].shards:
-        found.append(Violation("integrity", f"private/{fmt.term_index_path(version)}",
-                               f"the manifest lists {len(digests)} shard(s), the index "
-                               f"{shards[0].shards}"))
-    return TermIndex(shards, f"private/{fmt.term_index_path(version)}")
+                                   f"positions outside the part's {file.start}..{file.stop}"))
+            sound = False
+    order = _part_order(store, part, found)
+    if order is None or not sound:
+        return found, None
+    postings: dict[str, list[np.ndarray]] = {}
+    for file in files:
+        for term, data in file.bitmaps.items():
+            positions = as_array(BitMap.deserialize(data)) - np.uint32(part.start)
+            postings.setdefault(term, []).append(order[positions])
+    return found, {term: bitmap_of(np.concatenate(pieces)) for term, pieces in postings.items()}
+
+
+def _part_order(store: Store, part: IndexPart, found: list[Violation]) -> np.ndarray | None:
+    """The part's order, checked against the manifest's sha256 and to number each record of
+    its range exactly once (the identity for a part in record order); None if unsound."""
+    if part.order is None:
+        if part.order_sha256:
+            found.append(Violation("integrity", f"private/{part.home}", f"the part over "
+                                   f"{part.start}..{part.stop} lists an order's sha256 but no "
+                                   "order"))
+            return None
+        return np.arange(part.start, part.stop, dtype=np.uint32)
+    path = part.order_path
+    if not store.exists("private", path):
+        found.append(Violation("integrity", f"private/{path}", "listed in the manifest but "
+                               "missing"))
+        return None
+    data = store.read("private", path)
+    if hashlib.sha256(data).hexdigest() != part.order_sha256:
+        found.append(Violation("integrity", f"private/{path}", "content does not match the "
+                               "private manifest's sha256"))
+    try:
+        order = fmt.decode_term_order(data, part.records, f"private/{path}")
+    except fmt.FormatError as exc:
+        found.append(Violation("integrity", f"private/{path}", str(exc)))
+        return None
+    if not np.array_equal(np.sort(order), np.arange(part.start, part.stop, dtype=order.dtype)):
+        found.append(Violation("integrity", f"private/{path}", f"does not number each of the "
+                               f"part's records {part.start}..{part.stop} exactly once"))
+        return None
+    return order
 
 
 def _within(serialized: memoryview, start: int, stop: int) -> bool:

@@ -17,24 +17,31 @@ knowing which file a line came from (not every runner tells it).
 JSON keeps any term (tabs, spaces, non-ASCII) on one line while staying readable by the
 standard-library streaming scripts in mappers/.
 
-Term index (private, per version: every term's record positions, for the fast path), one
-shard per range of record positions, ``terms.roaring`` then ``terms.1.roaring``, ...::
+Term index (private: every term's record positions, for the fast path) in *parts*, each over
+a range ``[start, stop)`` of record positions and written by one version (its *home*), which
+later versions reference without copying (the private manifest's ``term_index`` lists them;
+``terms/parts.json`` holds the same list for readers that do not read the manifest).  A part
+written by version ``v`` is ``v/terms/<start>-<stop>.roaring``::
 
     cocktail-terms/1 NEWLINE
-    {"records": <records in the version>, "shard": i, "shards": n, "start": first position,
-     "stop": end position (excluded), "terms": [[<term>, <bytes>], ...]} NEWLINE
-    <each term's roaring bitmap, portable serialization, in the header's order>
+    {"start": first position, "stop": end position (excluded), "terms": [[<term>, <bytes>], ...]}
+    NEWLINE
+    <each term's roaring bitmap of index positions in [start, stop), portable serialization,
+     in the header's order>
 
-An index written before shards has no shard fields: one shard over every position.
-
-Index order (private, per version, ``terms.order``): the index numbers records in an order of
-its own, which makes its bitmaps runs (see :mod:`cocktail.query.termindex`); this file maps
-it back to record positions::
+and its order, ``v/terms/<start>-<stop>.order``: a part numbers its records in an order of its
+own, which makes its bitmaps runs (see :mod:`cocktail.query.termindex`); this file maps it back
+to record positions::
 
     cocktail-terms-order/1 NEWLINE
-    <the record position at each index position: 32-bit unsigned, little-endian>
+    <the record position (in [start, stop)) at each index position start, start + 1, ...:
+     32-bit unsigned, little-endian>
 
-An index written without it numbers records by their positions.
+Versions written before parts have one index over all their records, in shard files
+``terms.roaring``, ``terms.1.roaring``, ... whose header also names ``"records"`` (the
+version's), ``"shard"`` and ``"shards"`` (none of them before shards), and one order for all
+shards, ``terms.order`` (none before orders: records numbered by position).  They are read as
+one part covering every record, at home in that version.
 """
 
 from __future__ import annotations
@@ -56,6 +63,8 @@ RECORDS = "records.jsonl"
 TERM_INDEX = "terms.roaring"
 TERM_INDEX_MAGIC = b"cocktail-terms/1\n"
 TERM_ORDER = "terms.order"
+TERM_PART_DIR = "terms"
+TERM_PARTS = f"{TERM_PART_DIR}/parts.json"
 TERM_ORDER_MAGIC = b"cocktail-terms-order/1\n"
 SUPERSEDED = "superseded.json"
 STAGING_PREFIX = ".staging-"
@@ -249,21 +258,30 @@ def decode_map_rows(data: bytes, name: str = "pseudonyms") -> list[tuple]:
         raise FormatError(f"{name}: a record id is not a JSON string: {exc}") from None
 
 
-# -- the term index (private, per version, in shards of record positions) -------------------
+# -- the term index (private, in parts of record positions) ---------------------------------
 
 @dataclass(frozen=True)
-class TermIndexShard:
-    """One shard of a version's term index: each term's serialized bitmap (a view into the
-    file's bytes, not a copy) for the record positions in ``range(start, stop)``."""
-    records: int  # in the whole version
-    shard: int
-    shards: int
+class TermIndexFile:
+    """One file of a term index: each term's serialized bitmap (a view into the file's bytes,
+    not a copy) of index positions in ``range(start, stop)``.  A part's file has no
+    ``records``; a shard of a version written before parts names the version's record count
+    and its number among the version's shards."""
     start: int
     stop: int
     bitmaps: dict[str, memoryview]
+    records: int | None = None
+    shard: int = 0
+    shards: int = 1
+
+
+def term_part_names(start: int, stop: int) -> tuple[str, str]:
+    """The bitmaps' and the order's file names of a part over ``[start, stop)``, relative to
+    its home version's directory."""
+    return (f"{TERM_PART_DIR}/{start}-{stop}.roaring", f"{TERM_PART_DIR}/{start}-{stop}.order")
 
 
 def term_index_path(version: str, shard: int = 0) -> str:
+    """A shard of an index written before parts."""
     return f"{version}/{term_index_name(shard)}"
 
 
@@ -271,28 +289,39 @@ def term_index_name(shard: int) -> str:
     return TERM_INDEX if shard == 0 else TERM_INDEX.replace(".", f".{shard}.", 1)
 
 
+def _term_file(header: dict, bitmaps: list[tuple[str, bytes]]) -> bytes:
+    header["terms"] = [[t, len(b)] for t, b in bitmaps]
+    text = json.dumps(header, ensure_ascii=False, separators=(",", ":"))
+    return b"".join([TERM_INDEX_MAGIC, text.encode("utf-8"), b"\n", *(b for _, b in bitmaps)])
+
+
+def encode_term_part(bitmaps: Iterable[tuple[str, bytes]], start: int, stop: int) -> bytes:
+    """A part's bitmaps file: (term, serialized bitmap of index positions in ``[start,
+    stop)``) in term order."""
+    return _term_file({"start": start, "stop": stop}, list(bitmaps))
+
+
 def encode_term_index(records: int, bitmaps: Iterable[tuple[str, bytes]], shard: int = 0,
                       shards: int = 1, start: int = 0, stop: int | None = None) -> bytes:
-    """(term, serialized bitmap of its record positions) in term order."""
-    bitmaps = list(bitmaps)
-    header = json.dumps({"records": records, "shard": shard, "shards": shards, "start": start,
-                         "stop": records if stop is None else stop,
-                         "terms": [[t, len(b)] for t, b in bitmaps]},
-                        ensure_ascii=False, separators=(",", ":"))
-    return b"".join([TERM_INDEX_MAGIC, header.encode("utf-8"), b"\n", *(b for _, b in bitmaps)])
+    """A shard as versions before parts wrote it (the writer no longer does: kept to describe,
+    and to test, what old stores hold)."""
+    return _term_file({"records": records, "shard": shard, "shards": shards, "start": start,
+                       "stop": records if stop is None else stop}, list(bitmaps))
 
 
-def decode_term_index(data: bytes, name: str = TERM_INDEX) -> TermIndexShard:
-    """A shard as stored; a reader deserializes only the terms it is asked about."""
+def decode_term_index(data: bytes, name: str = TERM_INDEX) -> TermIndexFile:
+    """A part's bitmaps file or an old shard, as stored; a reader deserializes only the terms
+    it is asked about."""
     end = data.find(b"\n", len(TERM_INDEX_MAGIC))
     if not data.startswith(TERM_INDEX_MAGIC) or end < 0:
         raise FormatError(f"{name}: not a term index (expected {TERM_INDEX_MAGIC!r} first)")
     view, offset, found = memoryview(data), end + 1, {}
     try:
         header = json.loads(data[len(TERM_INDEX_MAGIC):end].decode("utf-8"))
-        records = int(header["records"])
+        records = int(header["records"]) if "records" in header else None
         shard, shards = int(header.get("shard", 0)), int(header.get("shards", 1))
-        start, stop = int(header.get("start", 0)), int(header.get("stop", records))
+        start = int(header.get("start", 0))
+        stop = int(header["stop"] if "stop" in header else header["records"])
         for term, size in header["terms"]:
             found[str(term)] = view[offset:offset + size]
             offset += size
@@ -300,13 +329,15 @@ def decode_term_index(data: bytes, name: str = TERM_INDEX) -> TermIndexShard:
         raise FormatError(f"{name}: unreadable header: {exc}") from None
     if offset != len(data):
         raise FormatError(f"{name}: the header's sizes do not add up to the file's")
-    if not 0 <= shard < shards or not 0 <= start <= stop <= records:
-        raise FormatError(f"{name}: shard {shard} of {shards} over positions {start}..{stop} "
-                          f"of {records} records is impossible")
-    return TermIndexShard(records, shard, shards, start, stop, found)
+    if not 0 <= shard < shards or not 0 <= start <= stop or \
+            (records is not None and stop > records):
+        raise FormatError(f"{name}: shard {shard} of {shards} over positions {start}..{stop}"
+                          f"{'' if records is None else f' of {records} records'} is impossible")
+    return TermIndexFile(start, stop, found, records, shard, shards)
 
 
 def term_order_path(version: str) -> str:
+    """The order of an index written before parts."""
     return f"{version}/{TERM_ORDER}"
 
 
@@ -316,8 +347,8 @@ def encode_term_order(positions: np.ndarray) -> bytes:
 
 
 def decode_term_order(data: bytes, records: int, name: str = TERM_ORDER) -> np.ndarray:
-    """The record position at each index position (a read-only view into ``data``); that it
-    numbers ``records`` records is the audit's to check."""
+    """The record position at each of ``records`` index positions (a read-only view into
+    ``data``); that it numbers each record of its range once is the audit's to check."""
     if not data.startswith(TERM_ORDER_MAGIC):
         raise FormatError(f"{name}: not an index order (expected {TERM_ORDER_MAGIC!r} first)")
     body = memoryview(data)[len(TERM_ORDER_MAGIC):]

@@ -129,8 +129,9 @@ def generate_cmd(output: Path, records: int, items: int, avg_len: float, pattern
               "holds one beside another term; stops the composition attack across "
               "publishers (docs/composition.md).")
 @click.option("--index-shard", default=PublishParams.index_shard, show_default=True,
-              type=click.IntRange(1), help="Record positions per shard of the private term "
-              "index; a cluster runner counts each shard in its own task (docs/engines.md).")
+              type=click.IntRange(1), help="Record positions per part of the private term "
+              "index, at most (appends keep the store's); a cluster runner counts each part in "
+              "its own task (docs/engines.md).")
 @click.option("--max-rho", default=PublishParams.max_rho, show_default=True,
               type=click.FloatRange(0, 1), help="With --sensitive-terms: refuse (writing "
               "nothing) when the measured ρ is larger.")
@@ -493,7 +494,7 @@ def _ledger(store_spec: str) -> Ledger:
 @click.option("--runner", type=click.Choice(list(BACKENDS)), default="fast", show_default=True,
               help="With --exact: where counts run: in-process over the term index (fast), "
               "an mrjob job of map tasks over the chunks (inline, local, spark, hadoop), or "
-              "one over the term index's shards, a map task each (index-*: docs/engines.md).")
+              "one over the term index's parts, a map task each (index-*: docs/engines.md).")
 @click.option("-v", "--verbose", is_flag=True, help="With --exact: show the plan and the tasks.")
 @json_option
 @fail_cleanly

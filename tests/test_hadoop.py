@@ -122,7 +122,7 @@ def test_streaming_jobs_on_yarn_equal_brute_force(cluster, published, sample, mo
 
 def test_a_job_over_the_index_shards_runs_on_private_nodes_only(cluster, sample,
                                                                 monkeypatch):
-    """`index-hadoop`: a map task per shard of the private term index, each reading its shard
+    """`index-hadoop`: a map task per part of the private term index, each reading its part
     through WebHDFS, every container on the exclusive private label."""
     store = open_store(cluster.store_url("/sharded"))
     publish(sample, store, PublishParams(k=5, m=3, workers=1, index_shard=2500))

@@ -10,11 +10,9 @@ import sys
 
 import pytest
 
-from cocktail import chunkformat as fmt
 from cocktail.audit import audit, audit_term_indexes
 from cocktail.dataset import InputError, load, write_fimi
 from cocktail.publish import PublishParams, publish
-from cocktail.query.termindex import TermIndex
 from cocktail.query.view import Publication
 from cocktail.store.local import LocalStore
 from cocktail.synthetic import SyntheticSpec, generate
@@ -58,8 +56,7 @@ def content(root):
                             for p, terms in publication.subrecords(chunk.id))
         chunks.append((chunk.unit, chunk.private, tuple(sorted(chunk.terms)), subrecords))
     manifest = publication.manifest
-    index = TermIndex.decode(publication.store.read("private",
-                                                    fmt.term_index_path(publication.version)))
+    index = publication.term_records
     return {"tree": manifest["tree"], "units": manifest["units"], "chunks": sorted(chunks),
             "aggregation": manifest["aggregation"], "records": publication.record_ids,
             "term_index": (index.records, dict(index))}
@@ -90,6 +87,35 @@ def test_both_engines_publish_the_same(source, tmp_path, request):
         assert getattr(on_spark, field) == getattr(single, field), field
     if source == "bms-webview-1":
         assert_metadata_reveals_no_clusters(tmp_path / "spark")
+
+
+def test_both_engines_cut_the_term_index_into_the_same_parts(tmp_path):
+    """With a small --index-shard, Spark's index is in parts of that size, each numbered by
+    its own order, as the single engine's: the same bitmaps, answers as brute force."""
+    from cocktail.publish.spark import SparkSettings, publish_spark as on_spark
+    from cocktail.query import Engine
+    from cocktail.query.termindex import layout_from_manifest
+    from cocktail.querylang import CountQuery
+    from cocktail.synthetic import random_conjunctions
+
+    path = tmp_path / "s.dat"
+    records = generate(SyntheticSpec(records=3000, seed=2))
+    write_fimi(records, path)
+    params = PublishParams(k=5, m=2, index_shard=1000)
+    on_spark(str(path), LocalStore(tmp_path / "spark"), params, SparkSettings("local[2]"))
+    publish(load(path), LocalStore(tmp_path / "single"), params)
+    found = {}
+    for engine in ("spark", "single"):
+        publication = Publication.open(LocalStore(tmp_path / engine))
+        layout = layout_from_manifest(publication.version, publication.manifest["term_index"])
+        assert [(p.start, p.stop) for p in layout.parts] == [(0, 1000), (1000, 2000),
+                                                             (2000, 3000)]
+        found[engine] = dict(publication.term_records)
+        queries = [CountQuery(q) for q in random_conjunctions(records, 100, seed=3)]
+        assert Engine(publication).counts(queries) == \
+            [sum(1 for r in records if set(q.terms) <= r) for q in queries]
+        assert audit_term_indexes(LocalStore(tmp_path / engine)) == []
+    assert found["spark"] == found["single"]
 
 
 BAD_INPUTS = {

@@ -78,6 +78,6 @@ DEFAULT_DEADLINES = {
     "spark": Deadlines(base_ms=120_000, count_ms=50),
     "hadoop": Deadlines(base_ms=300_000, count_ms=100),
 }
-# A job over the index shards starts as a job over the chunks does, and counts in memory.
+# A job over the index parts starts as a job over the chunks does, and counts in memory.
 DEFAULT_DEADLINES |= {f"index-{runner}": deadlines
                       for runner, deadlines in DEFAULT_DEADLINES.items() if runner != "fast"}

@@ -31,7 +31,7 @@ DEFAULT_KEEP = 3
 class PublishParams(LayoutParams):
     keep: int = DEFAULT_KEEP  # committed versions kept, the current one included
     workers: int = os.cpu_count() or 1  # processes partitioning clusters in parallel
-    index_shard: int = SHARD_RECORDS  # record positions per shard of the term index
+    index_shard: int = SHARD_RECORDS  # record positions per part of the term index, at most
 
     def check(self) -> None:
         if self.k < 2 or self.m < 1:

@@ -39,7 +39,6 @@ from dataclasses import asdict, dataclass
 from itertools import combinations
 
 import numpy as np
-from pyroaring import BitMap
 
 from .. import chunkformat as fmt
 from .. import releases
@@ -340,8 +339,7 @@ class _Append:
         self.ids.update(remainders.ids)
         remainders.add_fresh(extension.pooled)
         writer.supersede_version(publication.version, publication.head)
-        writer.terms.update(publication.term_record_positions())  # the old chunks' pairs,
-        writer.terms.discard(BitMap(waiting))  # but the buffer's records are placed anew
+        writer.carry_term_index(publication)  # the old records' index parts, by reference
         threshold = max(params.k, params.cluster_size // 4) if min_new is None else min_new
         if pool and len(pool) >= threshold:
             where = Placement(pool, units=len(self.units), nodes=len(self.tree.nodes))

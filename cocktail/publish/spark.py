@@ -17,9 +17,9 @@ the chunk builder.  What differs is where they run:
   files in a random order (no file order groups a cluster's chunks); the manifests, the release
   entry and the commit point stay at the driver, so the atomic version switch and the audit are
   the single-machine engine's;
-* each task merges its units' term indexes into one part, and the driver merges the parts, one
-  at a time, into the version's term index (it holds the index, a few bytes a record, and one
-  part).
+* each task merges its units' term indexes into one piece, and the driver merges the pieces,
+  one at a time, into the version's term index (it holds the index, a few bytes a record, and
+  one piece), which the version writer cuts into parts (:mod:`cocktail.query.termindex`).
 
 Chunk ids are drawn from a keyed hash of a fresh per-publish secret, the unit and the chunk's
 rank, so that a task Spark re-runs writes the same files under the same names.
@@ -53,7 +53,7 @@ from ..dataset import (InputError, MalformedLine, Records, detect_format, format
 from ..overlay.layout import PhaseProgress, partitions_pool
 from ..overlay.tree import (Node, SplitSearch, Tree, children_of, choose_split,
                             pattern_codes, presence, rank_candidates, split_stats)
-from ..query.termindex import TermIndex, TermIndexBuilder
+from ..query.termindex import TermIndexBuilder
 from ..store import Store, open_store
 from . import Built, PublishParams, PublishReport, check_size, release
 from .batch import collector_paused
@@ -426,15 +426,15 @@ def unit_outputs(job: UnitJob, unit: int, kind: str, members: list[tuple[int, st
            fmt.encode_pseudonym_map(rows), True)
     yield "keys", unit, kind, np.array(sorted(added), dtype=np.uint64), \
         np.array(sorted(shown), dtype=np.uint64)
-    yield "terms", index.encode_part()
+    yield "terms", index.encode_piece()
 
 
 def merge_term_indexes(items: Iterator[tuple]) -> Iterator[bytes]:
-    """A task's units' term indexes as one part: fewer, larger pieces for the driver."""
+    """A task's units' term indexes as one piece: fewer, larger pieces for the driver."""
     merged = TermIndexBuilder()
-    for _, part in items:
-        merged.update(TermIndex.decode(part))
-    yield merged.encode_part()
+    for _, piece in items:
+        merged.add_piece(piece)
+    yield merged.encode_piece()
 
 
 def partition_leaves(job_b, leaf_of_unit_b):
@@ -681,9 +681,9 @@ class _Run:
         self._tracked("write", keyed.partitionBy(self.tasks).mapPartitions(write_files(job)).count)
         found.into(writer)
         merging = time.perf_counter()
-        for part in written.filter(lambda item: item[0] == "terms").mapPartitions(
+        for piece in written.filter(lambda item: item[0] == "terms").mapPartitions(
                 merge_term_indexes).toLocalIterator():
-            writer.terms.update(TermIndex.decode(part))
+            writer.terms.add_piece(piece)
         writer.index_seconds += time.perf_counter() - merging
         records = self._records_file(units)
         self._timed("write", started)

@@ -15,16 +15,20 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from .. import chunkformat as fmt
 from .. import releases
 from ..anonymity import Partition, partition
 from ..overlay.layout import Layout, LayoutParams, PhaseProgress
-from ..query.termindex import SHARD_RECORDS, TermIndexBuilder
+from ..query.termindex import (SHARD_RECORDS, IndexPart, TermIndexBuilder, layout_from_manifest,
+                               write_parts)
 from ..releases import Release
 from ..store import Store, StoreError
 from .batch import collector_paused
+
+if TYPE_CHECKING:
+    from ..query.view import Publication
 
 KEY_FILE = "owner.key"
 PARALLEL_FROM_RECORDS = 20_000  # below this, starting worker processes costs more than it saves
@@ -105,7 +109,7 @@ class VersionWriter:
     def __init__(self, release: Release, key: bytes, log: releases.ReleaseBuilder,
                  index_shard: int = SHARD_RECORDS) -> None:
         self.out, self.key, self.release = release, key, log
-        self.index_shard = index_shard  # record positions per shard of the term index
+        self.index_shard = index_shard  # record positions per part of the term index at most
         self.index_seconds = 0.0  # spent on the term index: its own phase in the report
         self.version, self.staging = release.version, release.staging
         self.chunks: dict[str, dict] = {}
@@ -116,6 +120,10 @@ class VersionWriter:
         # does (zone, path): what pruning the previous version may delete (releases.versions).
         self.superseded: list[tuple[str, str]] = []
         self.record_segments: list[dict] = []  # home, start, stop (and keys) of each segment
+        self.carried_index: tuple[IndexPart, ...] = ()  # the previous version's parts
+        # Carried parts this version merged into a part of its own: what the previous version
+        # referenced and this one does not (their files stay in their homes).
+        self.index_superseded: list[IndexPart] = []
 
     def _new_chunk(self, members: Sequence[tuple[str, int, list[str]]]) -> BuiltChunk:
         """The chunk's files under a fresh random id whose pseudonyms are distinct."""
@@ -205,12 +213,10 @@ class VersionWriter:
 
     def supersede_version(self, version: str, manifest: dict) -> None:
         """This version follows ``version`` (an append): it carries what that one referenced,
-        but not that one's own files (manifests, term index)."""
-        index = manifest.get("term_index") or {}
-        digests = index.get("sha256") or [None]
-        shards = 1 if isinstance(digests, str) else len(digests)
-        own = [fmt.MANIFEST, fmt.SUPERSEDED, fmt.TERM_ORDER,
-               *(fmt.term_index_name(n) for n in range(shards))]
+        but not that one's own files (manifests, the list of its term index's parts; the
+        parts it merges away :meth:`finish` adds)."""
+        own = [fmt.MANIFEST, fmt.SUPERSEDED,
+               *([fmt.TERM_PARTS] if "parts" in (manifest.get("term_index") or {}) else [])]
         self.superseded += [("public", fmt.manifest_path(version))] + \
             [("private", f"{version}/{name}") for name in own]
 
@@ -263,11 +269,12 @@ class VersionWriter:
         public_lines.sort(key=fmt.line_chunk_id)  # by random id: nothing groups them
         self.out.put("public", fmt.MANIFEST, fmt.encode_manifest(public_manifest, public_lines,
                                                                  listed=True))
-        if self.superseded:
-            self.out.write_private(fmt.SUPERSEDED, fmt.encode_superseded(self.superseded))
         index_started = time.perf_counter()
         private_manifest["term_index"] = self._write_term_index(count)
         encoding = time.perf_counter() - index_started
+        self.superseded += self.superseded_index_files
+        if self.superseded:
+            self.out.write_private(fmt.SUPERSEDED, fmt.encode_superseded(self.superseded))
         private_manifest["records"] = {"count": count, "segments": sorted(
             self.record_segments, key=lambda segment: segment["start"])}
         logged = release_entry.get("units", {})
@@ -285,16 +292,43 @@ class VersionWriter:
             seconds["write"] -= self.index_seconds
         seconds["commit"] = time.perf_counter() - started - encoding
 
+    def carry_term_index(self, publication: Publication) -> None:
+        """An append: the previous version's index parts become this version's first parts,
+        by reference (neither read nor copied); :meth:`finish` adds parts for the new records.
+        Pairs of old records the builder still receives (records placed anew) are left out
+        then: the carried parts hold them, and a record's terms never change.  A version
+        written before there was an index has its pairs resolved from its chunks instead."""
+        listed = publication.head.get("term_index")
+        if listed:
+            where = f"private/{fmt.manifest_path(publication.version)}"
+            layout = layout_from_manifest(publication.version, listed, where)
+            # (A version written before record segments has no count but the index's.)
+            counted = (publication.head.get("records") or {}).get("count", layout.records)
+            problem = layout.gaps() or (None if layout.records == counted else
+                                        f"the index counts {layout.records} records, the "
+                                        f"version holds {counted}")
+            if problem:
+                raise StoreError(f"{where}: term index: {problem} (`cocktail audit --releases`)")
+            self.carried_index = layout.parts
+        else:
+            self.terms.update(publication.resolved_term_records())
+
+    @property
+    def superseded_index_files(self) -> list[tuple[str, str]]:
+        """(zone, path) of the files of the carried parts this version merged away: pruning
+        the previous version may delete them (no later version lists them)."""
+        return [("private", path) for part in self.index_superseded
+                for path in [*part.paths(), *([part.order_path] if part.order_path else [])]]
+
     def _write_term_index(self, count: int) -> dict:
-        """The index's order and shards into the private zone; their manifest entry."""
-        order, shards = self.terms.encode(count, self.index_shard)
-        self.out.write_private(fmt.TERM_ORDER, order)
-        digests = []
-        for number, shard in enumerate(shards):
-            self.out.write_private(fmt.term_index_name(number), shard)
-            digests.append(hashlib.sha256(shard).hexdigest())
-        return {"records": count, "shard_records": self.index_shard, "sha256": digests,
-                "order_sha256": hashlib.sha256(order).hexdigest()}
+        """The index's new parts into the private zone, its parts list beside them; its
+        manifest entry (docs/publication-format.md)."""
+        layout, self.index_superseded = write_parts(
+            self.out.store, self.version, self.carried_index, self.terms, count,
+            self.index_shard, self.out.write_private)
+        entry = layout.entry()
+        self.out.write_private(fmt.TERM_PARTS, fmt.encode_json(entry, compact=True))
+        return entry
 
 
 def split_members(members: Iterable[tuple[int, frozenset[str]]],

@@ -1,24 +1,47 @@
 """The term index: every term's record positions as a roaring bitmap, what the fast path
-intersects.  Written once per version into the private zone (``terms.roaring``, codec in
-:mod:`cocktail.chunkformat`), so that a reader deserializes it instead of resolving every
-chunk's index through the pseudonym maps; :func:`cocktail.audit.audit_term_indexes` is the
-owner's check that it agrees with the chunks.
+intersects.  Kept in the private zone (codec in :mod:`cocktail.chunkformat`), so that a reader
+deserializes it instead of resolving every chunk's index through the pseudonym maps;
+:func:`cocktail.audit.audit_term_indexes` is the owner's check that it agrees with the chunks.
 
-The index numbers records in an order of its own (``terms.order`` maps it back): sorted by
-which of the ``ORDER_TERMS`` most frequent terms they hold, so that those terms' bitmaps are a
-few long runs.  A count does not depend on how records are numbered; in this order the index
-is a third smaller and a conjunction is counted about twice as fast (1M records:
-docs/engines.md).  Record positions are what an append and the audit need
-(:func:`record_numbering`).
+**Parts.**  A version's index is a list of parts (:class:`IndexLayout`), each over a range
+``[start, stop)`` of record positions; in order they tile ``[0, records)``.  A part is written
+once, by one version (its *home*, whose directory holds its files), and later versions list it
+in their manifests without copying or reading it: a record's terms never change once published,
+so the index over old positions never changes, and an append only adds a part for its new
+positions ``[n, N)`` (:func:`plan_parts`).  A fresh publish writes parts of at most
+``index_shard`` records (``SHARD_RECORDS`` by default, so most publications have one).
 
-A large version's index is cut into shards of index positions (``SHARD_RECORDS`` each by
-default): one machine unions them, a cluster job counts each shard in its own task and sums
-(:mod:`cocktail.query.backends.shards`), since every record lies in exactly one shard."""
+**Merging.**  So that daily appends do not pile up parts, after adding its new part an append
+merges the last two parts while the second-to-last holds at most ``MERGE_RATIO`` (2) times the
+last's records and together they fit in ``index_shard``: the merged part is written by the
+appending version, from the merged parts' bitmaps read back to record positions.  Sizes then
+fall by more than half from each part to the next, so a version has at most about log2(N / b)
++ 1 parts for batches of b records (plus N / index_shard full ones), and a record is rewritten
+O(log N) times over its life: an append costs O(batch · log N) amortized; the append that
+carries the counter over rewrites the parts it merges (at most ``index_shard`` records).
+
+**Order.**  A part numbers its records in an order of its own (its order file maps it back):
+sorted by which of the part's ``ORDER_TERMS`` most frequent terms they hold, ties by position,
+so that those terms' bitmaps are a few long runs.  A count does not depend on how records are
+numbered; in this order the index is a third smaller and a conjunction is counted about twice
+as fast (1M records: docs/engines.md).  A part's bitmaps hold *index positions* in its own
+range, so the union over parts needs no shifting, and the parts' orders end to end are the
+version's numbering (:meth:`IndexLayout` / ``Publication.index_order``).  Record positions are
+what the audit needs (:func:`record_numbering`).
+
+A cluster job counts each part's file in its own map task and sums
+(:mod:`cocktail.query.backends.shards`), since every record lies in exactly one part.
+
+Versions written before parts hold one index over all records, in shards of index positions
+with one order (or none: records numbered by position); they are read, served, audited and
+appended to as one part at home in that version."""
 
 from __future__ import annotations
 
 import array
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import hashlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from pyroaring import BitMap, FrozenBitMap
@@ -26,28 +49,212 @@ from pyroaring import BitMap, FrozenBitMap
 from .. import chunkformat as fmt
 from ..store import Store
 
-SHARD_RECORDS = 1 << 24  # index positions per shard: ~80 MB of index at 5 terms a record
-ORDER_TERMS = 16  # the most frequent terms whose presence orders the index's records
+SHARD_RECORDS = 1 << 24  # record positions per part at most: ~80 MB of index at 5 terms a record
+ORDER_TERMS = 16  # the most frequent terms whose presence orders a part's records
+MERGE_RATIO = 2  # merge the last two parts while the first holds at most this times the last
+
+Read = Callable[[str], bytes]  # a private path -> its bytes
+
+
+# -- what a version's index is made of ------------------------------------------------------
+
+@dataclass(frozen=True)
+class IndexPart:
+    """One part: its bitmaps ``files`` (one; several for a sharded index written before
+    parts) and its ``order`` (None: records numbered by position), paths relative to the
+    directory of version ``home``."""
+
+    home: str
+    start: int
+    stop: int
+    files: tuple[str, ...]
+    sha256: tuple[str, ...]
+    order: str | None
+    order_sha256: str | None
+
+    @property
+    def records(self) -> int:
+        return self.stop - self.start
+
+    def paths(self) -> list[str]:
+        """The bitmaps files' paths in the private zone."""
+        return [f"{self.home}/{name}" for name in self.files]
+
+    @property
+    def order_path(self) -> str | None:
+        return None if self.order is None else f"{self.home}/{self.order}"
+
+    def entry(self) -> dict:
+        return {"home": self.home, "start": self.start, "stop": self.stop,
+                "files": list(self.files), "sha256": list(self.sha256),
+                "order": self.order, "order_sha256": self.order_sha256}
+
+    @classmethod
+    def from_entry(cls, entry: object, name: str) -> IndexPart:
+        try:
+            if not isinstance(entry, dict):
+                raise TypeError("not an object")
+            files, digests = entry["files"], entry["sha256"]
+            if not isinstance(files, list) or not isinstance(digests, list) or not files or \
+                    not all(isinstance(f, str) for f in files + digests):
+                raise TypeError("files and sha256 must be lists of strings")
+            order, order_sha = entry["order"], entry["order_sha256"]
+            if not isinstance(order, (str, type(None))) or \
+                    not isinstance(order_sha, (str, type(None))):
+                raise TypeError("order and order_sha256 must be strings or null")
+            start, stop, home = entry["start"], entry["stop"], entry["home"]
+            if not isinstance(start, int) or not isinstance(stop, int) or \
+                    not isinstance(home, str):
+                raise TypeError("home must be a string, start and stop integers")
+        except (KeyError, TypeError) as exc:
+            raise fmt.FormatError(f"{name}: unreadable term index part: {exc}") from None
+        if any(".." in f.split("/") or f.startswith("/") for f in [*files, order or ""]):
+            raise fmt.FormatError(f"{name}: a part's file leaves its home's directory")
+        return cls(home, start, stop, tuple(files), tuple(digests), order, order_sha)
+
+
+@dataclass(frozen=True)
+class IndexLayout:
+    """A version's index: its record count and its parts, in order.  ``legacy``: written
+    before parts, one part over every record (its manifest entry has no parts)."""
+
+    records: int
+    parts: tuple[IndexPart, ...]
+    shard_records: int | None = None
+    legacy: bool = False
+
+    def entry(self) -> dict:
+        """The private manifest's ``term_index`` (and ``terms/parts.json``)."""
+        return {"records": self.records, "shard_records": self.shard_records,
+                "parts": [part.entry() for part in self.parts]}
+
+    def gaps(self) -> str | None:
+        """What is wrong with how the parts tile ``[0, records)``, None if nothing."""
+        at = 0
+        for number, part in enumerate(self.parts):
+            if part.start != at or part.stop < part.start:
+                kind = "overlaps its predecessor" if part.start < at else \
+                    "leaves a gap after its predecessor" if part.start > at else "is empty"
+                return (f"part {number} ({part.home}, positions {part.start}..{part.stop}) "
+                        f"{kind}: it should start at {at}")
+            at = part.stop
+        if at != self.records:
+            return f"the parts cover positions 0..{at}, the index counts {self.records} records"
+        return None
+
+
+def layout_from_manifest(version: str, entry: object, name: str = "term_index") -> IndexLayout:
+    """The layout a manifest's ``term_index`` (or ``terms/parts.json``) describes; an entry
+    without parts is an index written before them, one part at home in ``version``."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("records"), int):
+        raise fmt.FormatError(f"{name}: no record count")
+    if "parts" in entry:
+        if not isinstance(entry["parts"], list):
+            raise fmt.FormatError(f"{name}: parts must be a list")
+        return IndexLayout(entry["records"],
+                           tuple(IndexPart.from_entry(p, name) for p in entry["parts"]),
+                           entry.get("shard_records"))
+    digests = entry.get("sha256") or []
+    digests = [digests] if isinstance(digests, str) else list(digests)
+    files = tuple(fmt.term_index_name(n) for n in range(max(1, len(digests))))
+    order_sha = entry.get("order_sha256")
+    return IndexLayout(entry["records"], (IndexPart(
+        version, 0, entry["records"], files, tuple(digests), fmt.TERM_ORDER if order_sha else None,
+        order_sha),), entry.get("shard_records"), legacy=True)
+
+
+def stored_layout(store: Store, version: str, read: Read | None = None) -> IndexLayout | None:
+    """The version's index as its own files say, without its manifest: ``terms/parts.json``,
+    or for an index written before parts its first shard's header (read through ``read``, so
+    a caller may keep the bytes); None for a version written before there was an index."""
+    read = read or (lambda path: store.read("private", path))
+    parts = f"{version}/{fmt.TERM_PARTS}"
+    if store.exists("private", parts):
+        return layout_from_manifest(version, fmt.decode_json(read(parts), f"private/{parts}"),
+                                    f"private/{parts}")
+    first = fmt.term_index_path(version)
+    if not store.exists("private", first):
+        return None
+    header = fmt.decode_term_index(read(first), f"private/{first}")
+    records = header.stop if header.records is None else header.records
+    order = fmt.TERM_ORDER if store.exists("private", fmt.term_order_path(version)) else None
+    files = tuple(fmt.term_index_name(n) for n in range(header.shards))
+    return IndexLayout(records, (IndexPart(version, 0, records, files, (), order, None),),
+                       legacy=True)
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+def check_files(files: Sequence[fmt.TermIndexFile], start: int, stop: int, name: str,
+                numbered: bool = True) -> None:
+    """The files, in order, tile the index positions ``[start, stop)``; shards of an index
+    written before parts (one part's files, ``numbered``) also number themselves in order and
+    name its record count."""
+    at = start
+    for number, file in enumerate(files):
+        if numbered and file.records is not None and (file.records, file.shards, file.shard) \
+                != (stop, len(files), number) or file.start != at:
+            raise fmt.FormatError(
+                f"{name}: file {number} of {len(files)} does not follow its predecessors "
+                f"(positions from {file.start}, expected from {at}"
+                + ("" if file.records is None else
+                   f"; shard {file.shard} of {file.shards} over {file.records} records") + ")")
+        at = file.stop
+    if at != stop:
+        raise fmt.FormatError(f"{name}: {len(files)} file(s) over positions {start}..{at}, "
+                              f"the part covers {start}..{stop}")
+
+
+def read_part(store: Store, part: IndexPart, read: Read | None = None
+              ) -> list[fmt.TermIndexFile]:
+    """A part's bitmaps files, checked to tile its range."""
+    read = read or (lambda path: store.read("private", path))
+    _check_home(part)
+    files = [fmt.decode_term_index(read(path), f"private/{path}") for path in part.paths()]
+    check_files(files, part.start, part.stop, f"private/{part.paths()[0]}")
+    return files
+
+
+def _check_home(part: IndexPart) -> None:
+    """A reader goes nowhere but into a version's directory (the audit names the part)."""
+    if not fmt.VERSION_RE.match(part.home):
+        raise fmt.FormatError(f"a term index part's home {part.home!r} is not a version")
+
+
+def read_order(store: Store, part: IndexPart) -> np.ndarray:
+    """The record position at each of the part's index positions (its order file; the
+    identity for a part written in record order)."""
+    _check_home(part)
+    if part.order_path is None:
+        return np.arange(part.start, part.stop, dtype=np.uint32)
+    return fmt.decode_term_order(store.read("private", part.order_path), part.records,
+                                 f"private/{part.order_path}")
 
 
 class TermIndex(Mapping[str, FrozenBitMap]):
-    """term -> record positions, read from the shards' files: each bitmap is deserialized
-    (and its shards' parts unioned) the first time it is asked for, so a reader pays only for
-    the terms its queries name."""
+    """term -> index positions, read from the parts' files: each bitmap is deserialized (and
+    its parts' pieces unioned) the first time it is asked for, so a reader pays only for the
+    terms its queries name."""
 
-    def __init__(self, shards: Sequence[fmt.TermIndexShard], name: str = fmt.TERM_INDEX) -> None:
-        check_shards(shards, name)
-        self.records = shards[0].records
+    def __init__(self, files: Sequence[fmt.TermIndexFile], records: int | None = None,
+                 name: str = fmt.TERM_INDEX) -> None:
+        numbered = records is None  # one index written before parts, in its shards
+        if numbered:
+            if not files:
+                raise fmt.FormatError(f"{name}: no shard")
+            records = files[0].stop if files[0].records is None else files[0].records
+        check_files(files, 0, records, name, numbered)
+        self.records = records
         self._serialized: dict[str, list[memoryview]] = {}
-        for shard in shards:
-            for term, data in shard.bitmaps.items():
+        for file in files:
+            for term, data in file.bitmaps.items():
                 self._serialized.setdefault(term, []).append(data)
         self._open: dict[str, FrozenBitMap] = {}
 
     @classmethod
     def decode(cls, data: bytes, name: str = fmt.TERM_INDEX) -> TermIndex:
-        """An index stored in one shard."""
-        return cls([fmt.decode_term_index(data, name)], name)
+        """An index stored in one file from position 0."""
+        return cls([fmt.decode_term_index(data, name)], None, name)
 
     def __getitem__(self, term: str) -> FrozenBitMap:
         found = self._open.get(term)
@@ -65,45 +272,38 @@ class TermIndex(Mapping[str, FrozenBitMap]):
         return len(self._serialized)
 
 
-def check_shards(shards: Sequence[fmt.TermIndexShard], name: str) -> None:
-    """The shards, in order, tile the version's record positions."""
-    if not shards:
-        raise fmt.FormatError(f"{name}: no shard")
-    records, count, at = shards[0].records, shards[0].shards, 0
-    for number, shard in enumerate(shards):
-        if (shard.records, shard.shards, shard.shard, shard.start) != (records, count, number, at):
-            raise fmt.FormatError(f"{name}: shard {number} of {len(shards)} does not follow "
-                                  f"its predecessors (records {shard.records}, shard "
-                                  f"{shard.shard} of {shard.shards} from position {shard.start})")
-        at = shard.stop
-    if len(shards) != count or at != records:
-        raise fmt.FormatError(f"{name}: {len(shards)} shard(s) over positions 0..{at}, the "
-                              f"index says {count} over {records} records")
+def read_term_index(store: Store, layout: IndexLayout, read: Read | None = None) -> TermIndex:
+    """The index of ``layout``: every part's files (each part checked to tile its range, the
+    parts to tile the version's)."""
+    problem = layout.gaps()
+    name = f"private/{layout.parts[0].paths()[0]}" if layout.parts else "term index"
+    if problem:
+        raise fmt.FormatError(f"{name}: {problem}")
+    files = [file for part in layout.parts for file in read_part(store, part, read)]
+    return TermIndex(files, layout.records, name)
 
 
-def stored_shards(store: Store, version: str) -> Iterator[tuple[str, bytes]]:
-    """(path, bytes) of each stored shard, in order, each yielded before it is decoded (the
-    audit checks its sha256 first): none for a version written before there was an index.
-    The first shard's header names how many follow."""
-    path = fmt.term_index_path(version)
-    if not store.exists("private", path):
-        return
-    data = store.read("private", path)
-    yield path, data
-    for number in range(1, fmt.decode_term_index(data, f"private/{path}").shards):
-        path = fmt.term_index_path(version, number)
-        yield path, store.read("private", path)
+def index_order(store: Store, layout: IndexLayout) -> np.ndarray | None:
+    """The record position at each index position of the version (the parts' orders end to
+    end), None when every part numbers its records by position."""
+    if all(part.order is None for part in layout.parts):
+        return None
+    return np.concatenate([read_order(store, part) for part in layout.parts]) \
+        if layout.parts else np.empty(0, dtype=np.uint32)
 
 
-def read_term_index(store: Store, version: str) -> TermIndex | None:
-    """The version's stored index (None when it was written before there was one)."""
-    shards = [fmt.decode_term_index(data, f"private/{path}")
-              for path, data in stored_shards(store, version)]
-    return TermIndex(shards, f"private/{fmt.term_index_path(version)}") if shards else None
+def part_postings(store: Store, part: IndexPart) -> dict[str, BitMap]:
+    """A part's bitmaps back in record positions (to merge it into a new part)."""
+    order, found = read_order(store, part), {}
+    for file in read_part(store, part):
+        for term, data in file.bitmaps.items():
+            positions = order[as_array(BitMap.deserialize(data)) - part.start]
+            found.setdefault(term, []).append(positions)
+    return {term: bitmap_of(np.concatenate(pieces)) for term, pieces in found.items()}
 
 
 def count_conjunction(index: Mapping[str, FrozenBitMap], terms: Sequence[str]) -> int:
-    """Records (of the index, or of one shard) holding all of ``terms``, at least one."""
+    """Records (of the index, or of one part) holding all of ``terms``, at least one."""
     found = [index.get(term) for term in terms]
     if any(f is None for f in found):
         return 0
@@ -116,9 +316,11 @@ def count_conjunction(index: Mapping[str, FrozenBitMap], terms: Sequence[str]) -
     return common.intersection_cardinality(found[-1])
 
 
+# -- writing ---------------------------------------------------------------------------------
+
 class TermIndexBuilder:
-    """Collects (term, positions) while a version's chunks are written, or merges the
-    indexes of parts (a Spark task's units)."""
+    """Collects (term, record positions) while a version's chunks are written, or merges the
+    pieces of a Spark job's tasks."""
 
     def __init__(self) -> None:
         self.bitmaps: dict[str, BitMap] = {}
@@ -139,51 +341,129 @@ class TermIndexBuilder:
             else:
                 self.bitmaps[term] = BitMap(positions)
 
-    def discard(self, positions: BitMap) -> None:
-        """Forget these records (an append places its buffer's records anew)."""
-        for term in list(self.bitmaps):
-            self.bitmaps[term].difference_update(positions)
-            if not self.bitmaps[term]:
-                del self.bitmaps[term]
+    def encode_piece(self) -> bytes:
+        """Everything by record position in one file: a Spark task's piece, which the driver
+        merges (:meth:`add_piece`) into the version's builder."""
+        top = max((b.max() for b in self.bitmaps.values() if b), default=-1)
+        return fmt.encode_term_part(((t, self.bitmaps[t].serialize())
+                                     for t in sorted(self.bitmaps)), 0, top + 1)
 
-    def encode(self, records: int, shard_records: int = SHARD_RECORDS
-               ) -> tuple[bytes, Iterator[bytes]]:
-        """The index order, and the shards one at a time (each over a range of index
-        positions).  The builder is spent: its bitmaps now hold index positions."""
-        order = index_order(self.bitmaps, records)
-        renumber = np.empty(records, dtype=np.uint32)
-        renumber[order] = np.arange(records, dtype=np.uint32)
+    def add_piece(self, data: bytes) -> None:
+        piece = fmt.decode_term_index(data, "term index piece")
+        self.update({term: BitMap.deserialize(b) for term, b in piece.bitmaps.items()})
+
+    def within(self, start: int, stop: int) -> dict[str, BitMap]:
+        """The terms' record positions in ``[start, stop)`` (the builder's own bitmaps when
+        they lie inside)."""
+        window, found = None, {}
         for term, positions in self.bitmaps.items():
-            self.bitmaps[term] = bitmap_of(renumber[as_array(positions)])
-        return fmt.encode_term_order(order), self._shards(records, shard_records)
-
-    def encode_part(self) -> bytes:
-        """Everything in one piece and by record position, to be merged into a version's
-        index (a Spark task's part): the count, order and shards are the driver's to give."""
-        return next(self._shards(0, 1))
-
-    def _shards(self, records: int, shard_records: int) -> Iterator[bytes]:
-        for bitmap in self.bitmaps.values():
-            bitmap.run_optimize()
-        count = max(1, -(-records // shard_records))
-        for shard in range(count):
-            start, stop = shard * shard_records, min(records, (shard + 1) * shard_records)
-            window = None if count == 1 else BitMap(range(start, stop))
-            parts = ((term, self.bitmaps[term] if window is None else self.bitmaps[term] & window)
-                     for term in sorted(self.bitmaps))
-            yield fmt.encode_term_index(records, ((t, b.serialize()) for t, b in parts if b),
-                                        shard, count, start, stop)
+            if positions and start <= positions.min() and positions.max() < stop:
+                found[term] = positions
+                continue
+            if window is None:
+                window = BitMap()
+                window.add_range(start, stop)
+            inside = positions & window
+            if inside:
+                found[term] = inside
+        return found
 
 
-def index_order(bitmaps: Mapping[str, BitMap | FrozenBitMap], records: int) -> np.ndarray:
-    """The record positions in index order: by the presence of the ``ORDER_TERMS`` most
-    frequent terms (the most frequent first, holders before the others), then by position.
-    A function of the index alone, so both engines number records alike."""
+@dataclass(frozen=True)
+class PendingPart:
+    """A part the writing version makes: over ``[start, stop)``, from the records of the
+    carried parts it ``merged`` and the builder's records past them."""
+
+    start: int
+    stop: int
+    merged: tuple[IndexPart, ...] = ()
+
+    @property
+    def records(self) -> int:
+        return self.stop - self.start
+
+
+def plan_parts(carried: Sequence[IndexPart], records: int, shard_records: int
+               ) -> list[IndexPart | PendingPart]:
+    """A version's parts: the ``carried`` ones (tiling the positions before the new records),
+    then new parts of at most ``shard_records`` over the rest, each new part merged with the
+    last while the last holds at most ``MERGE_RATIO`` times its records and they fit in
+    ``shard_records`` together (module docstring)."""
+    parts: list[IndexPart | PendingPart] = list(carried)
+    at = carried[-1].stop if carried else 0
+    if at > records:
+        raise ValueError(f"the carried parts cover {at} records, the version holds {records}")
+    while at < records:
+        parts.append(PendingPart(at, min(records, at + shard_records)))
+        at = parts[-1].stop
+        while len(parts) >= 2 and parts[-2].records <= MERGE_RATIO * parts[-1].records and \
+                parts[-2].records + parts[-1].records <= shard_records:
+            last, before = parts.pop(), parts.pop()
+            parts.append(PendingPart(before.start, last.stop,
+                                     _merged(before) + _merged(last)))
+    return parts
+
+
+def _merged(part: IndexPart | PendingPart) -> tuple[IndexPart, ...]:
+    return part.merged if isinstance(part, PendingPart) else (part,)
+
+
+def encode_part(bitmaps: Mapping[str, BitMap | FrozenBitMap], start: int, stop: int
+                ) -> tuple[bytes, bytes]:
+    """A part over ``[start, stop)`` from its terms' record positions (all inside it): its
+    bitmaps file (index positions) and its order file."""
+    order = part_order(bitmaps, start, stop)
+    renumber = np.empty(stop - start, dtype=np.uint32)  # record -> index position
+    renumber[order - start] = np.arange(start, stop, dtype=np.uint32)
+    pieces = []
+    for term in sorted(bitmaps):
+        if bitmaps[term]:
+            numbered = bitmap_of(renumber[as_array(bitmaps[term]) - start])
+            numbered.run_optimize()
+            pieces.append((term, numbered.serialize()))
+    return fmt.encode_term_part(pieces, start, stop), fmt.encode_term_order(order)
+
+
+def part_order(bitmaps: Mapping[str, BitMap | FrozenBitMap], start: int, stop: int
+               ) -> np.ndarray:
+    """The record positions of ``[start, stop)`` in the part's index order: by the presence
+    of its ``ORDER_TERMS`` most frequent terms (the most frequent first, holders before the
+    others), then by position.  A function of the records alone, so both engines number
+    records alike."""
     frequent = sorted(bitmaps, key=lambda term: (-len(bitmaps[term]), term))[:ORDER_TERMS]
-    key = np.zeros(records, dtype=np.uint32)
+    key = np.zeros(stop - start, dtype=np.uint32)
     for bit, term in enumerate(frequent):
-        key[as_array(bitmaps[term])] |= np.uint32(1 << (31 - bit))
-    return np.argsort(~key, kind="stable").astype(np.uint32)
+        key[as_array(bitmaps[term]) - start] |= np.uint32(1 << (31 - bit))
+    return (np.argsort(~key, kind="stable") + start).astype(np.uint32)
+
+
+def write_parts(store: Store, version: str, carried: Sequence[IndexPart],
+                builder: TermIndexBuilder, records: int, shard_records: int,
+                write: Callable[[str, bytes], None]) -> tuple[IndexLayout, list[IndexPart]]:
+    """Plan the parts of ``version``, write the new ones through ``write`` (name in the
+    version's directory, bytes) from the builder's records past the carried parts and from
+    the carried parts they merge; the layout, and the carried parts merged away."""
+    floor = carried[-1].stop if carried else 0
+    parts, merged = [], []
+    for planned in plan_parts(carried, records, shard_records):
+        if isinstance(planned, IndexPart):
+            parts.append(planned)
+            continue
+        # The builder also holds pairs of old records an append placed anew (its buffer's,
+        # a promotion's): the carried parts hold them already, a record's terms never change.
+        bitmaps = builder.within(max(floor, planned.start), planned.stop)
+        for source in planned.merged:
+            for term, positions in part_postings(store, source).items():
+                bitmaps[term] = bitmaps[term] | positions if term in bitmaps else positions
+        index, order = encode_part(bitmaps, planned.start, planned.stop)
+        files = fmt.term_part_names(planned.start, planned.stop)
+        write(files[0], index)
+        write(files[1], order)
+        parts.append(IndexPart(version, planned.start, planned.stop, (files[0],),
+                               (hashlib.sha256(index).hexdigest(),), files[1],
+                               hashlib.sha256(order).hexdigest()))
+        merged += planned.merged
+    return IndexLayout(records, tuple(parts), shard_records), merged
 
 
 def record_numbering(index: Mapping[str, FrozenBitMap], order: np.ndarray | None

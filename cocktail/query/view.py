@@ -18,8 +18,8 @@ from ..overlay.planner import aggregates_above, term_locations
 from ..overlay.tree import Tree
 from ..releases import committed_versions, current_version
 from ..store import Store, StoreError
-from .termindex import (ResolvedIndex, TermIndex, build_term_index, read_term_index,
-                        record_numbering, stored_shards)
+from .termindex import (IndexLayout, ResolvedIndex, TermIndex, build_term_index, index_order,
+                        read_term_index, record_numbering, stored_layout)
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,7 @@ class Publication:
         self._infos: dict[str, ChunkInfo] = {}  # chunks parsed one by one (an append's)
         self._unit_terms: dict[int, dict[str, str]] = {}
         self._locations: dict[int, dict[str, str]] = {}
+        self._index_bytes: dict[str, bytes] = {}  # read to find the index's layout, not yet used
 
     @cached_property
     def _split(self) -> tuple[dict, list[bytes]]:
@@ -214,20 +215,27 @@ class Publication:
 
     @cached_property
     def record_count(self) -> int:
-        """Records in the version (the term index knows, without reading the record ids)."""
-        records = self.__dict__.get("term_records")
-        if isinstance(records, TermIndex):
-            return records.records
-        first = self.first_index_shard
-        return len(self.record_ids) if first is None else first.records
+        """Records in the version: the term index's layout says (its parts list, not a part),
+        or else the record ids."""
+        layout = self.index_layout
+        return len(self.record_ids) if layout is None else layout.records
 
     @cached_property
-    def first_index_shard(self) -> fmt.TermIndexShard | None:
-        """The term index's first shard (it says how many follow), None for a version written
-        before there was an index: what a job over the shards needs on the driver."""
-        for path, data in stored_shards(self.store, self.version):
-            return fmt.decode_term_index(data, f"private/{path}")
-        return None
+    def index_layout(self) -> IndexLayout | None:
+        """The term index's parts (``terms/parts.json``; an index written before parts is one
+        part, known from its first shard's header), None for a version written before there
+        was an index: what a job over the parts needs on the driver."""
+        return stored_layout(self.store, self.version, self._read_index_file)
+
+    def _read_index_file(self, path: str) -> bytes:
+        """A private file of the index, read once: kept when the layout is read from it (an
+        old index's first shard) until the index itself is."""
+        data = self._index_bytes.pop(path, None)
+        if data is None:
+            data = self.store.read("private", path)
+            if "index_layout" not in self.__dict__ and path.endswith(fmt.TERM_INDEX):
+                self._index_bytes[path] = data
+        return data
 
     def warm(self, reads: str = "index") -> Publication:
         """Read now what queries would read lazily, so no query pays for a cold read or is
@@ -287,27 +295,28 @@ class Publication:
 
     @cached_property
     def term_records(self) -> Mapping[str, FrozenBitMap]:
-        """Term -> the positions of every record holding it, as a roaring bitmap: what the
-        fast path intersects.  Read from the version's term index; a version written before
-        there was one gets it resolved from its chunks and the private maps, in memory."""
-        stored = read_term_index(self.store, self.version)
-        return self.resolved_term_records() if stored is None else stored
+        """Term -> the index positions of every record holding it, as a roaring bitmap: what
+        the fast path intersects.  Read from the version's term index (its parts); a version
+        written before there was one gets it resolved from its chunks and the private maps,
+        in memory (numbered by record position)."""
+        layout = self.index_layout
+        if layout is None:
+            return self.resolved_term_records()
+        return read_term_index(self.store, layout, self._read_index_file)
 
     def term_record_positions(self) -> dict[str, FrozenBitMap]:
         """The stored index with records numbered by their positions (``records.jsonl``'s),
-        not in the index's own order: what an append extends."""
+        not in the parts' own orders: what the audit compares with the chunks."""
         records = self.term_records
         if not isinstance(records, TermIndex):
             return records
-        return record_numbering(records, self.index_order(records.records))
+        return record_numbering(records, self.index_order())
 
-    def index_order(self, records: int) -> np.ndarray | None:
-        """The record position at each index position, None for an index in record order
-        (written before there was an order)."""
-        path = fmt.term_order_path(self.version)
-        if not self.store.exists("private", path):
-            return None
-        return fmt.decode_term_order(self.store.read("private", path), records, f"private/{path}")
+    def index_order(self) -> np.ndarray | None:
+        """The record position at each index position (the parts' orders end to end), None
+        for an index in record order (written before there was an order)."""
+        layout = self.index_layout
+        return None if layout is None else index_order(self.store, layout)
 
     def resolved_term_records(self) -> ResolvedIndex:
         """The term index as the chunks' indexes and the private maps say it is."""

@@ -2,7 +2,7 @@
 model).  ``fast`` intersects the publication's term bitmaps in-process; ``inline``, ``local``,
 ``spark`` and ``hadoop`` run the planned map tasks over the chunks as a MapReduce job (the
 public cloud matches the public chunks); ``index-<runner>`` counts over the term index's
-shards, a map task each, for versions beyond one machine.  Every backend returns the same
+parts, a map task each, for versions beyond one machine.  Every backend returns the same
 answers."""
 
 from __future__ import annotations

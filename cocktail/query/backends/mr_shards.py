@@ -1,9 +1,9 @@
-"""The mrjob job that counts conjunctions over a version's term-index shards.
+"""The mrjob job that counts conjunctions over a version's term-index parts.
 
-One map task per shard (its input file holds the shard's path in the private zone): it reads
-the shard from the store, deserializes the terms the batch names and counts each query over
-the shard's records; the reducer sums a query's counts over the shards, which are disjoint
-ranges of record positions.  Run as a script by mrjob's runners, hence absolute imports.
+One map task per part's file (its input file holds the path in the private zone, in the part's
+home version): it reads the file from the store, deserializes the terms the batch names and
+counts each query over the part's records; the reducer sums a query's counts over the parts,
+which are disjoint ranges of record (and index) positions.  Run as a script by mrjob's runners, hence absolute imports.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from cocktail.store import open_store
 
 
 class ShardCountJob(MRJob):
-    """Input: lines naming a shard's path.  Output: ``query number TAB count``."""
+    """Input: lines naming a part's file.  Output: ``query number TAB count``."""
 
     INPUT_PROTOCOL = RawValueProtocol
     INTERNAL_PROTOCOL = JSONProtocol
@@ -28,7 +28,7 @@ class ShardCountJob(MRJob):
 
     def configure_args(self):
         super().configure_args()
-        self.add_passthru_arg("--store", help="the store holding the shards (its --store)")
+        self.add_passthru_arg("--store", help="the store holding the parts (its --store)")
         self.add_file_arg("--queries", help="JSON list of the queries' term lists")
 
     def mapper_init(self):
@@ -38,10 +38,10 @@ class ShardCountJob(MRJob):
 
     def mapper(self, _, path):
         path = path.strip()
-        shard = fmt.decode_term_index(self.store.read("private", path), f"private/{path}")
+        part = fmt.decode_term_index(self.store.read("private", path), f"private/{path}")
         named = {t for terms in self.queries for t in terms}
-        bitmaps = {t: FrozenBitMap.deserialize(shard.bitmaps[t]) for t in named
-                   if t in shard.bitmaps}
+        bitmaps = {t: FrozenBitMap.deserialize(part.bitmaps[t]) for t in named
+                   if t in part.bitmaps}
         for number, terms in enumerate(self.queries):
             yield number, count_conjunction(bitmaps, terms)
 

@@ -1,7 +1,8 @@
-"""Counts as one MapReduce job over the term index's shards, for a version too large for one
-machine's memory: a map task per shard counts every query of the batch over the shard's
-records, the reducer sums (:mod:`.mr_shards`).  The index is private, so on YARN the job runs
-on the private nodes alone; the driver reads only the first shard's header."""
+"""Counts as one MapReduce job over the term index's parts, for a version too large for one
+machine's memory: a map task per part (per shard of an index written before parts) counts
+every query of the batch over the part's records, the reducer sums (:mod:`.mr_shards`).  The
+index is private, so on YARN the job runs on the private nodes alone; the driver reads only the
+list of parts (``terms/parts.json``; an old index's first shard)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ... import chunkformat as fmt
 from ...querylang import CountQuery
 from ..view import Publication
 from .mapreduce import SCRATCH
@@ -28,15 +28,15 @@ class IndexShards:
                log: Callable[[str], None] | None = None) -> list[int]:
         """Exact answers; ``CountQuery(())`` counts every record."""
         asked = [q for q in dict.fromkeys(queries) if q.terms]
-        first = publication.first_index_shard
-        if first is None:
+        layout = publication.index_layout
+        if layout is None:
             raise ValueError(f"version {publication.version} has no term index (written before "
                              "there was one): use a runner over the chunks")
-        shards = [fmt.term_index_path(publication.version, n) for n in range(first.shards)]
-        found = self._job(publication, asked, shards, log) if asked else {}
+        files = [path for part in layout.parts for path in part.paths()]
+        found = self._job(publication, asked, files, log) if asked else {}
         return [found.get(q, 0) if q.terms else publication.record_count for q in queries]
 
-    def _job(self, publication: Publication, asked: list[CountQuery], shards: list[str],
+    def _job(self, publication: Publication, asked: list[CountQuery], files: list[str],
              log: Callable[[str], None] | None) -> dict[CountQuery, int]:
         extra = []
         if self.runner in PLACED:
@@ -45,11 +45,11 @@ class IndexShards:
             queries = Path(tmp) / "queries.json"
             queries.write_text(json.dumps([list(q.terms) for q in asked]))
             inputs = []
-            for number, path in enumerate(shards):  # a file each: one map task per shard
-                inputs.append(Path(tmp) / f"shard-{number}.txt")
+            for number, path in enumerate(files):  # an input each: one map task per file
+                inputs.append(Path(tmp) / f"part-{number}.txt")
                 inputs[-1].write_text(path + "\n")
             if log:
-                log(f"{self.runner} job: {len(asked)} queries over {len(shards)} index shard(s)")
+                log(f"{self.runner} job: {len(asked)} queries over {len(files)} index file(s)")
             from .mr_shards import ShardCountJob  # mrjob loads only when a job runs
 
             output = execute(ShardCountJob, self.runner,
