@@ -410,36 +410,40 @@ def encode_json(obj: object, *, compact: bool = False) -> bytes:
     return (text + "\n").encode("utf-8")
 
 
-CHUNKS_KEY = b',\n "chunks": '  # the manifests' last field, one chunk entry per line after it
-
-
-def encode_manifest(head: dict, entries: Iterable[bytes], listed: bool) -> bytes:
-    """A manifest: ``head``'s fields for people (indented), then ``chunks`` last with one
-    compact entry per line (``listed``: a JSON array, the public manifest's; else an object
-    keyed by chunk id, the private one's), so that an append carries the lines of the chunks
-    it leaves alone as bytes, without parsing them.  The whole is one JSON document."""
-    text = json.dumps(head, indent=1, ensure_ascii=False, sort_keys=True, allow_nan=False)
+def encode_manifest(head: dict, entries: Iterable[bytes], listed: bool) -> Iterator[bytes]:
+    """A manifest, in pieces: ``head``'s fields on the first line, then ``chunks`` last with
+    one compact entry per line (``listed``: a JSON array, the public manifest's; else an
+    object keyed by chunk id, the private one's), so that an append carries the lines of the
+    chunks it leaves alone as bytes, without parsing them.  The whole is one JSON document."""
+    text = json.dumps(head, ensure_ascii=False, sort_keys=True, separators=(",", ":"),
+                      allow_nan=False)
     opening, closing = (b"[", b"]") if listed else (b"{", b"}")
-    return (text[:-2].encode("utf-8") + CHUNKS_KEY + opening + b"\n"
-            + b",\n".join(entries) + b"\n" + closing + b"}\n")
+    yield text[:-1].encode("utf-8") + b',"chunks":' + opening
+    separator = b"\n"
+    for entry in entries:
+        yield separator + entry
+        separator = b",\n"
+    yield b"\n" + closing + b"}\n"
 
 
 def split_manifest(data: bytes, name: str) -> tuple[dict, list[bytes]]:
     """A manifest's head (every field but ``chunks``) and its chunk entries, one line each.
     A manifest of the first format, one indented document, has its entries re-encoded."""
-    at = data.rfind(CHUNKS_KEY)
+    first, _, rest = data.partition(b"\n")
     try:
-        head = json.loads(data[:at] + b"\n}") if at > 0 else None
+        head = json.loads(first[:-len(b',"chunks":{')] + b"}")
     except (UnicodeDecodeError, json.JSONDecodeError):
         head = None
-    if head is None or head.get("format") != FORMAT:
+    if not isinstance(head, dict) or head.get("format") != FORMAT:
         whole = decode_json(data, name)
         chunks = whole.pop("chunks", [])
         if isinstance(chunks, list):
             return whole, [chunk_line(c) for c in chunks]
         return whole, [chunk_line(entry, chunk_id) for chunk_id, entry in chunks.items()]
-    body = data[at + len(CHUNKS_KEY) + 2:].rstrip()[:-2].rstrip(b"\n")
-    return head, body.split(b",\n") if body else []
+    del data
+    entries = rest.split(b",\n")
+    entries[-1] = entries[-1][:-len(b"\n}}\n")]
+    return head, entries if entries[-1] else []
 
 
 def chunk_line(entry: dict, chunk_id: str | None = None) -> bytes:

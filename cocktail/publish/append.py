@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from itertools import combinations
 
@@ -479,17 +479,19 @@ def _write_records(writer: VersionWriter, publication: Publication, segments: li
 
 
 def _carried_lines(publication: Publication, replaced: set[str]
-                   ) -> tuple[list[bytes], list[bytes]]:
+                   ) -> tuple[Iterator[bytes], list[bytes]]:
     """The (private, public) manifest lines of the chunks this append leaves as they were,
-    unparsed, each naming its home."""
+    unparsed, each naming its home: the private ones as they are written (never all held
+    twice), the public ones to be sorted among the new."""
     current = publication.version
     public_path = fmt.manifest_path(current)
     _, public = fmt.split_manifest(publication.store.read("public", public_path),
                                    f"public/{public_path}")
-    keep = [line for line in publication.chunk_lines if fmt.line_chunk_id(line) not in replaced]
-    shown = [line for line in public if fmt.line_chunk_id(line) not in replaced]
-    return [fmt.with_home(line, current) for line in keep], \
-        [fmt.with_home(line, current) for line in shown]
+    shown = [fmt.with_home(line, current) for line in public
+             if fmt.line_chunk_id(line) not in replaced]
+    kept = (fmt.with_home(line, current) for line in publication.chunk_lines
+            if fmt.line_chunk_id(line) not in replaced)
+    return kept, shown
 
 
 def _add(totals: dict, more: dict) -> None:

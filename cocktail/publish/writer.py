@@ -8,6 +8,7 @@ private chunks, the pseudonym maps, the record ids and the full manifest to the 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import multiprocessing
 import secrets
 import time
@@ -256,8 +257,8 @@ class VersionWriter:
 
     def finish(self, public_manifest: dict, private_manifest: dict,
                records: bytes | BinaryIO | None, count: int, release_entry: dict, keep: int,
-               seconds: dict[str, float], carried: tuple[list[bytes], list[bytes]] = ([], [])
-               ) -> None:
+               seconds: dict[str, float],
+               carried: tuple[Iterable[bytes], Iterable[bytes]] = ((), ())) -> None:
         """Write every file, then commit: ``seconds`` gets the time of each.  ``count``: the
         version's records; ``records``: their ``[id, cluster]`` lines, unless segments were
         written and carried already; ``carried``: the (private, public) manifest lines of the
@@ -265,10 +266,11 @@ class VersionWriter:
         started = time.perf_counter()
         if records is not None:
             self.write_records(0, count, records)
-        public_lines = carried[1] + [fmt.chunk_line(c) for c in public_manifest.pop("chunks")]
+        public_lines = [*carried[1], *map(fmt.chunk_line, public_manifest.pop("chunks"))]
         public_lines.sort(key=fmt.line_chunk_id)  # by random id: nothing groups them
         self.out.put("public", fmt.MANIFEST, fmt.encode_manifest(public_manifest, public_lines,
                                                                  listed=True))
+        del public_lines
         index_started = time.perf_counter()
         private_manifest["term_index"] = self._write_term_index(count)
         encoding = time.perf_counter() - index_started
@@ -281,8 +283,9 @@ class VersionWriter:
         private_manifest["units"] = [u | {"public_records": logged[str(u["id"])]["public_records"]}
                                      if str(u["id"]) in logged else u
                                      for u in private_manifest["units"]]
-        private_lines = carried[0] + [fmt.chunk_line(entry, chunk_id) for chunk_id, entry in
-                                      private_manifest.pop("chunks").items()]
+        private_lines = itertools.chain(carried[0], itertools.starmap(
+            lambda chunk_id, entry: fmt.chunk_line(entry, chunk_id),
+            private_manifest.pop("chunks").items()))
         self.out.put("private", fmt.MANIFEST, fmt.encode_manifest(private_manifest,
                                                                   private_lines, listed=False))
         self.out.commit(release_entry, keep)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import secrets
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -39,9 +39,13 @@ class Release:
         self._spool = tempfile.TemporaryFile(prefix="cocktail-spool-")
         self._files: list[tuple[str, str, int, int]] = []  # zone, path, offset and size in the spool
 
-    def put(self, zone: str, name: str, data: bytes) -> None:
-        self._files.append((zone, f"{self.staging}/{name}", self._spool.tell(), len(data)))
-        self._spool.write(data)
+    def put(self, zone: str, name: str, data: bytes | Iterable[bytes]) -> None:
+        """A file of the version: its bytes, or its pieces in order (a large one is never
+        held whole)."""
+        start = self._spool.tell()
+        for piece in (data,) if isinstance(data, bytes) else data:
+            self._spool.write(piece)
+        self._files.append((zone, f"{self.staging}/{name}", start, self._spool.tell() - start))
 
     def write_private(self, name: str, data: bytes | BinaryIO) -> None:
         """Straight to the store: a private file (its order shows nothing) that may be large."""
