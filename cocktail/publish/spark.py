@@ -26,6 +26,21 @@ rank, so that a task Spark re-runs writes the same files under the same names.
 
 The driver holds the tree, the per-cluster summaries and the manifests; the one thing that grows
 with the records there is the release log's member names (8 bytes a record, kept as arrays).
+
+Appends (``cocktail publish --append --engine spark``, :func:`append_spark`) make the same
+release as the single-machine append from the same batch and store.  Spark reads the batch (the
+same parsers and messages) and the driver collects it: a batch fits one machine.  The driver
+then runs the append itself (:func:`cocktail.publish.append.append`): routing the new records
+into old clusters under the residual rule, the buffer, the promotion, the manifests, the release
+log and the commit; all of it in proportion to the batch and the clusters it touches.  The
+clusters the append's pool forms are :class:`SparkClusters`'s, through the same pipeline as a
+first publish (:meth:`_Run.lay_out`: the tree level by level, leaves partitioned in executors,
+the aggregation round, files written by executors into the staging area in a random order),
+with three differences, as on the single machine: the records are the pool's (numbered from 0
+in pool order; positions, unit and node ids placed in the publication by the append's
+:class:`~.writer.Placement`), the terms the promotion holds back are kept private in the leaf
+clusters, and the root does not partition its pool but hands it back to the promotion.  The
+driver holds the pool's records (the batch and the buffer) besides what the append holds.
 """
 
 from __future__ import annotations
