@@ -134,17 +134,26 @@ def test_both_engines_place_a_buffer_and_aggregate_inside_a_new_tree(tmp_path):
 
 
 def test_append_on_spark_on_the_command_line(tmp_path):
+    """On a store published without the overlay tree or aggregation (a flat split, leaves
+    that keep their private parts, no promotion): the same release as the single machine."""
     first, second, store = tmp_path / "day1.dat", tmp_path / "day2.dat", tmp_path / "s"
     write_fimi(generate(SyntheticSpec(records=2000, seed=1)), first)
     write_fimi(generate(SyntheticSpec(records=1000, seed=2)), second)
     assert CliRunner().invoke(main, ["publish", str(first), "--store", str(store), "--k", "4",
-                                     "--m", "2"]).exit_code == 0
+                                     "--m", "2", "--cluster-size", "300", "--no-overlay",
+                                     "--no-aggregate"]).exit_code == 0
+    shutil.copytree(store, tmp_path / "single")
     result = CliRunner().invoke(main, ["publish", str(second), "--store", str(store),
                                        "--append", "--engine", "spark", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)  # one object, the single engine's fields
     assert set(report) == set(AppendReport.__dataclass_fields__)
     assert report["appended_records"] == 1000 and report["version"] == "v000002"
+    assert report["new_clusters"] > 0 and report["promoted_chunks"] == 0
+    single = append(load(second), LocalStore(tmp_path / "single"))
+    assert {k: v for k, v in report.items() if k not in VARIES} == \
+        {k: v for k, v in single.as_dict().items() if k not in VARIES}
+    assert content(store) == content(tmp_path / "single")
     assert audit(LocalStore(store)).ok and audit_releases(LocalStore(store)).ok
     refused = CliRunner().invoke(main, ["publish", str(second), "--store", str(store),
                                         "--append", "--engine", "spark", "--m", "3"])
