@@ -155,8 +155,6 @@ def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
                 if context.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE}
     if min_new is not None and not appending:
         raise click.UsageError("--min-new goes with --append")
-    if engine == "spark" and appending:
-        raise click.UsageError("--append runs on the single-machine engine (--engine single)")
     if engine == "single" and explicit & {"master", "spark_conf"}:
         raise click.UsageError("--master and --spark-conf go with --engine spark")
     if engine == "spark" and "workers" in explicit:
@@ -170,11 +168,6 @@ def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
                            workers=workers, overlay=overlay, aggregate=aggregate,
                            aggregate_volume=aggregate_volume, sensitive=sensitive,
                            index_shard=index_shard, max_rho=max_rho)
-    if engine == "spark":
-        report = _publish_on_spark(input_path, store_spec, params, master, spark_conf,
-                                   input_format, skip_bad_lines, rebase, as_json)
-        _print_published(report, report.as_dict(), as_json)
-        return
     if appending:
         fixed = [f"--{name.replace('_', '-')}" for name in ("k", "m", "method", "cluster_size",
                                                           "overlay", "aggregate", "rebase",
@@ -183,6 +176,16 @@ def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
         if fixed:
             raise click.UsageError(f"--append keeps the store's own parameters; drop "
                                    f"{', '.join(fixed)}")
+    if engine == "spark" and appending:
+        _print_appended(_append_on_spark(input_path, store_spec, master, spark_conf,
+                                         input_format, skip_bad_lines, min_new, as_json),
+                        as_json)
+        return
+    if engine == "spark":
+        report = _publish_on_spark(input_path, store_spec, params, master, spark_conf,
+                                   input_format, skip_bad_lines, rebase, as_json)
+        _print_published(report, report.as_dict(), as_json)
+        return
     started = time.perf_counter()
     dataset = load(Path(input_path), input_format, skip_bad_lines=skip_bad_lines)
     loading = round(time.perf_counter() - started, 3)
@@ -191,15 +194,7 @@ def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
     if appending:
         with progress_bars("append", True, not as_json) as update:
             added = append(dataset, open_store(store_spec), min_new, progress=update)
-        emit(as_json, added.as_dict(), lambda: out.print(
-            f"appended {added.appended_records:,} records as {added.version} to {added.store}: "
-            f"{added.extended_records:,} extend {added.extended_clusters} clusters, "
-            f"{added.new_cluster_records:,} form {added.new_clusters} new clusters, "
-            f"{added.buffered_records:,} wait in the private buffer; "
-            f"{added.promoted_pairs:,} private (record, term) pairs promoted into "
-            f"{added.promoted_chunks} new public chunks; {added.public_chunks:,} public "
-            f"chunks, public coverage {(added.public_coverage or 0):.2%}; "
-            f"{added.seconds:.1f}s", highlight=False))
+        _print_appended(added, as_json)
         return
     with progress_bars("publish", True, not as_json) as update:
         report = publish(dataset, open_store(store_spec), params, progress=update,
@@ -219,11 +214,13 @@ def _sensitive_terms(stream) -> tuple[str, ...]:
     return terms
 
 
-def _publish_on_spark(source: str, store_spec: str, params: PublishParams, master: str,
-                      spark_conf: tuple[str, ...], input_format: str | None,
-                      skip_bad_lines: bool, rebase: bool, as_json: bool):
-    from .publish.spark import SparkSettings, publish_spark  # pyspark loads only when asked
+SPARK_MISSING = ("the Spark engine needs pyspark, which is not installed here: "
+                 "pip install 'cocktail[spark]' (and a Java runtime), or use --engine single")
 
+
+def _spark_engine(master: str, spark_conf: tuple[str, ...], as_json: bool):
+    """The Spark engine's module and settings; pyspark loads only when asked, and its absence
+    is one line naming the extra to install."""
     settings = []
     for item in spark_conf:
         key, sep, value = item.partition("=")
@@ -231,11 +228,53 @@ def _publish_on_spark(source: str, store_spec: str, params: PublishParams, maste
             raise click.BadParameter(f"expected KEY=VALUE, got {item!r}",
                                      param_hint="--spark-conf")
         settings.append((key.strip(), value))
+    try:
+        from .publish import spark
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] not in ("pyspark", "py4j"):
+            raise
+        failure(2, SPARK_MISSING, as_json)
+    return spark, spark.SparkSettings(master, tuple(settings))
+
+
+def _publish_on_spark(source: str, store_spec: str, params: PublishParams, master: str,
+                      spark_conf: tuple[str, ...], input_format: str | None,
+                      skip_bad_lines: bool, rebase: bool, as_json: bool):
+    spark, settings = _spark_engine(master, spark_conf, as_json)
     store = open_store(store_spec)
     with progress_bars("publish", True, not as_json) as update:
-        return publish_spark(source, store, params, SparkSettings(master, tuple(settings)),
-                             data_format=input_format, skip_bad_lines=skip_bad_lines,
-                             rebase=rebase, progress=update)
+        return spark.publish_spark(source, store, params, settings,
+                                   data_format=input_format, skip_bad_lines=skip_bad_lines,
+                                   rebase=rebase, progress=update)
+
+
+def _append_on_spark(source: str, store_spec: str, master: str, spark_conf: tuple[str, ...],
+                     input_format: str | None, skip_bad_lines: bool, min_new: int | None,
+                     as_json: bool):
+    spark, settings = _spark_engine(master, spark_conf, as_json)
+    store = open_store(store_spec)
+
+    def loaded(dataset) -> None:
+        if dataset.skipped_lines:
+            err.print(f"[yellow]skipped {dataset.skipped_lines} malformed line(s) of "
+                      f"{source}[/]")
+
+    with progress_bars("append", True, not as_json) as update:
+        return spark.append_spark(source, store, settings, data_format=input_format,
+                                  skip_bad_lines=skip_bad_lines, min_new=min_new,
+                                  progress=update, loaded=loaded)
+
+
+def _print_appended(added, as_json: bool) -> None:
+    emit(as_json, added.as_dict(), lambda: out.print(
+        f"appended {added.appended_records:,} records as {added.version} to {added.store}: "
+        f"{added.extended_records:,} extend {added.extended_clusters} clusters, "
+        f"{added.new_cluster_records:,} form {added.new_clusters} new clusters, "
+        f"{added.buffered_records:,} wait in the private buffer; "
+        f"{added.promoted_pairs:,} private (record, term) pairs promoted into "
+        f"{added.promoted_chunks} new public chunks; {added.public_chunks:,} public "
+        f"chunks, public coverage {(added.public_coverage or 0):.2%}; "
+        f"{added.seconds:.1f}s", highlight=False))
 
 
 def _print_published(report, payload: dict, as_json: bool) -> None:

@@ -173,8 +173,8 @@ def test_the_cli_reports_the_engine_and_its_phases(tmp_path):
     assert report["engine"] == "spark" and report["public_chunks"] > 0
     assert set(report["phase_seconds"]) >= {"load", "tree", "partition", "aggregate", "write",
                                             "commit"}
-    refused = subprocess.run(
+    refused = subprocess.run(  # an append on Spark keeps the store's parameters too
         [sys.executable, "-m", "cocktail.cli", "publish", str(dataset_path("bms-webview-1.dat")),
-         "--store", str(tmp_path / "s"), "--engine", "spark", "--append"],
+         "--store", str(tmp_path / "s"), "--engine", "spark", "--append", "--k", "3"],
         capture_output=True, text=True, timeout=600)
-    assert refused.returncode == 2 and "single-machine engine" in refused.stderr
+    assert refused.returncode == 2 and "drop --k" in refused.stderr

@@ -127,14 +127,27 @@ def holding_back(held: frozenset[str], params: LayoutParams, partitions: Callabl
 
         def stripped() -> Iterator[list[frozenset[str]]]:
             for cluster in clusters:
-                kept.append(frozenset().union(*cluster) & held)
-                yield [r - held for r in cluster]
+                without, held_here = strip_held(held, cluster)
+                kept.append(held_here)
+                yield without
 
         results = partitions(stripped(), params, params.workers, records)
         for number, (split, cpu) in enumerate(results):
-            yield Partition(split.public, split.private | kept[number], split.notes), cpu
+            yield keep_held(split, kept[number]), cpu
 
     return partition_many
+
+
+def strip_held(held: frozenset[str], cluster: Sequence[frozenset[str]]
+               ) -> tuple[list[frozenset[str]], frozenset[str]]:
+    """A cluster's records without the ``held`` terms (what is partitioned), and the held
+    terms it holds (kept private).  Both engines hold back through this pair."""
+    return [r - held for r in cluster], frozenset().union(*cluster) & held
+
+
+def keep_held(split: Partition, kept: frozenset[str]) -> Partition:
+    """The partition of a stripped cluster with its held terms added to its private part."""
+    return Partition(split.public, split.private | kept, split.notes)
 
 
 def promote(pool: Pool, params: LayoutParams, tree: Tree, unit_id: int) -> Unit:

@@ -26,6 +26,21 @@ rank, so that a task Spark re-runs writes the same files under the same names.
 
 The driver holds the tree, the per-cluster summaries and the manifests; the one thing that grows
 with the records there is the release log's member names (8 bytes a record, kept as arrays).
+
+Appends (``cocktail publish --append --engine spark``, :func:`append_spark`) make the same
+release as the single-machine append from the same batch and store.  Spark reads the batch (the
+same parsers and messages) and the driver collects it: a batch fits one machine.  The driver
+then runs the append itself (:func:`cocktail.publish.append.append`): routing the new records
+into old clusters under the residual rule, the buffer, the promotion, the manifests, the release
+log and the commit; all of it in proportion to the batch and the clusters it touches.  The
+clusters the append's pool forms are :class:`SparkClusters`'s, through the same pipeline as a
+first publish (:meth:`_Run.lay_out`: the tree level by level, leaves partitioned in executors,
+the aggregation round, files written by executors into the staging area in a random order),
+with three differences, as on the single machine: the records are the pool's (numbered from 0
+in pool order; positions, unit and node ids placed in the publication by the append's
+:class:`~.writer.Placement`), the terms the promotion holds back are kept private in the leaf
+clusters, and the root does not partition its pool but hands it back to the promotion.  The
+driver holds the pool's records (the batch and the buffer) besides what the append holds.
 """
 
 from __future__ import annotations
@@ -48,16 +63,18 @@ from pyspark import StorageLevel
 from .. import chunkformat as fmt
 from .. import releases
 from ..anonymity import partition
-from ..dataset import (InputError, MalformedLine, Records, detect_format, format_by_name,
-                       parse_line, sniff_format, spmf_item_name)
+from ..dataset import (Dataset, InputError, MalformedLine, Records, detect_format,
+                       format_by_name, parse_line, sniff_format, spmf_item_name)
 from ..overlay.layout import PhaseProgress, partitions_pool
 from ..overlay.tree import (Node, SplitSearch, Tree, children_of, choose_split,
                             pattern_codes, presence, rank_candidates, split_stats)
 from ..query.termindex import TermIndexBuilder
+from ..query.view import Publication
 from ..store import Store, open_store
-from . import Built, PublishParams, PublishReport, check_size, release
+from . import Built, PublishParams, PublishReport, check_size, promotion, release
+from .append import AppendReport, NewClusters, append
 from .batch import collector_paused
-from .writer import VersionWriter, build_chunk, split_members
+from .writer import Placement, VersionWriter, build_chunk, split_members
 
 _NO_JOB = type("NoJob", (), {"stageIds": ()})()  # a job the tracker has already forgotten
 
@@ -380,6 +397,26 @@ class UnitJob:
     store: str
     staging: str
     mtime: float
+    # An append's pool (:class:`SparkClusters`); a first publish leaves them as they are.
+    held: frozenset[str] = frozenset()  # kept private in the leaf clusters (promotion)
+    pass_up_root: bool = False          # the root's pool goes up whole, unpartitioned
+    positions: np.ndarray | None = None  # the records' positions in the publication
+    units: int = 0                      # offset of the unit ids in the publication
+
+    def unit(self, unit: int) -> int:
+        """A unit's id in the publication."""
+        return unit + self.units
+
+    def position(self, position: int) -> int:
+        """A record's position in the publication (the run numbers its records from 0)."""
+        return position if self.positions is None else int(self.positions[position])
+
+    def placed(self, members: list[tuple[int, str, frozenset]]
+               ) -> list[tuple[int, str, frozenset]]:
+        """Members with their positions in the publication, as files and indexes name them."""
+        if self.positions is None:
+            return members
+        return [(self.position(p), record_id, terms) for p, record_id, terms in members]
 
 
 def chunk_id_for(secret: bytes, unit: int, rank: int, attempt: int) -> str:
@@ -448,13 +485,13 @@ def partition_leaves(job_b, leaf_of_unit_b):
                 members = [(p, record_id, frozenset(job.names[t] for t in ids))
                            for p, record_id, ids in rows]
                 started = time.process_time()
-                split = partition(job.method, [terms for _, _, terms in members], job.k, job.m)
+                split = _partition_leaf(job, [terms for _, _, terms in members])
                 cpu = time.process_time() - started
                 node, cluster = leaf_of_unit[unit]
                 stored = [] if job.aggregate or not split.private else [split.private]
                 yield "unit", unit, _unit_summary("leaf", node, len(members), split,
                                                   not job.aggregate, cpu, members)
-                yield from unit_outputs(job, unit, "leaf", members,
+                yield from unit_outputs(job, job.unit(unit), "leaf", job.placed(members),
                                         [*split.public, *stored], len(split.public))
                 if job.aggregate:
                     for p, record_id, terms in members:
@@ -462,6 +499,13 @@ def partition_leaves(job_b, leaf_of_unit_b):
                             yield "pool", node, (cluster, p), p, record_id, terms & split.private
 
     return run
+
+
+def _partition_leaf(job: UnitJob, records: list[frozenset[str]]):
+    """A leaf cluster's partition, the held terms kept private (none in a first publish), as
+    the single-machine engine's :func:`promotion.holding_back` does."""
+    stripped, kept = promotion.strip_held(job.held, records)
+    return promotion.keep_held(partition(job.method, stripped, job.k, job.m), kept)
 
 
 def _unit_summary(kind: str, node: int, size: int, split, keeps_private: bool, cpu: float,
@@ -523,6 +567,10 @@ def _pool_step(job: UnitJob, node: int, items: list, volume: int, parent: int | 
                pools: dict) -> Iterator[tuple]:
     sources = len({key[0] for key, _, _, _ in items})
     is_root = parent is None
+    if is_root and job.pass_up_root:  # an append's new tree: the pool goes to the promotion
+        for _, p, _, terms in items:
+            yield "root_pool", job.position(p), terms
+        return
     if partitions_pool(is_root, sources, len(items), volume):
         members = [(p, record_id, terms) for _, p, record_id, terms in items]
         started = time.process_time()
@@ -544,8 +592,8 @@ def write_aggregates(job_b, unit_of_b):
         job, unit_of = job_b.value, unit_of_b.value
         with collector_paused():
             for _, node, _, members, chunk_terms, public in found:
-                yield from unit_outputs(job, unit_of[node], "aggregate", members, chunk_terms,
-                                        public)
+                yield from unit_outputs(job, job.unit(unit_of[node]), "aggregate",
+                                        job.placed(members), chunk_terms, public)
 
     return run
 
@@ -582,6 +630,96 @@ def publish_spark(source: str, store: Store, params: PublishParams, settings: Sp
             spark.stop()
     report.phase_seconds["load"] = round(loading, 3)
     return report
+
+
+def append_spark(source: str, store: Store, settings: SparkSettings, *,
+                 data_format: str | None = None, skip_bad_lines: bool = False,
+                 min_new: int | None = None, progress: PhaseProgress | None = None,
+                 loaded: Callable[[Dataset], None] | None = None) -> AppendReport:
+    """:func:`cocktail.publish.append.append` on Spark: the batch is read by Spark's reader
+    (the same parsing and bad-line messages as :func:`publish_spark`) and collected at the
+    driver (a batch fits one machine), and the new clusters its pool forms are laid out and
+    written by :class:`SparkClusters`; the rest of the append runs at the driver as on the
+    single machine.  ``loaded(dataset)``: called once the batch is read.  A session already
+    active is used as :func:`publish_spark` does."""
+    from pyspark.sql import SparkSession
+
+    refuse_cloned(store)
+    active = SparkSession.getActiveSession()
+    spark = active or spark_session(settings)
+    try:
+        sc = spark.sparkContext
+        if progress:
+            progress("load", 0, 1)
+        dataset = collect_dataset(read_records(sc, source, data_format, skip_bad_lines))
+        if progress:
+            progress("load", 1, 1)
+        if loaded:
+            loaded(dataset)
+        return append(dataset, store, min_new, progress, clusters=SparkClusters(sc))
+    finally:
+        if active is None:
+            spark.stop()
+
+
+def refuse_cloned(store: Store) -> None:
+    """A store published with sensitive terms grows ρ-cloned trees, which the single-machine
+    engine alone makes."""
+    if releases.current_version(store) is None:
+        return  # the append says what to do
+    sensitive = Publication.open(store).head["params"].get("sensitive")
+    if sensitive:
+        raise ValueError(f"{store.url} was published with sensitive terms (ρ-cloned "
+                         "clusters): its appends run on the single-machine engine "
+                         "(--engine single)")
+
+
+def collect_dataset(data: Input) -> Dataset:
+    """The batch's records at the driver, in input order, as the loader would give them."""
+    rows = data.records.collect()  # in position order: zipWithIndex keeps the partitions'
+    lengths = np.fromiter((len(terms) for _, _, terms in rows), dtype=np.int64, count=len(rows))
+    indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    indices = np.fromiter((t for _, _, terms in rows for t in terms), dtype=np.int32,
+                          count=int(indptr[-1]))
+    return Dataset(tuple(record_id for _, record_id, _ in rows),
+                   Records(data.names, indptr, indices), data.source, data.format,
+                   skipped_lines=data.skipped)
+
+
+class SparkClusters:
+    """The Spark engine of an append's new clusters (:data:`~.append.ClusterPool`): the pool
+    laid out and written by :meth:`_Run.lay_out`, as a first publish's records are, with what
+    the single-machine :func:`~.append.cluster_pool` does differently: the records are the
+    pool's (numbered from 0 in pool order, placed by ``where``), the ``held`` terms are kept
+    private in the leaf clusters, and the root's pool is handed back whole for the promotion,
+    not partitioned.  The driver holds the pool's records (an append's batch and buffer)."""
+
+    def __init__(self, sc) -> None:
+        self.sc = sc
+
+    def __call__(self, writer: VersionWriter, ids: dict[int, str], pool: list[int],
+                 records: list[frozenset[str]], params: PublishParams, held: frozenset[str],
+                 where: Placement, progress: PhaseProgress | None) -> NewClusters:
+        if params.sensitive:
+            raise ValueError("ρ-cloned clusters (sensitive terms) are the single-machine "
+                             "engine's")
+        names = tuple(sorted(frozenset().union(*records)))  # ids in name order, as Records
+        number = {term: i for i, term in enumerate(names)}
+        rows = [(local, ids[position], tuple(sorted(number[t] for t in terms)))
+                for local, (position, terms) in enumerate(zip(pool, records))]
+        slices = max(2, self.sc.defaultParallelism, -(-len(rows) // RECORDS_PER_TASK))
+        data = Input(self.sc.parallelize(rows, slices), names, 0, "pool", "pool")
+        run = _Run(self.sc, data, len(rows), params, writer.out.store,
+                   progress or (lambda phase, done, total: None))
+        laid = run.lay_out(writer, run.job(
+            writer, writer.out.mtime, held=held, pass_up_root=params.aggregate,
+            positions=np.asarray(where.records, dtype=np.int64), units=where.units))
+        leaf_unit = {where.record(local): where.unit(unit) for unit, local in
+                     laid.units.map(lambda item: (item[0], item[1][0])).collect()}
+        laid.units.unpersist()
+        return NewClusters(laid.tree, _units_manifest(laid.summaries, where), leaf_unit,
+                           laid.root_pool, laid.found.totals)
 
 
 @dataclass
@@ -637,11 +775,35 @@ class _Run:
             raise result["error"]
         return result["value"]
 
+    def job(self, writer: VersionWriter, mtime: float, **pool) -> UnitJob:
+        """What the executors need; ``pool``: an append's (:class:`UnitJob`'s last fields)."""
+        params = self.params
+        return UnitJob(self.data.names, params.method, params.k, params.m, params.aggregate,
+                       writer.key, secrets.token_bytes(32), self.store.url, writer.staging,
+                       mtime, **pool)
+
     def build(self, writer: VersionWriter, mtime: float) -> Built:
+        """A first publish (or a rebase): every record of the input."""
+        laid = self.lay_out(writer, self.job(writer, mtime))
+        started = time.perf_counter()
+        records = self._records_file(laid.units)
+        laid.units.unpersist()
+        self.phases["write"] += time.perf_counter() - started
+        summaries = laid.summaries
+        return Built(laid.tree, _units_manifest(summaries), _stats(summaries), laid.found.totals,
+                     records, {"path": self.data.source, "format": self.data.format,
+                               "records": self.total, "skipped_lines": self.data.skipped},
+                     self.data.records.map(lambda r: len(r[2])).sum(),
+                     sum(s["cpu"] for s in summaries.values()),
+                     dict(self.phases))
+
+    def lay_out(self, writer: VersionWriter, unit_job: UnitJob) -> _Laid:
+        """The records' overlay tree, clusters and aggregation, every unit's files written into
+        the staging area by the executors and registered in ``writer`` (chunk entries, release
+        log records and member keys, term index), as :func:`~.writer.write_layout` does.
+        What a first publish and an append's pool share."""
         sc, params, names = self.sc, self.params, self.data.names
-        job = sc.broadcast(UnitJob(names, params.method, params.k, params.m, params.aggregate,
-                                   writer.key, secrets.token_bytes(32), self.store.url,
-                                   writer.staging, mtime))
+        job = sc.broadcast(unit_job)
         started = time.perf_counter()
         self.progress("tree", 0, 1)
         if params.overlay:
@@ -669,9 +831,10 @@ class _Run:
         self._timed("partition", started)
 
         started = time.perf_counter()
-        written = [outputs]
+        written, root_pool = [outputs], []
         if params.aggregate:
-            written.append(self._aggregate(tree, outputs, job, summaries, found))
+            aggregated, root_pool = self._aggregate(tree, outputs, job, summaries, found)
+            written.append(aggregated)
         self._timed("aggregate", started)
 
         started = time.perf_counter()
@@ -685,15 +848,9 @@ class _Run:
                 merge_term_indexes).toLocalIterator():
             writer.terms.add_piece(piece)
         writer.index_seconds += time.perf_counter() - merging
-        records = self._records_file(units)
         self._timed("write", started)
         outputs.unpersist()
-        return Built(tree, _units_manifest(summaries), _stats(summaries), found.totals,
-                     records, {"path": self.data.source, "format": self.data.format,
-                               "records": self.total, "skipped_lines": self.data.skipped},
-                     self.data.records.map(lambda r: len(r[2])).sum(),
-                     sum(s["cpu"] for s in summaries.values()),
-                     dict(self.phases))
+        return _Laid(tree, units, summaries, found, root_pool)
 
     def _clusters(self, tree: Tree, leaf_of, leaves: dict[int, int]):
         """Each leaf's records cut into clusters in input order, as :func:`cut_clusters`:
@@ -724,11 +881,15 @@ class _Run:
         return units, leaf_units
 
     def _aggregate(self, tree: Tree, outputs, job, summaries: dict, found: _Collected):
-        """The second round: the pools, in one task; returns the aggregated units' outputs."""
+        """The second round: the pools, in one task.  Returns the aggregated units' outputs,
+        and the root's pool when the job passes it up ((position, terms), in pool order)."""
         parents_b = self.sc.broadcast(tree.parents())
         pooled = outputs.filter(lambda item: item[0] == "pool").coalesce(1).mapPartitions(
             aggregate_pools(job, self.params.aggregate_volume, parents_b)).persist(
             StorageLevel.DISK_ONLY)
+        root_pool = pooled.filter(lambda item: item[0] == "root_pool").map(
+            lambda item: (item[1], item[2])).collect()
+        pooled = pooled.filter(lambda item: item[0] == "aggregate")
         aggregated = pooled.map(lambda item: (item[1], item[2])).collect()
         first = len(summaries)
         unit_of = {}
@@ -741,7 +902,7 @@ class _Run:
             write_aggregates(job, unit_of_b)).persist(StorageLevel.DISK_ONLY)
         for item in written.filter(lambda item: item[0] in ("chunk", "keys")).toLocalIterator():
             found.add(item)
-        return written
+        return written, root_pool
 
     def _records_file(self, units) -> BinaryIO:
         """records.jsonl: each record's id and leaf unit, streamed from the executors into a
@@ -785,15 +946,33 @@ class _Collected:
             self.logged[chunk_id] = logged
 
     def into(self, writer: VersionWriter) -> None:
+        """Registered as :meth:`VersionWriter.add_chunk` and ``close_unit`` would have."""
+        taken = self.chunks.keys() & writer.chunks.keys()
+        if taken:
+            raise RuntimeError(f"two chunks drew the id {min(taken)}: run it again")
         writer.chunks.update(self.chunks)
         writer.release.chunks.update(self.logged)
         for unit, kind, added, public in self.keys:
             writer.release.add_keys(unit, kind, added, public)
+            writer.maps_written.add(unit)
 
 
-def _units_manifest(summaries: dict[int, dict]) -> list[dict]:
-    return [{"id": unit, "kind": s["kind"], "node": s["node"], "members": s["members"],
-             "passed_up": s["passed_up"], "notes": s["notes"]}
+@dataclass
+class _Laid:
+    """What :meth:`_Run.lay_out` made: units numbered from 0, nodes the run's own."""
+
+    tree: Tree
+    units: object               # RDD of (leaf unit, (position, record id, term ids)), cached
+    summaries: dict[int, dict]  # unit -> what its executor reported
+    found: _Collected           # the chunks' entries and the units' member names
+    root_pool: list             # (publication position, terms) the root passed up, if asked
+
+
+def _units_manifest(summaries: dict[int, dict], where: Placement | None = None) -> list[dict]:
+    """As :func:`~.writer.units_manifest`: ``where`` places an append's units."""
+    where = where or Placement()
+    return [{"id": where.unit(unit), "kind": s["kind"], "node": s["node"] + where.nodes,
+             "members": s["members"], "passed_up": s["passed_up"], "notes": s["notes"]}
             for unit, s in sorted(summaries.items())]
 
 
