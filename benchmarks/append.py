@@ -97,24 +97,36 @@ class Run:
                 "rss_mb": round(self.rss_mb, 1)}
 
 
+# A child's peak RSS as wait4 reports it includes the RSS of whatever process forked it (Linux
+# keeps the old image's high-water mark across exec), so each command is started by this small
+# launcher, itself started fresh, which reaps it and writes its rusage to the file in argv[1].
+LAUNCHER = """import json, os, sys
+pid = os.posix_spawn(sys.argv[2], sys.argv[2:], os.environ)
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as out:
+    json.dump([os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime,
+               usage.ru_maxrss], out)
+"""
+
+
 def cli(*args: object, ok: tuple[int, ...] = (0,)) -> Run:
     """Run ``cocktail.cli ARGS --json`` from this checkout as a child process; its JSON, wall
-    seconds, CPU seconds and peak RSS (from ``wait4``)."""
+    seconds, CPU seconds and peak RSS (its own, from ``wait4`` in the launcher)."""
     args = tuple(map(str, args))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1"}
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.NamedTemporaryFile("r") as usage:
         started = time.perf_counter()
-        child = subprocess.Popen([sys.executable, "-m", "cocktail.cli", *args, "--json"],
-                                 stdout=out, stderr=err, env=env)
-        _, status, usage = os.wait4(child.pid, 0)
+        subprocess.run([sys.executable, "-c", LAUNCHER, usage.name, sys.executable, "-m",
+                        "cocktail.cli", *args, "--json"], stdout=out, stderr=err, env=env,
+                       check=True)
         wall = time.perf_counter() - started
-        child.returncode = os.waitstatus_to_exitcode(status)
-        if child.returncode not in ok:
+        code, cpu, rss = json.load(usage)
+        if code not in ok:
             err.seek(0)
-            raise CliError(args, child.returncode, err.read().decode(errors="replace"))
+            raise CliError(args, code, err.read().decode(errors="replace"))
         out.seek(0)
-        return Run(json.loads(out.read()), wall, usage.ru_utime + usage.ru_stime,
-                   usage.ru_maxrss / 1024)
+        return Run(json.loads(out.read()), wall, cpu, rss / 1024)
 
 
 def progress(message: str) -> None:

@@ -279,10 +279,13 @@ class VersionWriter:
             self.out.write_private(fmt.SUPERSEDED, fmt.encode_superseded(self.superseded))
         private_manifest["records"] = {"count": count, "segments": sorted(
             self.record_segments, key=lambda segment: segment["start"])}
+        # How many of each unit's records hold a published term, as the log counts them; a
+        # unit the entry does not list kept its count, or, new and without chunks, has none.
         logged = release_entry.get("units", {})
-        private_manifest["units"] = [u | {"public_records": logged[str(u["id"])]["public_records"]}
-                                     if str(u["id"]) in logged else u
-                                     for u in private_manifest["units"]]
+        private_manifest["units"] = [
+            u | {"public_records": logged[str(u["id"])]["public_records"]
+                 if str(u["id"]) in logged else u.get("public_records", 0)}
+            for u in private_manifest["units"]]
         private_lines = itertools.chain(carried[0], itertools.starmap(
             lambda chunk_id, entry: fmt.chunk_line(entry, chunk_id),
             private_manifest.pop("chunks").items()))
