@@ -240,17 +240,26 @@ def decode_pseudonym_map(data: bytes, name: str = "pseudonyms") -> dict[str, dic
     return result
 
 
+def _map_lines(data: bytes, chunks: Iterable[str], keep: bool) -> bytes:
+    """The map's rows of ``chunks`` (``keep``) or all the others, as they are: one regular
+    expression over the bytes, for a line apiece would be a million objects."""
+    rows = re.compile(rb"^(?:%s)\t[^\n]*\n" % b"|".join(re.escape(c.encode("ascii"))
+                                                        for c in chunks), re.MULTILINE)
+    return b"".join(rows.findall(data)) if keep else rows.sub(b"", data)
+
+
 def map_without(data: bytes, chunks: set[str]) -> bytes:
     """A pseudonym map without the rows of ``chunks``, the others kept as they are."""
-    if not chunks:
-        return data
-    marks = tuple(f"{c}\t".encode("ascii") for c in chunks)
-    return b"".join(line + b"\n" for line in data.split(b"\n")[:-1]
-                    if not line.startswith(marks))
+    return _map_lines(data, chunks, keep=False) if chunks else data
 
 
-def decode_map_rows(data: bytes, name: str = "pseudonyms") -> list[tuple]:
-    """(chunk id, pseudonym, record position[, record id]) rows, as written."""
+def decode_map_rows(data: bytes, name: str = "pseudonyms",
+                    chunks: Iterable[str] | None = None) -> list[tuple]:
+    """(chunk id, pseudonym, record position[, record id]) rows, as written; only those of
+    ``chunks`` when given (a cluster's aggregated map can hold a million rows, of which an
+    append needs its few private ones)."""
+    if chunks is not None:
+        data = _map_lines(data, chunks, keep=True)
     try:
         return [(c, p, int(record), *(json.loads(i) for i in rest))
                 for c, p, record, *rest in _map_rows(data, name)]

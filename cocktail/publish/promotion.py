@@ -69,14 +69,13 @@ def old_tops(publication: Publication, tree: Tree) -> Pool:
         held = [c for c in publication.unit_chunk_infos(unit) if c.private] \
             if unit is not None else []
         part = []
-        for chunk in held:
-            positions = publication.record_positions(chunk.id)
-            part += [(positions[name], frozenset(terms))
-                     for name, terms in publication.subrecords(chunk.id)]
         if held:  # a private chunk's map names its records (one written before, not)
-            emptied = {c.id for c in held}
-            pool.ids.update((position, rest[0]) for chunk, _, position, *rest
-                            in publication.map_rows(unit) if chunk in emptied and rest)
+            rows = publication.map_rows(unit, [c.id for c in held])
+            positions = {(chunk, name): position for chunk, name, position, *_ in rows}
+            pool.ids.update((position, rest[0]) for _, _, position, *rest in rows if rest)
+        for chunk in held:
+            part += [(positions[chunk.id, name], frozenset(terms))
+                     for name, terms in publication.subrecords(chunk.id)]
         pool.parts.append(part)
         pool.emptied.update(c.id for c in held)
     unnamed = {p for part in pool.parts for p, _ in part} - pool.ids.keys()

@@ -359,9 +359,10 @@ class Publication:
             self._maps[unit] = fmt.decode_pseudonym_map(*self._map_file(unit))
         return self._maps[unit].get(chunk_id, {})
 
-    def map_rows(self, unit: int) -> list[tuple]:
-        """The unit's pseudonym map as rows: (chunk id, pseudonym, position[, record id])."""
-        return fmt.decode_map_rows(*self._map_file(unit))
+    def map_rows(self, unit: int, chunks: Iterable[str] | None = None) -> list[tuple]:
+        """The unit's pseudonym map as rows: (chunk id, pseudonym, position[, record id]),
+        only those of ``chunks`` when given."""
+        return fmt.decode_map_rows(*self._map_file(unit), chunks=chunks)
 
     def map_bytes(self, unit: int) -> bytes:
         return self._map_file(unit)[0]
