@@ -374,17 +374,22 @@ def verified_view(store: Store, trust: str | None = None, allow_unsigned: bool =
         more = f" (and {len(report.violations) - 3} more)" if len(report.violations) > 3 else ""
         raise UnverifiedView(f"{store.url} {report.version} fails verification, so nothing "
                              f"is derived from it: {shown}{more}")
-    provenance = report.provenance
-    if provenance.status == "unsigned" and not allow_unsigned:
+    if report.provenance.status == "unsigned" and not allow_unsigned:
         raise UnverifiedView(f"{store.url} {report.version} is unsigned: nothing shows who "
                              "made it. Re-share it only if you trust where you got it, with "
                              "--allow-unsigned (the derived view then records an unsigned "
                              "origin)")
+    return (*_audited_view(store, report), report.provenance)
+
+
+def _audited_view(store: Store, report: AuditReport) -> tuple[str, dict, View]:
+    """The view of the version ``report`` audited, read again: its manifest must still be the
+    bytes the audit verified (and signature covered), and each chunk matches that manifest."""
     version, digest, manifest, chunks = _read_view(store, report.version)
-    if digest != provenance.manifest_sha256:
+    if digest != report.provenance.manifest_sha256:
         raise UnverifiedView(f"{store.url} {version}: the manifest changed while it was "
                              "verified; run again")
-    return version, manifest, chunks, provenance
+    return version, manifest, chunks
 
 
 def _read_view(store: Store, version: str | None = None) -> tuple[str, str, dict, View]:
@@ -424,19 +429,14 @@ def audit_chain(stores: Sequence[Store], trust: str | None = None) -> ChainAudit
     """Each hop k^m-anonymous at its own (k, m) and its signature sound (every signer chain
     starting at ``trust`` when one is pinned), no laxer than the hop before, nested in it
     (every chunk the projection of one chunk of the hop before; no pseudonym shared), and a
-    hop signed as derived from a source derived from the hop before's current version."""
+    hop signed as a re-share naming the hop before's current version as its source."""
     hops, views, signed, violations = [], [], [], []
     for store in stores:
         report = audit(store, trust=trust)
         hops.append({"store": store.url, "version": report.version, "k": report.k,
                      "m": report.m, "ok": report.ok, "violations": len(report.violations),
                      "signature": report.provenance.as_dict() if report.provenance else None})
-        # altered: nothing to nest; the view read is the one the signature covers
-        view = _read_view(store, report.version) if report.ok else None
-        if view is not None and view[1] != report.provenance.manifest_sha256:
-            raise StoreError(f"{store.url}: the manifest changed while it was audited; run "
-                             "again")
-        views.append(view and (view[0], view[2], view[3]))
+        views.append(_audited_view(store, report)[2] if report.ok else None)  # else: altered
         signed.append(report.provenance if report.ok else None)
     for (before, after), (a, b), (was, now) in zip(zip(hops, hops[1:]), zip(views, views[1:]),
                                                     zip(signed, signed[1:])):
@@ -451,14 +451,14 @@ def audit_chain(stores: Sequence[Store], trust: str | None = None) -> ChainAudit
                               f"{was.version}")
         if a is None or b is None:
             continue
-        for chunk_id, terms, rows in b[2]:
+        for chunk_id, terms, rows in b:
             shown = Counter(frozenset(sub) for _, sub in rows)
             if not any(terms <= t and Counter(frozenset(terms.intersection(sub))
                                               for _, sub in r if terms.intersection(sub))
-                       == shown for _, t, r in a[2]):
+                       == shown for _, t, r in a):
                 violations.append(f"{after['store']}: chunk {chunk_id} is not a projection of "
                                   f"any chunk of {before['store']} (not nested)")
-        names = {n for _, _, r in a[2] for n, _ in r} & {n for _, _, r in b[2] for n, _ in r}
+        names = {n for _, _, r in a for n, _ in r} & {n for _, _, r in b for n, _ in r}
         if names:
             violations.append(f"{after['store']}: {len(names)} pseudonym(s) shared with the hop "
                               f"before (rows linkable across hops)")
