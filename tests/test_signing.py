@@ -81,19 +81,17 @@ def tamper(store: Path) -> str:
 
 def resign(store: Path, key_store: Path) -> None:
     """The sender also signs the tampered manifest with a key of its own: self-consistent."""
-    from cocktail.releases.commit import Release
-
     version = current(store)
     manifest = (store / "public" / fmt.manifest_path(version)).read_bytes()
 
-    class Staged(Release):  # only what signing.sign reads and writes
+    class Staged:  # what signing.sign reads of a release, and where it puts the signature
         def __init__(self) -> None:
             self.version, self.files = version, {}
 
-        def staged(self, zone, name):
+        def staged(self, zone: str, name: str) -> bytes:
             return manifest
 
-        def put(self, zone, name, data):
+        def put(self, zone: str, name: str, data: bytes) -> None:
             self.files[name] = data
 
     staged = Staged()
