@@ -6,9 +6,12 @@ from the published files, sharing no algorithm with the partitioners:
 * every public chunk is k^m-anonymous: every itemset of at most m terms that occurs in its
   subrecords occurs in at least k of them (counted directly, itemset by itemset);
 * no pseudonym occurs in two chunks (which would let the public cloud join them);
-* nothing private is there: every file is a listed public chunk, its index or the manifest,
-  every chunk is labelled public (in the manifest and, on HDFS, in its own priLabel xattr), the
-  files match their checksums, each index matches its chunk.
+* nothing private is there: every file is a listed public chunk, its index, the manifest or
+  its signature, every chunk is labelled public (in the manifest and, on HDFS, in its own
+  priLabel xattr), the files match their checksums, each index matches its chunk;
+* who vouches for it: the version's signature covers its manifest and every hop of its chain
+  verifies (:mod:`.releases.signing`), from a pinned key when one is given; an unsigned version
+  is reported as such.
 
 :func:`audit_store` audits whatever the store holds: the basket publication, and each table
 (:mod:`.tables.audit`) and ranking (:mod:`.rank.audit`) the layout registry finds.
@@ -38,6 +41,7 @@ from .query.view import Publication
 from .rank.audit import audit_ranking
 from .rank.release import rank_store
 from .releases.layout import RANKS, TABLES, names, top_level_entry
+from .releases.signing import Provenance, SignatureError, verify
 from .store import Store, StoreError, ZoneReader
 from .tables.audit import audit_table
 from .tables.release import table_store
@@ -48,7 +52,8 @@ EXAMPLES = 5                        # violating itemsets reported per chunk
 
 @dataclass(frozen=True)
 class Violation:
-    kind: str  # km-anonymity, linkable-pseudonym, private-data, integrity, unverifiable, placement
+    kind: str  # km-anonymity, linkable-pseudonym, private-data, integrity, unverifiable,
+    # placement, signature
     where: str
     detail: str
 
@@ -63,6 +68,7 @@ class AuditReport:
     subrecords: int = 0
     itemsets_checked: int = 0
     placement: dict | None = None  # block placement of the private zone, where there are blocks
+    provenance: Provenance | None = None  # the version's signature, checked
     violations: list[Violation] = field(default_factory=list)
 
     @property
@@ -73,6 +79,7 @@ class AuditReport:
         return {"ok": self.ok, "store": self.store, "version": self.version, "k": self.k,
                 "m": self.m, "chunks": self.chunks, "subrecords": self.subrecords,
                 "itemsets_checked": self.itemsets_checked, "placement": self.placement,
+                "signature": self.provenance.as_dict() if self.provenance else None,
                 "violations": [v.__dict__ for v in self.violations]}
 
 
@@ -206,7 +213,7 @@ class _Auditor:
         versions reference."""
         allowed = set()
         for version, chunks in manifests.items():
-            allowed.add(fmt.manifest_path(version))
+            allowed |= {fmt.manifest_path(version), fmt.signature_path(version)}
             for entry in chunks:
                 chunk_id, home = entry.get("id", ""), entry.get("home", version)
                 allowed |= {fmt.chunk_path(home, chunk_id), fmt.index_path(home, chunk_id)}
@@ -253,11 +260,13 @@ class StoreAudit:
                        "rankings": {n: r.as_dict() for n, r in self.rankings.items()}}
 
 
-def audit_store(store: Store, max_itemsets: int = DEFAULT_MAX_ITEMSETS) -> StoreAudit:
+def audit_store(store: Store, max_itemsets: int = DEFAULT_MAX_ITEMSETS,
+                trust: str | None = None) -> StoreAudit:
     """The basket publication (when there is one), each table and each ranking the layout
     registry finds; a store that holds none of them has nothing to audit."""
     zone = store.zone("public")
-    baskets = audit(store, max_itemsets=max_itemsets) if zone.exists(fmt.POINTER) else None
+    baskets = audit(store, max_itemsets=max_itemsets, trust=trust) \
+        if zone.exists(fmt.POINTER) else None
     layout = AuditReport(store.url, None)
     if baskets is None:
         _check_zone_top(zone, layout)
@@ -274,11 +283,14 @@ def _versions(zone: ZoneReader) -> Iterator[str]:
 
 
 def audit(store: Store, *, version: str | None = None, k: int | None = None,
-          m: int | None = None, max_itemsets: int = DEFAULT_MAX_ITEMSETS) -> AuditReport:
+          m: int | None = None, max_itemsets: int = DEFAULT_MAX_ITEMSETS,
+          trust: str | None = None, placement: bool = True) -> AuditReport:
     """Audit one version (the current one by default) from the public zone alone.
 
     ``k``/``m`` audit against stricter parameters than the manifest claims; by default the
-    manifest's own are used.
+    manifest's own are used.  ``trust``: the fingerprint the version's chain of signers must
+    start from.  ``placement``: also check the private zone's block placement (an owner's
+    check; a recipient re-sharing a view has no business there).
     """
     zone = store.zone("public")
     if version is None and zone.exists(fmt.POINTER):
@@ -293,7 +305,8 @@ def audit(store: Store, *, version: str | None = None, k: int | None = None,
         return report
     manifest_where = fmt.manifest_path(version)
     try:
-        manifest = fmt.decode_json(zone.read(manifest_where), manifest_where)
+        raw = zone.read(manifest_where)
+        manifest = fmt.decode_json(raw, manifest_where)
         chunks = manifest["chunks"]
         report.k = k or int(manifest["k"])
         report.m = m or int(manifest["m"])
@@ -303,11 +316,18 @@ def audit(store: Store, *, version: str | None = None, k: int | None = None,
     if report.k < int(manifest["k"]) or report.m < int(manifest["m"]):
         raise ValueError(f"audit parameters k={report.k}, m={report.m} are weaker than the "
                          f"publication's own (k={manifest['k']}, m={manifest['m']})")
+    try:
+        report.provenance = verify(zone, version, raw, trust)
+    except SignatureError as exc:
+        report.provenance = Provenance("invalid", version, hashlib.sha256(raw).hexdigest(),
+                                       detail=str(exc))
+        report.violations.append(Violation("signature", fmt.signature_path(version), str(exc)))
     auditor = _Auditor(zone, version, report, max_itemsets)
     auditor.check_listing({version: chunks} | _other_manifests(zone, version, report))
     for entry in chunks:
         auditor.check_chunk(entry, report.k, report.m)
-    check_placement(store, report)
+    if placement:
+        check_placement(store, report)
     return report
 
 
@@ -328,15 +348,61 @@ def _other_manifests(zone: ZoneReader, version: str, report: AuditReport) -> dic
 View = list[tuple[str, frozenset[str], list[tuple[str, list[str]]]]]
 
 
+class UnverifiedView(StoreError):
+    """A view refused as a source: it fails the verifier, its signature, or is unsigned
+    (bad input, exit status 2, as an altered view always was)."""
+
+
 def public_view(store: Store) -> tuple[str, dict, View]:
     """The current public view: version, manifest, and each chunk's id, terms and rows, each
     chunk checked against the manifest's checksum."""
+    version, _, manifest, chunks = _read_view(store)
+    return version, manifest, chunks
+
+
+def verified_view(store: Store, trust: str | None = None, allow_unsigned: bool = False,
+                  max_itemsets: int = DEFAULT_MAX_ITEMSETS
+                  ) -> tuple[str, dict, View, Provenance]:
+    """The current public view, only if it is fit to derive from: this verifier passes it at
+    its own (k, m) (every chunk k^m-anonymous and what the manifest lists) and its signature
+    covers the manifest, from the ``trust`` key's chain when one is pinned, or it is unsigned
+    and ``allow_unsigned``.  The rows returned are checked against that very manifest.
+    Anything else raises :class:`UnverifiedView`, naming why."""
+    report = audit(store, trust=trust, max_itemsets=max_itemsets, placement=False)
+    if not report.ok:
+        shown = "; ".join(f"{v.kind} {v.where}: {v.detail}" for v in report.violations[:3])
+        more = f" (and {len(report.violations) - 3} more)" if len(report.violations) > 3 else ""
+        raise UnverifiedView(f"{store.url} {report.version} fails verification, so nothing "
+                             f"is derived from it: {shown}{more}")
+    if report.provenance.status == "unsigned" and not allow_unsigned:
+        raise UnverifiedView(f"{store.url} {report.version} is unsigned: nothing shows who "
+                             "made it. Re-share it only if you trust where you got it, with "
+                             "--allow-unsigned (the derived view then records an unsigned "
+                             "origin)")
+    return (*_audited_view(store, report), report.provenance)
+
+
+def _audited_view(store: Store, report: AuditReport) -> tuple[str, dict, View]:
+    """The view of the version ``report`` audited, read again: its manifest must still be the
+    bytes the audit verified (and signature covered), and each chunk matches that manifest."""
+    version, digest, manifest, chunks = _read_view(store, report.version)
+    if digest != report.provenance.manifest_sha256:
+        raise UnverifiedView(f"{store.url} {version}: the manifest changed while it was "
+                             "verified; run again")
+    return version, manifest, chunks
+
+
+def _read_view(store: Store, version: str | None = None) -> tuple[str, str, dict, View]:
+    """Version, the manifest's sha256, the manifest, and each chunk's id, terms and rows,
+    each chunk checked against the manifest's checksum."""
     zone = store.zone("public")
-    version = zone.read(fmt.POINTER).decode().strip() if zone.exists(fmt.POINTER) else None
+    if version is None and zone.exists(fmt.POINTER):
+        version = zone.read(fmt.POINTER).decode().strip()
     if version is None:
         raise StoreError(f"{store.url} holds no publication (no {fmt.POINTER} pointer)")
     where = fmt.manifest_path(version)
-    manifest = fmt.decode_json(zone.read(where), where)
+    raw = zone.read(where)
+    manifest = fmt.decode_json(raw, where)
     chunks = []
     for entry in manifest["chunks"]:
         path = fmt.chunk_path(entry.get("home", version), entry["id"])
@@ -346,7 +412,7 @@ def public_view(store: Store) -> tuple[str, dict, View]:
                              "view was altered since it was published")
         rows = list(fmt.decode_chunk(data, path))
         chunks.append((entry["id"], frozenset(t for _, sub in rows for t in sub), rows))
-    return version, manifest, chunks
+    return version, hashlib.sha256(raw).hexdigest(), manifest, chunks
 
 
 @dataclass
@@ -359,29 +425,40 @@ class ChainAuditReport:
         return asdict(self)
 
 
-def audit_chain(stores: Sequence[Store]) -> ChainAuditReport:
-    """Each hop k^m-anonymous at its own (k, m), no laxer than the hop before, and nested in
-    it: every chunk the projection of one chunk of the hop before; no pseudonym shared."""
-    hops, views, violations = [], [], []
+def audit_chain(stores: Sequence[Store], trust: str | None = None) -> ChainAuditReport:
+    """Each hop k^m-anonymous at its own (k, m) and its signature sound (every signer chain
+    starting at ``trust`` when one is pinned), no laxer than the hop before, nested in it
+    (every chunk the projection of one chunk of the hop before; no pseudonym shared), and a
+    hop signed as a re-share naming the hop before's current version as its source."""
+    hops, views, signed, violations = [], [], [], []
     for store in stores:
-        report = audit(store)
+        report = audit(store, trust=trust)
         hops.append({"store": store.url, "version": report.version, "k": report.k,
-                     "m": report.m, "ok": report.ok, "violations": len(report.violations)})
-        views.append(public_view(store) if report.ok else None)  # altered: nothing to nest
-    for (before, after), (a, b) in zip(zip(hops, hops[1:]), zip(views, views[1:])):
+                     "m": report.m, "ok": report.ok, "violations": len(report.violations),
+                     "signature": report.provenance.as_dict() if report.provenance else None})
+        views.append(_audited_view(store, report)[2] if report.ok else None)  # else: altered
+        signed.append(report.provenance if report.ok else None)
+    for (before, after), (a, b), (was, now) in zip(zip(hops, hops[1:]), zip(views, views[1:]),
+                                                    zip(signed, signed[1:])):
         if after["k"] < before["k"] or after["m"] < before["m"]:
             violations.append(f"{after['store']}: k={after['k']}, m={after['m']} is laxer than "
                               f"the hop before (k={before['k']}, m={before['m']})")
+        received = now.hops[-1]["statement"]["received"] if now and now.hops else None
+        if was and received is not None and received != was.received():
+            violations.append(f"{after['store']}: signed as derived from {received['version']} "
+                              f"(manifest sha256 {received['manifest_sha256']}, signer "
+                              f"{received['signer']}), not from {before['store']}'s "
+                              f"{was.version}")
         if a is None or b is None:
             continue
-        for chunk_id, terms, rows in b[2]:
+        for chunk_id, terms, rows in b:
             shown = Counter(frozenset(sub) for _, sub in rows)
             if not any(terms <= t and Counter(frozenset(terms.intersection(sub))
                                               for _, sub in r if terms.intersection(sub))
-                       == shown for _, t, r in a[2]):
+                       == shown for _, t, r in a):
                 violations.append(f"{after['store']}: chunk {chunk_id} is not a projection of "
                                   f"any chunk of {before['store']} (not nested)")
-        names = {n for _, _, r in a[2] for n, _ in r} & {n for _, _, r in b[2] for n, _ in r}
+        names = {n for _, _, r in a for n, _ in r} & {n for _, _, r in b for n, _ in r}
         if names:
             violations.append(f"{after['store']}: {len(names)} pseudonym(s) shared with the hop "
                               f"before (rows linkable across hops)")

@@ -56,6 +56,7 @@ import numpy as np
 FORMAT = "cocktail-publication/2"  # /1: one JSON document, every file in its version
 POINTER = "CURRENT"
 MANIFEST = "manifest.json"
+SIGNATURE = "signature.json"  # beside the public manifest: who signed it (releases.signing)
 CHUNK_DIR = "chunks"
 INDEX_DIR = "index"
 PSEUDONYM_DIR = "pseudonyms"
@@ -98,6 +99,10 @@ def pseudonym_map_path(version: str, cluster: int) -> str:
 
 def manifest_path(version: str) -> str:
     return f"{version}/{MANIFEST}"
+
+
+def signature_path(version: str) -> str:
+    return f"{version}/{SIGNATURE}"
 
 
 def lines(data: bytes, encoding: str = "utf-8") -> Iterator[tuple[int, str]]:

@@ -41,7 +41,7 @@ from .querylang import Workload, parse_batch, parse_count
 from .query import BACKENDS, Engine, Publication, describe
 from .query.backends.streaming import tasks_json
 from .rank.commands import rank_group
-from .releases import current_version
+from .releases import current_version, signing
 from .store import open_store
 from .synthetic import SyntheticSpec, generate
 from .tables.commands import table_group
@@ -303,6 +303,8 @@ def _print_audit(report: AuditReport) -> None:
         out.print(f"placement: {p['replicas']:,} replicas of {p['blocks']:,} blocks in "
                   f"{p['private_files']:,} private files, {p['replicas_outside_private_racks']} "
                   f"outside {p['private_racks']}* racks", highlight=False)
+    if report.provenance is not None and report.provenance.status != "invalid":
+        out.print(_signature_line(report.provenance.as_dict()), highlight=False, markup=False)
     for v in report.violations[:50]:
         out.print(f"  [red]{v.kind}[/] {v.where}: {v.detail}", highlight=False)
 
@@ -343,6 +345,30 @@ def report_cmd(store_spec: str, out_path: Path, as_json: bool) -> None:
         f"xdg-open {out_path}", highlight=False, markup=False))
 
 
+TRUST_KEY_HELP = ("Pin the owner's key: a fingerprint (ed25519:…) or a file holding it or its "
+                  "PEM public key (from `cocktail signing-key`). The view's chain of signers "
+                  "must start there; without it the chain is only checked to be "
+                  "self-consistent, so compare the reported origin out of band.")
+
+
+def _signature_line(signature: dict | None) -> str:
+    if not signature:
+        return "signature: not checked"
+    if signature["status"] == "unsigned":
+        return "UNSIGNED: nothing shows who made this view"
+    if signature["status"] == "invalid":
+        return f"signature INVALID: {signature['detail']}"
+    origin = signature["origin"]
+    hops = len(signature["signers"])
+    text = f"signed by {signature['signer']}" + (
+        f", a chain of {hops} signers from {origin}" if hops > 1 else "")
+    if not signature["origin_signed"]:
+        text += " (its origin was unsigned)"
+    if signature["trusted"]:
+        return text + " = the pinned key"
+    return text + "; not pinned: compare " + origin + " with the owner's out of band"
+
+
 @main.command("audit")
 @click.argument("chain_stores", nargs=-1, metavar="[S1 S2 ...]")
 @store_option
@@ -359,24 +385,31 @@ def report_cmd(store_spec: str, out_path: Path, as_json: bool) -> None:
               "all releases together.")
 @click.option("--chain", "is_chain", is_flag=True,
               help="Audit a chain of re-shared publications S1 S2 … (in hop order): each "
-              "k^m at its own level, no laxer than the hop before, nested in it, no pseudonym "
-              "shared.")
+              "k^m at its own level and its signature sound, no laxer than the hop before, "
+              "nested in it and signed as derived from it, no pseudonym shared.")
+@click.option("--trust-key", "trust_key", metavar="KEY", help=TRUST_KEY_HELP)
 @json_option
 @fail_cleanly
 def audit_cmd(chain_stores: tuple[str, ...], store_spec: str, version: str | None,
               k: int | None, m: int | None, max_itemsets: int, whole_history: bool,
-              is_chain: bool, as_json: bool) -> None:
+              is_chain: bool, trust_key: str | None, as_json: bool) -> None:
     """Independently verify what the public zone holds; exit status 1 on any violation.
 
     Reads only the public zone: every public chunk must be k^m-anonymous, no pseudonym may occur
-    in two chunks, and nothing but listed public chunks, their indexes and the manifest may be there.
-    On HDFS it also checks that every replica of every private file is on a private datanode.
-    Without --version, --k or --m it also audits every table and ranking of the store.
+    in two chunks, and nothing but listed public chunks, their indexes, the manifest and its
+    signature may be there. The signature must cover the manifest (an unsigned version is
+    reported as such; with --trust-key it fails). On HDFS it also checks that every replica of
+    every private file is on a private datanode. Without --version, --k or --m it also audits
+    every table and ranking of the store.
     """
     if is_chain != bool(chain_stores):
         raise click.UsageError("give the chain's stores with --chain (and only then)")
+    if whole_history and trust_key:
+        raise click.UsageError("--trust-key checks a public view's signature; --releases is "
+                               "the owner's check of its own history")
+    trust = signing.trusted_fingerprint(trust_key) if trust_key else None
     if is_chain:
-        chain = audit_chain([open_store(spec) for spec in chain_stores])
+        chain = audit_chain([open_store(spec) for spec in chain_stores], trust)
         emit(as_json, chain.as_dict(), lambda: _print_chain(chain))
         sys.exit(0 if chain.ok else 1)
     if whole_history:
@@ -385,10 +418,10 @@ def audit_cmd(chain_stores: tuple[str, ...], store_spec: str, version: str | Non
         sys.exit(0 if history.ok else 1)
     if version or k or m:
         report = audit(open_store(store_spec), version=version, k=k, m=m,
-                       max_itemsets=max_itemsets)
+                       max_itemsets=max_itemsets, trust=trust)
         emit(as_json, report.as_dict(), lambda: _print_audit(report))
         sys.exit(0 if report.ok else 1)
-    whole = audit_store(open_store(store_spec), max_itemsets=max_itemsets)
+    whole = audit_store(open_store(store_spec), max_itemsets=max_itemsets, trust=trust)
     emit(as_json, whole.as_dict(), lambda: _print_store_audit(whole))
     sys.exit(0 if whole.ok else 1)
 
@@ -415,7 +448,8 @@ def _print_part(kind: str, name: str, version: str, ok: bool, violations: list[s
 def _print_chain(chain: ChainAuditReport) -> None:
     for n, hop in enumerate(chain.hops, start=1):
         out.print(f"hop {n}: {hop['store']} {hop['version']} k={hop['k']} m={hop['m']}: "
-                  f"{'ok' if hop['ok'] else 'FAIL'}", highlight=False, markup=False)
+                  f"{'ok' if hop['ok'] else 'FAIL'}; {_signature_line(hop['signature'])}",
+                  highlight=False, markup=False)
     for violation in chain.violations:
         out.print(f"  VIOLATION {violation}", highlight=False, markup=False)
     out.print("PASS" if chain.ok else "FAIL")
@@ -426,18 +460,50 @@ def _print_chain(chain: ChainAuditReport) -> None:
 @click.option("--to", "target", required=True, help="The recipient's store (written).")
 @click.option("--k", required=True, type=click.IntRange(2), help="k', at least the source's.")
 @click.option("--m", required=True, type=click.IntRange(1), help="m', at least the source's.")
+@click.option("--trust-key", "trust_key", metavar="KEY", help=TRUST_KEY_HELP)
+@click.option("--allow-unsigned", is_flag=True,
+              help="Re-share a source that carries no signature (one published before "
+              "signing); the derived view records that its origin was unsigned.")
 @json_option
 @fail_cleanly
-def republish_cmd(source: str, target: str, k: int, m: int, as_json: bool) -> None:
+def republish_cmd(source: str, target: str, k: int, m: int, trust_key: str | None,
+                  allow_unsigned: bool, as_json: bool) -> None:
     """Re-share a public view at a stricter (k, m), from that view alone: chunks are split
-    and terms withheld, never merged; fresh pseudonyms; nested in the source."""
-    report = republish(open_store(source), open_store(target), k, m)
+    and terms withheld, never merged; fresh pseudonyms; nested in the source.
+
+    The source must pass the independent verifier at its own (k, m) and carry a sound
+    signature (from --trust-key's chain, if given), else nothing is written (exit 2). The
+    derived view is signed with the recipient store's own key, after the source's signers."""
+    trust = signing.trusted_fingerprint(trust_key) if trust_key else None
+    report = republish(open_store(source), open_store(target), k, m, trust=trust,
+                       allow_unsigned=allow_unsigned)
     emit(as_json, report.as_dict(), lambda: out.print(
         f"{report.store} {report.version} (k={k}, m={m}) from {report.source} "
         f"{report.source_version}: {report.public_chunks:,} chunks from "
         f"{report.source_chunks:,}, {report.public_occurrences:,} of "
         f"{report.source_occurrences:,} term occurrences shown, {report.withheld_terms:,} "
-        f"withheld ({report.seconds:.2f}s)", highlight=False, markup=False))
+        f"withheld ({report.seconds:.2f}s)\nsource {_signature_line(report.source_signature)}"
+        f"\nsigned by {report.signer} (this store's key)", highlight=False, markup=False))
+
+
+@main.command("signing-key", help="Show the key that signs the store's versions: its "
+              "fingerprint and public key, for recipients to pin with --trust-key (made on "
+              f"first use; the private key stays in private/{signing.KEY_FILE}). {OWNER}")
+@store_option
+@click.option("--out", "out_path", type=click.Path(dir_okay=False),
+              help="Also write the public key (PEM) there, to hand to recipients.")
+@json_option
+@fail_cleanly
+def signing_key_cmd(store_spec: str, out_path: str | None, as_json: bool) -> None:
+    key = signing.signing_key(open_store(store_spec))
+    pem = signing.public_pem(key)
+    if out_path:
+        Path(out_path).write_bytes(pem)
+    fingerprint = signing.fingerprint(key.public_key())
+    emit(as_json, {"store": store_spec, "fingerprint": fingerprint,
+                   "public_key_pem": pem.decode(), "out": out_path},
+         lambda: out.print(f"{fingerprint}\n{pem.decode().rstrip()}", highlight=False,
+                           markup=False))
 
 
 @main.group("chain", help=f"Chains of re-shared publications, planned at the owner. {OWNER}")

@@ -261,7 +261,7 @@ def plan_chain(source: Store, ks: Sequence[int], ms: Sequence[int], strategy: st
             report["version"] = write_view(out[hop], parts[hop], *levels[hop], {
                 "planned_from": source.url, "source_version": publication.version,
                 "strategy": strategy, "clusters_for": clusters_for, "hop": hop + 1,
-                "levels": levels})
+                "levels": levels}, signer=source)  # the owner vouches for its own plan
     return PlanReport(source.url, publication.version, strategy, clusters_for, len(layout.units),
                       len(records), occurrences, pairs, hops,
                       sum(h["utility"] for h in hops), round(time.perf_counter() - started, 3))

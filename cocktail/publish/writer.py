@@ -24,7 +24,7 @@ from ..anonymity import Partition, partition
 from ..overlay.layout import Layout, LayoutParams, PhaseProgress
 from ..query.termindex import (SHARD_RECORDS, IndexPart, TermIndexBuilder, layout_from_manifest,
                                write_parts)
-from ..releases import Release
+from ..releases import Release, signing
 from ..store import Store, StoreError
 from .batch import collector_paused
 
@@ -271,6 +271,7 @@ class VersionWriter:
         self.out.put("public", fmt.MANIFEST, fmt.encode_manifest(public_manifest, public_lines,
                                                                  listed=True))
         del public_lines
+        signing.sign(self.out, signing.signing_key(self.out.store))  # the owner vouches for it
         index_started = time.perf_counter()
         private_manifest["term_index"] = self._write_term_index(count)
         encoding = time.perf_counter() - index_started

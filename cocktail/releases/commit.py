@@ -47,6 +47,17 @@ class Release:
             self._spool.write(piece)
         self._files.append((zone, f"{self.staging}/{name}", start, self._spool.tell() - start))
 
+    def staged(self, zone: str, name: str) -> bytes:
+        """The bytes a file of the version was given (what a signature must cover)."""
+        path = f"{self.staging}/{name}"
+        for staged_zone, staged_path, start, size in self._files:
+            if (staged_zone, staged_path) == (zone, path):
+                self._spool.seek(start)
+                data = self._spool.read(size)
+                self._spool.seek(0, 2)  # the next file goes at the end
+                return data
+        raise KeyError(f"{zone}/{path} is not staged")
+
     def write_private(self, name: str, data: bytes | BinaryIO) -> None:
         """Straight to the store: a private file (its order shows nothing) that may be large."""
         self.store.write("private", f"{self.staging}/{name}", data, pri_label=True)

@@ -82,6 +82,7 @@ def prune(store: Store, current: str, keep: int) -> None:
                         store.remove(zone, name)
             continue
         store.remove("public", manifest)
+        store.remove("public", fmt.signature_path(version))  # it signs a manifest now gone
         listed = fmt.decode_json(store.read("private", superseded), f"private/{superseded}")
         for zone in ("public", "private"):
             for path in listed.get(zone, []):
