@@ -12,6 +12,8 @@ pruned last.
 
 from __future__ import annotations
 
+import hashlib
+
 import secrets
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -47,15 +49,20 @@ class Release:
             self._spool.write(piece)
         self._files.append((zone, f"{self.staging}/{name}", start, self._spool.tell() - start))
 
-    def staged(self, zone: str, name: str) -> bytes:
-        """The bytes a file of the version was given (what a signature must cover)."""
+    def staged_sha256(self, zone: str, name: str) -> str:
+        """The SHA-256 of the bytes a file of the version was given (what a signature must
+        cover), read back in pieces: a 10M-record manifest is tens of MB."""
         path = f"{self.staging}/{name}"
         for staged_zone, staged_path, start, size in self._files:
             if (staged_zone, staged_path) == (zone, path):
+                digest = hashlib.sha256()
                 self._spool.seek(start)
-                data = self._spool.read(size)
+                while size > 0:
+                    piece = self._spool.read(min(size, 1 << 20))
+                    digest.update(piece)
+                    size -= len(piece)
                 self._spool.seek(0, 2)  # the next file goes at the end
-                return data
+                return digest.hexdigest()
         raise KeyError(f"{zone}/{path} is not staged")
 
     def write_private(self, name: str, data: bytes | BinaryIO) -> None:

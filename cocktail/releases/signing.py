@@ -139,9 +139,8 @@ class Provenance:
 def sign(release: Release, key: Ed25519PrivateKey, source: Provenance | None = None) -> str:
     """Sign the public manifest ``release`` has staged, as received from ``source`` (a
     re-share) or as an origin; stage the signature file.  Returns the signer's fingerprint."""
-    manifest = release.staged("public", fmt.MANIFEST)
     statement = {"version": release.version,
-                 "manifest_sha256": hashlib.sha256(manifest).hexdigest(),
+                 "manifest_sha256": release.staged_sha256("public", fmt.MANIFEST),
                  "received": source.received() if source else None}
     public = key.public_key()
     hop = {"algorithm": "ed25519", "public_key": _raw(public).hex(),
