@@ -100,6 +100,7 @@ def searched_candidates(m: Matrices, bound: np.ndarray | None, budget: optimize.
     ``bound`` if given (penalised, then bounded or unpenalised with what the budget has left).
     One BLAS thread: on these small matrices threads only contend, and their summation order
     would make the search's path differ from run to run."""
+    optimize.minimize()  # scipy first: the limit reaches only BLAS libraries already loaded
     with threadpool_limits(limits=1, user_api="blas"):
         return _searched(m, bound, budget, seed)
 
