@@ -36,6 +36,7 @@ from .dp.deadline import DEFAULT_DEADLINES, Deadlines
 from .dp.ledger import Ledger
 from .dp.reshare import reshare
 from .dp.strategies import OBJECTIVES, PER_QUERY
+from .extras import require
 from .private_config import ledger_location, set_ledger_location
 from .querylang import Workload, parse_batch, parse_count
 from .query import BACKENDS, Engine, Publication, describe
@@ -854,8 +855,8 @@ def ledger_path_cmd(path: Path | None, store_spec: str, as_json: bool) -> None:
 def serve_cmd(store_spec: str, host: str, port: int, runner: str,
               deadline_base_ms: float | None, deadline_count_ms: float | None,
               deadline_rank_ms: float, rank_per_second: float, access_log: bool) -> None:
-    import uvicorn
-
+    uvicorn = require("uvicorn")
+    require("fastapi")  # before the service's own import, so a missing [serve] is one line
     from .rank.service import Rankings
     from .service import CurrentPublication, create_app
 

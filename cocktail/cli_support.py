@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.text import Text
 
 from .dataset import InputError
+from .extras import MissingExtra
 from .dp.ledger import BudgetExhausted, Forbidden, LedgerError, Unauthorized
 from .cluster.spec import SpecError
 from .overlay.layout import PhaseProgress
@@ -28,14 +29,15 @@ err = Console(stderr=True, soft_wrap=True)  # never break a path or message in t
 out = Console(soft_wrap=True)
 
 EXPECTED_ERRORS = (InputError, StoreError, QuerySyntaxError, LedgerError, SpecError, ValueError,
-                   OSError)
+                   OSError, MissingExtra)
 OWNER = "Owner command: it reads the store's private zone; analysts never run it."
 
 
 EXIT_STATUS = """\b
 Exit status: 0 done; 1 a check found problems (audit) or the service is unreachable; 2 bad
-usage or input; 3 refused (token, or a publish that would re-partition); 4 budget exhausted;
-5 the store or the system failed."""
+usage or input, or an optional package missing (the message names its extra); 3 refused
+(token, or a publish that would re-partition); 4 budget exhausted; 5 the store or the system
+failed."""
 
 
 def exit_status(exc: Exception) -> int:

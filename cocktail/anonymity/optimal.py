@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..extras import require
 from .conflicts import bits, find_conflicts
 from .improved import partition_improved
 from .model import Partition, Record, check_parameters, cluster_terms
@@ -31,7 +32,7 @@ class TooLargeForOptimal(ValueError):
 
 def partition_optimal(records: Sequence[Record], k: int, m: int, *, rule: str = "exact",
                       max_terms: int = MAX_TERMS, max_seconds: float = MAX_SECONDS) -> Partition:
-    from ortools.sat.python import cp_model  # heavy; loaded only when asked for
+    cp_model = require("ortools.sat.python.cp_model")  # heavy; loaded only when asked for
 
     check_parameters(k, m)
     space = find_conflicts(records, k, m, rule)

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..extras import require
+
 Loss = Callable[[np.ndarray], tuple[float, np.ndarray]]
 _ITERATIONS = 1000  # of a refinement; the budget bounds them all
 _PENALTY = 1000.0  # μ: high, or the optimum keeps queries 1.3x over their bound
@@ -210,9 +212,7 @@ def _constrained(V: np.ndarray, p: int, start: np.ndarray, bound: np.ndarray,  #
 def minimize() -> Callable:
     """scipy's minimizer, imported by the first search: the import costs 0.3 s, which every
     CLI command and server start would pay otherwise."""
-    from scipy.optimize import minimize as scipy_minimize
-
-    return scipy_minimize
+    return require("scipy.optimize").minimize
 
 
 def p_identity_matrix(theta: np.ndarray) -> np.ndarray:

@@ -32,6 +32,7 @@ from functools import lru_cache
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from ..extras import MissingExtra
 from . import optimize
 from .limits import LIMITS
 from .sensitivity import satisfiable_sensitivity
@@ -180,12 +181,14 @@ class Choice:
     not_: Strategy
     fixed: Strategy       # the best fixed candidate: no query of ``optimized`` is worse
     optimized: Strategy
+    search_skipped: str | None = None  # why no strategy was searched (a missing extra)
 
     def report(self, alpha: float) -> dict[str, float]:
         return {"NOQ": self.noq.expected_error(alpha), "NOT": self.not_.expected_error(alpha),
                 "fixed": self.fixed.expected_error(alpha), "fixed_strategy": self.fixed.name,
                 "optimized": self.optimized.expected_error(alpha),
-                "optimized_strategy": self.optimized.name}
+                "optimized_strategy": self.optimized.name,
+                **({"search_skipped": self.search_skipped} if self.search_skipped else {})}
 
 
 def choose(m: Matrices, search_units: int = LIMITS.search_units,
@@ -220,9 +223,13 @@ def _choose(keyed: _ByShape, search_units: int, objective: str) -> Choice:
     plain = [noq(m), noT(m)]
     candidates = plain + (cell_candidates(m) if m.cells_feasible else [])
     fixed = min(candidates, key=lambda s: s.expected_error(1.0))
-    if not m.cells_feasible or len(m.W) == 1:
+    if not m.cells_feasible or len(m.W) == 1 or search_units <= 0:
         # One query w: any strategy A with w = R A has |w_j| ≤ max|R| Σ_i |A_ij| ≤ ‖R‖ Δ_A, so
-        # its variance 2 Δ_A² ‖R‖² is at least w's own 2 Δ_w²: nothing to search for.
+        # its variance 2 Δ_A² ‖R‖² is at least w's own 2 Δ_w²: nothing to search for.  No
+        # units: the search would find nothing (after loading scipy).
         return Choice(plain[0], plain[1], fixed, fixed)
-    best = optimized(m, fixed, search_units, objective)
+    try:
+        best = optimized(m, fixed, search_units, objective)
+    except MissingExtra as missing:  # a core install: the best fixed candidate, said so
+        return Choice(plain[0], plain[1], fixed, fixed, str(missing))
     return Choice(plain[0], plain[1], fixed, best)

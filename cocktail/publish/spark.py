@@ -58,7 +58,10 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 import numpy as np
-from pyspark import StorageLevel
+
+from ..extras import require
+
+StorageLevel = require("pyspark").StorageLevel  # this module loads only with --engine spark
 
 from .. import chunkformat as fmt
 from .. import releases

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..extras import require
 from .model import RankTable, Schema, similarity
 
 DEFENSES = ("none", "esvt", "estt", "dp")
@@ -216,7 +217,7 @@ def cheapest_matching(n: int, row: Callable[[int], tuple[np.ndarray, np.ndarray]
     is too slow), and nodes left unmatched are matched again among themselves.  Equal costs
     go to the earlier node: callers give nodes in a secret random order, so ties cannot be
     steered."""
-    import networkx as nx  # here, not above: it would slow every command's start
+    nx = require("networkx")  # here, not above: it would slow every command's start
 
     pairs, left = [], list(range(n))
     while len(left) > 1:

@@ -21,7 +21,6 @@ from urllib.parse import parse_qs
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
-from plotly.offline import get_plotlyjs
 
 from ..dp.ledger import Ledger, LedgerError, User
 from ..guards import form_page, page, posted_here
@@ -29,7 +28,7 @@ from ..releases import current_version
 from ..releases.layout import AREAS, named_store, parts
 from ..store import Store
 from .numbers import ledger_numbers, store_numbers
-from .page import document, render, utc
+from .page import document, get_plotlyjs, render, utc
 
 PLOTLY = "/static/plotly.js"
 OWNER_COOKIE, ANALYST_COOKIE = "cocktail_owner", "cocktail_analyst"

@@ -12,9 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import plotly.graph_objects as go
-import plotly.io as pio
-from plotly.offline import get_plotlyjs
+
+from ..extras import require
+
+go = require("plotly.graph_objects")  # the [report] extra
+pio = require("plotly.io")
+get_plotlyjs = require("plotly.offline").get_plotlyjs
 
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
 STYLE = """

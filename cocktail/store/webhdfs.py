@@ -29,9 +29,12 @@ from dataclasses import dataclass
 from typing import BinaryIO
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
-import requests
-from hdfs import HdfsError, InsecureClient
-from hdfs.client import _Request
+from ..extras import require
+
+require("hdfs")  # first: a missing [hadoop] extra is one line, not a traceback
+import requests  # noqa: E402 - hdfs's own dependency
+from hdfs import HdfsError, InsecureClient  # noqa: E402
+from hdfs.client import _Request  # noqa: E402
 
 from .base import Store, StoreError, StoreUnavailable, check_zone
 

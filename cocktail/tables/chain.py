@@ -26,6 +26,7 @@ from itertools import combinations
 from pathlib import Path
 
 from ..dataset import InputError
+from ..extras import require
 from .data import Table, finite
 from .propagation import Atom, Classes, Space, canonical, merged, next_hop
 
@@ -295,7 +296,7 @@ def _cover(atoms: Sequence[Atom], targets: Sequence[Atom], seconds: float,
     one if ``whole``)?  An exact model (CP-SAT): per target, the atoms' sensitive counts sum to
     its own and Σ size·mean to size·mean, in millionths, within the files' rounding (half a
     millionth per tuple, at this hop and the one before).  None: undecided in ``seconds``."""
-    from ortools.sat.python import cp_model  # heavy; loaded only when asked for
+    cp_model = require("ortools.sat.python.cp_model")  # heavy; loaded only when asked for
 
     def scaled(atom: Atom) -> list[int]:
         return [round(q * 1_000_000) * atom.size for q in atom.qi]

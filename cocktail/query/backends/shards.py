@@ -14,7 +14,7 @@ from pathlib import Path
 from ...querylang import CountQuery
 from ..view import Publication
 from .mapreduce import SCRATCH
-from .streaming import PLACED, check_runner, execute, hadoop_args
+from .streaming import PLACED, check_runner, execute, hadoop_args, require_runner
 
 
 class IndexShards:
@@ -50,6 +50,7 @@ class IndexShards:
                 inputs[-1].write_text(path + "\n")
             if log:
                 log(f"{self.runner} job: {len(asked)} queries over {len(files)} index file(s)")
+            require_runner(self.runner)
             from .mr_shards import ShardCountJob  # mrjob loads only when a job runs
 
             output = execute(ShardCountJob, self.runner,

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from ...extras import require
 from ...overlay.planner import MapTask
 
 RUNNERS = ("inline", "local", "spark", "hadoop")
@@ -77,6 +78,7 @@ def run_job(tasks: Sequence[MapTask], inputs: Sequence[str], runner: str,
     results: dict[MapTask, list[str]] = {task: [] for task in tasks}
     if not tasks:
         return results
+    require_runner(runner)
     from .mr_match import MatchJob  # mrjob loads only when a job actually runs
 
     with tempfile.TemporaryDirectory(prefix="cocktail-job-") as tmp:
@@ -95,6 +97,13 @@ def run_job(tasks: Sequence[MapTask], inputs: Sequence[str], runner: str,
 def check_runner(runner: str) -> None:
     if runner not in RUNNERS:
         raise ValueError(f"unknown runner {runner!r}; choose one of {', '.join(RUNNERS)}")
+
+
+def require_runner(runner: str) -> None:
+    """What a job on ``runner`` imports, or :class:`~cocktail.extras.MissingExtra`."""
+    if runner == "spark":
+        require("pyspark")  # mrjob's Spark runner submits with pyspark's spark-submit
+    require("mrjob", "spark" if runner == "spark" else "hadoop")
 
 
 def execute(job_class, runner: str, options: Sequence[str], inputs: Sequence[str],
