@@ -11,6 +11,7 @@ import logging
 import shutil
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import click
@@ -30,7 +31,7 @@ from .cluster.spec import ROLES, SIDES, load_spec
 from .audit import (DEFAULT_MAX_ITEMSETS, AuditReport, ChainAuditReport, ReleaseAuditReport,
                     StoreAudit, audit, audit_chain, audit_releases, audit_store)
 from .dataset import FORMATS, load, write_fimi
-from .demo import DemoSettings, run_demo
+from .demo import DemoSettings, print_step, run_demo
 from .publish import DEFAULT_KEEP, PublishParams, publish
 from .dp.deadline import DEFAULT_DEADLINES, Deadlines
 from .dp.ledger import Ledger
@@ -931,45 +932,12 @@ def demo_cmd(workdir: Path, records: int, seed: int, k: int, m: int, method: str
     """Generate synthetic baskets, publish, audit and query them, and print a short report."""
     settings = DemoSettings(workdir=workdir, records=records, seed=seed,
                             params=PublishParams(k=k, m=m, method=method))
-    with progress_bars("publishing", not as_json) as update:
-        result = run_demo(settings, progress=update)
-    emit(as_json, result, lambda: _print_demo(result))
+    shown = (lambda name, result: None) if as_json else partial(print_step, out)
+    result = run_demo(settings, shown, lambda: progress_bars("publishing", not as_json))
+    emit(as_json, result, lambda: out.print(
+        f"store: {result['store']}  (try: {_this_command()} audit --store {result['store']})",
+        highlight=False, markup=False))
     sys.exit(0 if result["ok"] else 1)
-
-
-def _print_demo(result: dict) -> None:
-    p = result["publish"]
-    out.print(f"[bold]1. data[/]      {p['records']:,} synthetic records -> {result['dataset']}")
-    out.print(f"[bold]2. publish[/]   {p['version']} (k={p['k']}, m={p['m']}, {p['method']}): "
-              f"{p['clusters']} clusters, {p['public_chunks']:,} public chunks, "
-              f"{p['private_chunks']:,} private chunks, {p['private_term_share']:.1%} of term "
-              f"occurrences private, {p['seconds']:.1f}s", highlight=False)
-    _print_audit_line = "[green]PASS[/]" if result["audit"]["ok"] else "[bold red]FAIL[/]"
-    out.print(f"[bold]3. audit[/]     {_print_audit_line}: {result['audit']['chunks']:,} public "
-              f"chunks k^m-anonymous, {len(result['audit']['violations'])} violation(s)",
-              highlight=False)
-    table = Table(title="4. exact counts (owner view) vs brute force on the raw data")
-    for column in ("query", "answer", "brute force", ""):
-        table.add_column(column)
-    for a in result["queries"]:
-        table.add_row(a["query"], str(a["answer"]), str(a["brute_force"]),
-                      "[green]=[/]" if a["equal"] else "[red]differs[/]")
-    out.print(table)
-    noisy = result["noisy"]
-    table = Table(title=f"5. the same as an analyst sees them: α={noisy['alpha']:g}, "
-                        f"{noisy['strategy']}, {noisy['budget']['remaining']:g} of "
-                        f"{noisy['budget']['budget']:g} budget left")
-    for column in ("query", "noisy answer", "expected error (RMS)"):
-        table.add_column(column)
-    for query, answer, error in zip(noisy["workload"].split("; "), noisy["answers"],
-                                    noisy["expected_rms_error"]):
-        table.add_row(query, f"{answer:.1f}", f"± {error:.1f}")
-    out.print(table)
-    out.print(f"store: {result['store']}  (try: {_this_command()} audit --store "
-              f"{result['store']})", highlight=False, markup=False)
-    out.print(f"[bold]6. report[/]    {result['report']}: coverage, the publication's shape, "
-              f"the audit, releases and budget as charts; open it with: xdg-open "
-              f"{result['report']}", highlight=False)
 
 
 def _this_command() -> str:
