@@ -159,9 +159,59 @@ def test_the_report_opens_in_chromium_with_every_chart_and_table_and_no_error(ow
         assert {"figure-coverage", "figure-audit", "figure-budget", "figure-refusals",
                 "figure-table-table-ranges"} <= ids
         assert errors(driver) == []
+        check_what_each_chart_shows(shown(driver), cli("report", "--store", str(owned["store"]),
+                                                       "--out", str(tmp_path / "r.html")))
         driver.save_screenshot(str(tmp_path / "report.png"))
     finally:
         driver.quit()
+
+
+def shown(driver) -> dict:
+    """Each chart as Chromium holds it: plotly's traces and axes, the text it drew, and the
+    drawn height of each bar (px)."""
+    return driver.execute_script("""
+        const charts = {};
+        for (const gd of document.querySelectorAll('figure.chart .js-plotly-plot')) {
+            const layout = gd._fullLayout;
+            charts[gd.id] = {
+                traces: gd._fullData.map(t => ({type: t.type, name: t.name, yaxis: t.yaxis,
+                    x: Array.from(t.x || []), y: Array.from(t.y || []), value: t.value,
+                    labelled: Boolean(t.texttemplate || (t.text && t.text.length))})),
+                log: Object.keys(layout).filter(k => /^[xy]axis[0-9]*$/.test(k)
+                                                     && layout[k].type === 'log'),
+                text: Array.from(gd.querySelectorAll('text'), e => e.textContent),
+                bars: Array.from(gd.querySelectorAll('.bars .point path'),
+                                 p => p.getBoundingClientRect().height)};
+        }
+        return charts;""")
+
+
+def check_what_each_chart_shows(charts: dict, report: dict) -> None:
+    """No log axis (a zero must show); every bar labelled with its value; the coverage's
+    kinds, the audit's counts and the releases' quantities each on an axis (or a number) of
+    their own, every private share drawn (a bar of some height) and written."""
+    for name, chart in charts.items():
+        assert chart["log"] == [], name
+        assert all(t["labelled"] for t in chart["traces"] if t["type"] == "bar"), name
+    coverage, c = charts["coverage"], report["publication"]["coverage"]
+    assert len({t["yaxis"] for t in coverage["traces"]}) == 3  # occurrences, records, terms
+    for private, total in (("private_occurrences", "occurrences"),
+                           ("records_with_private", "records"), ("terms_with_private", "terms")):
+        share = 100 * c[private] / c[total]
+        assert 0 < share and f"{share:.2f}%" in coverage["text"], (private, coverage["text"])
+    # the private bar is its panel's tallest (private >= floor), never a sliver
+    assert len(coverage["bars"]) == 5 and sorted(coverage["bars"])[-3] > 100
+    audit, a = charts["audit"], report["audit"]
+    assert [t["type"] for t in audit["traces"]] == ["indicator"] * 4
+    assert [t["value"] for t in audit["traces"]] == [a["chunks"], a["subrecords"],
+                                                       a["itemsets_checked"], 0]
+    assert "0" in audit["text"]  # no violations, and it shows
+    releases = charts["releases"]
+    assert [t["name"] for t in releases["traces"]] == ["records published", "records buffered",
+                                                        "public chunks"]
+    assert len({t["yaxis"] for t in releases["traces"]}) == 3
+    [table] = report["tables"]
+    assert len({t["yaxis"] for t in charts[f"table-{table['name']}"]["traces"]}) == 2
 
 
 def sign_in(client: httpx.Client, path: str, token: str, origin: str | None = None,

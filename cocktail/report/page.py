@@ -18,6 +18,12 @@ from ..extras import require
 go = require("plotly.graph_objects")  # the [report] extra
 pio = require("plotly.io")
 get_plotlyjs = require("plotly.offline").get_plotlyjs
+make_subplots = require("plotly.subplots").make_subplots
+
+# How the charts draw numbers: each chart (or each panel of one) holds one kind of quantity on
+# one linear axis, so that no bar is a sliver beside another of a different magnitude; bars are
+# labelled with their values, so that a small or zero one still reads; and no axis is
+# logarithmic, since a zero (no violations, nothing buffered) must show.
 
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
 STYLE = """
@@ -27,7 +33,7 @@ h1 { margin-bottom: 0; } .meta { color: #666; margin-top: .2rem; }
 .card { border: 1px solid #ddd; border-radius: .4rem; padding: .6rem 1rem; min-width: 9rem; }
 .card b { display: block; font-size: 1.4rem; }
 figure.chart { border-top: 1px solid #eee; margin: 1.5rem 0; padding-top: 1rem; }
-figure.chart .plot { height: 22rem; }
+figure.chart .plot { height: 22rem; } figure.chart .plot.tall { height: 36rem; }
 figcaption { color: #444; margin: .4rem 0; }
 table.data { border-collapse: collapse; font-size: .85rem; margin-top: .4rem; }
 table.data th, table.data td { border: 1px solid #ddd; padding: .15rem .5rem; text-align: right; }
@@ -43,6 +49,7 @@ class Chart:
     figure: go.Figure
     header: Sequence[str]
     rows: Sequence[Sequence]
+    tall: bool = False  # panels stacked one above another
 
 
 def render(report: dict, script: str | None = None, refresh: str | None = None) -> str:
@@ -89,7 +96,8 @@ def _chart(chart: Chart) -> str:
                                margin={"l": 50, "r": 20, "t": 50, "b": 40})
     plot = pio.to_html(chart.figure, full_html=False, include_plotlyjs=False,
                        div_id=chart.id, config=PLOT_CONFIG)
-    return (f"<figure class='chart' id='figure-{chart.id}'><div class='plot'>{plot}</div>"
+    size = "plot tall" if chart.tall else "plot"
+    return (f"<figure class='chart' id='figure-{chart.id}'><div class='{size}'>{plot}</div>"
             f"<figcaption>{html.escape(chart.caption)}</figcaption>"
             f"{_table(chart.header, chart.rows)}</figure>")
 
@@ -129,6 +137,12 @@ def _cards(report: dict) -> str:
     ) + "</div>"
 
 
+def _bar(x: Sequence, y: Sequence, label: str = "%{y:,}", **style) -> go.Bar:
+    """Bars labelled with their values (outside the bar, so a short one still reads)."""
+    return go.Bar(x=list(x), y=list(y), texttemplate=label, textposition="outside",
+                  cliponaxis=False, **style)
+
+
 # -- sections ---------------------------------------------------------------------------------
 
 def _coverage(p: dict) -> list[Chart]:
@@ -137,12 +151,15 @@ def _coverage(p: dict) -> list[Chart]:
     private = [c["private_occurrences"], c["records_with_private"], c["terms_with_private"]]
     total = [c["occurrences"], c["records"], c["terms"]]
     floor = [c["floor_occurrences"], None, c["terms_below_k"]]
-    shares = [100 * x / t if t else 0 for x, t in zip(private, total)]
-    figure = go.Figure([go.Bar(name="private", x=kinds, y=shares),
-                        go.Bar(name=f"floor (support < k = {p['k']})", x=kinds,
-                               y=[100 * f / t if f is not None and t else 0
-                                  for f, t in zip(floor, total)])])
-    figure.update_layout(barmode="group", yaxis_title="% kept private")
+    # A panel per kind: 0.4% of occurrences and 49% of terms are not drawn on one axis.
+    figure = make_subplots(rows=1, cols=3, horizontal_spacing=0.1)
+    for col, (kind, x, t, f) in enumerate(zip(kinds, private, total, floor), start=1):
+        bars = [("private", x)] + ([(f"floor (support < {p['k']})", f)] if f is not None else [])
+        figure.add_trace(_bar([b for b, _ in bars], [100 * v / t if t else 0 for _, v in bars],
+                              "%{y:.2f}%", name=kind,
+                              marker_color=["#4c78a8", "#9d9d9d"][:len(bars)]), row=1, col=col)
+        figure.update_yaxes(title_text=f"% of {kind}", rangemode="tozero", row=1, col=col)
+    figure.update_layout(showlegend=False)
     return [Chart("coverage", "What stayed private, against the floor",
                   "The share of occurrences ((record, term) pairs), of records (with at least "
                   "one private occurrence) and of terms (with at least one) that stayed in the "
@@ -164,7 +181,7 @@ def _histogram(chart_id: str, title: str, values: Sequence[int], what: str,
         found, edges = np.histogram(values, bins=BINS)
         labels = [f"{edges[i]:,.0f}–{edges[i + 1]:,.0f}" for i in range(BINS)]
         counts = list(zip(labels, found.tolist()))
-    figure = go.Figure(go.Bar(x=[str(v) for v, _ in counts], y=[n for _, n in counts]))
+    figure = go.Figure(_bar([str(v) for v, _ in counts], [n for _, n in counts]))
     figure.update_layout(xaxis_title=what, yaxis_title="count", xaxis_type="category")
     return Chart(chart_id, title, caption, figure, [what, "count"], counts)
 
@@ -183,10 +200,10 @@ def _shapes(d: dict) -> list[Chart]:
                    "How many records show a subrecord in each public chunk."),
     ]
     per = d["private_per_cluster"]
-    figure = go.Figure([go.Bar(name="before aggregation", x=[r["cluster"] for r in per],
-                               y=[r["before"] for r in per]),
-                        go.Bar(name="after", x=[r["cluster"] for r in per],
-                               y=[r["after"] for r in per])])
+    figure = go.Figure([_bar([r["cluster"] for r in per], [r["before"] for r in per],
+                             name="before aggregation"),
+                        _bar([r["cluster"] for r in per], [r["after"] for r in per],
+                             name="after")])
     figure.update_layout(barmode="group", xaxis_title="cluster", yaxis_title="private subrecords")
     charts.append(Chart("private-per-cluster", "Private subrecords per cluster",
                         "Each cluster's leftover private subrecords, before they were pooled "
@@ -206,9 +223,14 @@ def _audit(a: dict) -> Chart:
     checked = [("public chunks", a["chunks"]), ("subrecords", a["subrecords"]),
                ("itemsets checked", a["itemsets_checked"]),
                ("violations", len(a["violations"]))]
-    figure = go.Figure(go.Bar(x=[k for k, _ in checked], y=[v for _, v in checked],
-                              marker_color=["#4c78a8"] * 3 + ["#b00020"]))
-    figure.update_layout(yaxis_type="log", yaxis_title="count")
+    # Four kinds of count (chunks, subrecords, itemsets, violations) share no axis: each is a
+    # number of its own, and 0 violations shows as 0.
+    figure = go.Figure([go.Indicator(mode="number", value=value, title={"text": name},
+                                     number={"valueformat": ",d", "font": {"color": "#b00020"}
+                                             if name == "violations" and value else {}},
+                                     domain={"row": 0, "column": i})
+                        for i, (name, value) in enumerate(checked)])
+    figure.update_layout(grid={"rows": 1, "columns": len(checked)})
     rows = [*checked, ["result", "PASS" if a["ok"] else "FAIL"],
             ["k, m", f"{a['k']}, {a['m']}"]]
     placement = a.get("placement")
@@ -225,20 +247,27 @@ def _audit(a: dict) -> Chart:
 
 def _releases(history: list[dict]) -> list[Chart]:
     versions = [r["version"] for r in history]
-    figure = go.Figure([go.Scatter(name=name, x=versions, y=[r[key] or 0 for r in history],
-                                   mode="lines+markers")
-                        for name, key in (("public chunks", "public_chunks"),
-                                          ("records", "records"),
-                                          ("buffered records", "buffered"))])
-    figure.update_layout(xaxis_title="release", yaxis_title="count")
-    return [Chart("releases", "Releases", "Every release the public cloud has seen: its "
-                  "public chunks, the records published so far and those held back in the "
-                  "private buffer until they can be placed safely.", figure,
+    # A panel each: 800 chunks, 60,000 records and a few buffered ones share no axis.
+    series = (("records published", "records"), ("records buffered", "buffered"),
+              ("public chunks", "public_chunks"))
+    figure = make_subplots(rows=len(series), cols=1, shared_xaxes=True, vertical_spacing=0.1)
+    for row, (name, key) in enumerate(series, start=1):
+        figure.add_trace(go.Scatter(name=name, x=versions, y=[r[key] or 0 for r in history],
+                                    mode="lines+markers+text", text=[f"{r[key] or 0:,}" for r
+                                                                     in history],
+                                    textposition="top center", cliponaxis=False),
+                         row=row, col=1)
+        figure.update_yaxes(title_text=name, rangemode="tozero", row=row, col=1)
+    figure.update_layout(showlegend=False)
+    figure.update_xaxes(title_text="release", type="category", row=len(series), col=1)
+    return [Chart("releases", "Releases", "Every release the public cloud has seen: the "
+                  "records published so far, those held back in the private buffer until they "
+                  "can be placed safely, and the public chunks.", figure,
                   ["release", "kind", "created", "records", "appended", "buffered",
                    "public chunks", "public subrecords", "public occurrences"],
                   [[r["version"], r["kind"], r["created"], r["records"], r["appended"],
                     r["buffered"], r["public_chunks"], r["public_subrecords"],
-                    r["public_occurrences"]] for r in history])]
+                    r["public_occurrences"]] for r in history], tall=True)]
 
 
 def utc(at: float) -> str:
@@ -247,11 +276,9 @@ def utc(at: float) -> str:
 
 def _ledger(ledger: dict) -> list[Chart]:
     users = ledger["users"]
-    budget = go.Figure([go.Bar(name="spent", x=[u["name"] for u in users],
-                               y=[u["spent"] for u in users]),
-                        go.Bar(name="remaining", x=[u["name"] for u in users],
-                               y=[u["remaining"] for u in users])])
-    budget.update_layout(barmode="stack", yaxis_title="ε")
+    budget = go.Figure([_bar([u["name"] for u in users], [u[key] for u in users], "%{y:.4~g}",
+                             name=key) for key in ("spent", "remaining")])
+    budget.update_layout(barmode="group", yaxis_title="ε", yaxis_rangemode="tozero")
     charts = [Chart("budget", "Privacy budget per user",
                     "What each analyst has spent of their role's budget and what is left "
                     f"(dataset-wide: {ledger['dataset_spent']:g} spent of "
@@ -279,8 +306,7 @@ def _ledger(ledger: dict) -> list[Chart]:
     by_user = Counter()
     for r in refused:
         by_user[r["user"], r["status"]] += r["count"]
-    figure = go.Figure(go.Bar(x=[f"{u} ({s})" for u, s in by_user],
-                              y=list(by_user.values())))
+    figure = go.Figure(_bar([f"{u} ({s})" for u, s in by_user], list(by_user.values())))
     figure.update_layout(yaxis_title="refused requests")
     charts.append(Chart("refusals", "Refused requests",
                         "Requests of known analysts that were refused (403: disabled; 429: "
@@ -297,9 +323,14 @@ def _tables(tables: list[dict]) -> list[Chart]:
     for table in tables:
         log, name = table["releases"], table["name"]
         level = ", ".join(f"{k} = {v:g}" for k, v in table["level"].items())
-        figure = go.Figure([go.Bar(name=key, x=[e["version"] for e in log],
-                                   y=[e[key] for e in log]) for key in ("partitions", "buffered")])
-        figure.update_layout(barmode="group", xaxis_title="release", yaxis_title="count")
+        figure = make_subplots(rows=1, cols=2, horizontal_spacing=0.12)
+        for col, (key, label) in enumerate((("partitions", "partitions"),
+                                            ("buffered", "tuples buffered")), start=1):
+            figure.add_trace(_bar([e["version"] for e in log], [e[key] for e in log],
+                                  name=label), row=1, col=col)
+            figure.update_xaxes(title_text="release", type="category", row=1, col=col)
+            figure.update_yaxes(title_text=label, rangemode="tozero", row=1, col=col)
+        figure.update_layout(showlegend=False)
         charts.append(Chart(f"table-{name}", f"Table {name} ({table['model']}, {level})",
                             "Each release of the table: its partitions (equivalence classes) "
                             "and the tuples held back in the private zone until they can be "
@@ -309,9 +340,10 @@ def _tables(tables: list[dict]) -> list[Chart]:
                               e["buffered"]] for e in log]))
         ranged = [p for p in table["partitions"] if "min" in p]
         if ranged:
-            figure = go.Figure(go.Bar(x=[p["id"] for p in ranged],
-                                      y=[p["max"] - p["min"] for p in ranged],
-                                      base=[p["min"] for p in ranged]))
+            figure = go.Figure(_bar([p["id"] for p in ranged],
+                                    [p["max"] - p["min"] for p in ranged], "%{text}",
+                                    base=[p["min"] for p in ranged],
+                                    text=[f"{p['min']:g}–{p['max']:g}" for p in ranged]))
             figure.update_layout(xaxis_title="partition", yaxis_title="sensitive value range")
             charts.append(Chart(f"table-{name}-ranges", f"Table {name}: ranges of the current "
                                 "release", "Each partition's range of sensitive values (a bar "
