@@ -18,9 +18,6 @@ Conventions (README.md, "Writing docs", says the same for doc writers):
 * A block preceded by ``<!-- not run: REASON -->`` (the last non-blank line before its fence) is
   not run; the test lists it as skipped with REASON. Keep these few: a cluster, a virtual
   machine, root, a long benchmark.
-* A block preceded by ``<!-- needs: FILE ... -->`` runs only where those files are among the
-  tests' datasets (``../shared/datasets``, beside the checkout); they are linked into the
-  session directory. Elsewhere it is skipped, saying so.
 * A line that starts ``cocktail serve`` must give ``--port``; it is started in the background,
   the block goes on once the service answers, and the service is stopped after the
   document's last block. Port 8080 anywhere in a document is replaced by a free port, so
@@ -31,6 +28,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -43,15 +41,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import DATASETS
-
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 SHELL_TAGS = {"sh", "bash", "shell", "console"}
 LINKED = ("scripts", "mappers", "reducers", "benchmarks", "hadoop_conf", "hdfs_ext", "docs")
 BLOCK_TIMEOUT = 600  # seconds; the slowest block (a Spark session) takes well under a minute
 FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*([^\s`]*)")
-MARKER = re.compile(r"^\s*<!--\s*(not run|needs)\s*:\s*(.*?)\s*-->\s*$")
+MARKER = re.compile(r"^\s*<!--\s*not run\s*:\s*(.*?)\s*-->\s*$")
 EXITS = re.compile(r"^(?P<cmd>.*?\S)(?P<comment>\s+#\s*exits\s+(?P<n>\d+)\b.*)$")
 SERVE = re.compile(r"^\s*(?:[A-Z_][A-Z0-9_]*=\S*\s+)*cocktail\s+serve\b")
 
@@ -63,7 +59,6 @@ class Block:
     tag: str
     text: str            # the block's content as written
     not_run: str | None  # the reason, when marked `not run`
-    needs: tuple[str, ...]
 
     @property
     def where(self) -> str:
@@ -103,9 +98,7 @@ def fenced_blocks(doc: Path) -> list[Block]:
         before = next((line for line in reversed(lines[:start]) if line.strip()), "")
         marker = MARKER.match(before)
         blocks.append(Block(doc, start + 1, tag, "\n".join(body),
-                            marker.group(2) if marker and marker.group(1) == "not run" else None,
-                            tuple(marker.group(2).split()) if marker and marker.group(1) == "needs"
-                            else ()))
+                            marker.group(1) if marker else None))
     return blocks
 
 
@@ -289,6 +282,11 @@ def stop_services(state: Path) -> None:
             pass
 
 
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def tail(text: str, lines: int = 40) -> str:
     return "\n".join(text.rstrip().split("\n")[-lines:])
 
@@ -306,25 +304,18 @@ def test_doc_runs(doc, tmp_path):
             if block.not_run is not None:
                 skipped.append(f"{block.where}: {block.not_run}")
                 continue
-            absent = [name for name in block.needs if not (DATASETS / name).exists()]
-            if absent:
-                skipped.append(f"{block.where}: needs {', '.join(absent)} ({DATASETS})")
-                continue
-            for name in block.needs:
-                if not (work / name).exists():
-                    (work / name).symlink_to(DATASETS / name)
             script = PROLOGUE + script_for(block, port)
             offset = block.line - PROLOGUE.count("\n")
             env.update(__DOC=doc_id(doc), __OFFSET=str(offset))
-            started = time.monotonic()
+            started, cpu = time.monotonic(), children_cpu()
             try:
                 result = subprocess.run(["bash", "-c", script], env=env, capture_output=True,
                                         text=True, timeout=BLOCK_TIMEOUT, stdin=subprocess.DEVNULL)
             except subprocess.TimeoutExpired as exc:
                 pytest.fail(f"{block.where}: still running after {BLOCK_TIMEOUT} s\n"
                             f"{block.text}\n--- stderr\n{tail(str(exc.stderr or ''))}")
-            seconds = time.monotonic() - started
-            print(f"{block.where}: exit {result.returncode} in {seconds:.1f} s")
+            seconds, cpu = time.monotonic() - started, children_cpu() - cpu
+            print(f"{block.where}: exit {result.returncode} in {seconds:.1f} s ({cpu:.1f} s CPU)")
             if os.environ.get("DOCS_TEST_SHOW"):  # to read what a doc's commands print
                 print(f"--- stdout\n{result.stdout}--- stderr\n{result.stderr}")
             assert result.returncode == 0, (
