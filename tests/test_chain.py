@@ -1,7 +1,7 @@
 """Chains of Cocktail publications: `cocktail republish` derives a stricter view from a public
 view alone, `cocktail audit --chain` checks every hop and that each is nested in the one
-before; non-nested hops compose (the notes' {a,c|b} then {a,b|c} fixture, attacked by brute
-force)."""
+before; non-nested hops compose (the {a,c|b} then {a,b|c} fixture of docs/papers.md, attacked by
+brute force)."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def test_two_runs_share_content_and_no_pseudonym(source):
         assert [n for n, _ in rows] == sorted(n for n, _ in rows)
 
 
-# The notes' cluster D = {a}, {a}, {b}, {c}, {b,c} at k = m = 2.
+# The cluster of docs/papers.md, D = {a}, {a}, {b}, {c}, {b,c} at k = m = 2.
 D = [{"a"}, {"a"}, {"b"}, {"c"}, {"b", "c"}]
 
 

@@ -1,6 +1,6 @@
-"""Ranked retrieval over private attributes: the notes' fixtures F1–F8 (the ranked-retrieval
-paper, ../shared/notes/paper-ranked-retrieval.md §5), the defenses' invariants, stability
-across rebuilds, the CLI and its refusals."""
+"""Ranked retrieval over private attributes: the fixtures F1–F8 of our reading of the
+ranked-retrieval paper (docs/papers.md), the defenses' invariants, stability across rebuilds,
+the CLI and its refusals."""
 
 from __future__ import annotations
 
@@ -177,7 +177,7 @@ def test_large_groups_are_matched_on_each_nodes_cheapest_partners_near_the_optim
 def test_f4_the_max3sat_reduction_best_partner_satisfies_as_many_queries_as_clauses():
     """The paper's Theorem 3 on n = 3 variables and all 8 sign patterns: v1 = (B = 0, C = 0,0)
     needs a virtual t1 differing everywhere (so C = 1,1); clause query q keeps v1's order
-    strictly iff s(t1|q) > 0 (the notes' fix of Eq. 17); the best t1 satisfies 7 queries,
+    strictly iff s(t1|q) > 0 (our fix of Eq. 17); the best t1 satisfies 7 queries,
     the Max-3SAT optimum, and (T, T, F) maps to t1 = (1, 2, 4)."""
     columns = ("B1", "B2", "B3", "C1", "C2")
     schema = Schema(("A",), columns, {}, {}, {"A": ("a",), **{c: tuple("0123456") for c in

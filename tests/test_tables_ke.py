@@ -1,6 +1,6 @@
 """The (k,e)-anonymous model: the static programme, the paper's incremental algorithms
 (:mod:`cocktail.tables.paper`) and our laminar rule (:func:`ke.laminar_ke`), on the fixtures
-F1–F8 and the properties T1–T8 of ``../shared/notes/paper-incremental-k-e.md`` §3 and §5.
+F1–F8 and the properties T1–T8 of our reading of the paper (``docs/papers.md`` names F3–F7).
 
 Brute force (every set partition) is the reference throughout; the multi-release differential
 attacker (:mod:`cocktail.tables.attack`) is the safety check every laminar release must pass.
