@@ -25,12 +25,13 @@ workload and α only, never on the data, so choosing the strategy costs no priva
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from . import optimize
 from .limits import LIMITS
@@ -97,11 +98,26 @@ def searched_candidates(m: Matrices, bound: np.ndarray | None, budget: optimize.
     """HDMM's weighted marginals over the u terms (a third of the budget) and p-Identity over
     the groups of cells with equal columns (p in {G/16, n, q, 2q}: G groups, n queries, q
     counting queries), found for this workload, their queries' variances (at α = 1) held under
-    ``bound`` if given (penalised, then bounded or unpenalised with what the budget has left).
-    One BLAS thread: on these small matrices threads only contend, and their summation order
-    would make the search's path differ from run to run."""
-    with threadpool_limits(limits=1, user_api="blas"):
+    ``bound`` if given (penalised, then bounded or unpenalised with what the budget has left)."""
+    with one_blas_thread():
         return _searched(m, bound, budget, seed)
+
+
+@contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """One BLAS thread: on these small matrices threads only contend (on a busy machine they
+    spin: 7 CPU-s for a 1.5 s search), and their summation order would make the search's path
+    differ from run to run."""
+    with _blas().limit(limits=1, user_api="blas"):
+        yield
+
+
+@cache
+def _blas() -> ThreadpoolController:
+    """The BLAS libraries, found once (1 ms each time).  scipy brings its own, which a limit
+    set before it is loaded does not reach: it is loaded first."""
+    optimize.minimize()
+    return ThreadpoolController()
 
 
 def _searched(m: Matrices, bound: np.ndarray | None, budget: optimize.Budget,
@@ -215,7 +231,11 @@ class _ByShape:
 
 @lru_cache(maxsize=64)  # at most ~3 MB each (256 cells), so memory stays bounded
 def _choose(keyed: _ByShape, search_units: int, objective: str) -> Choice:
-    m = keyed.m
+    with one_blas_thread():  # the fixed candidates' algebra too
+        return _chosen(keyed.m, search_units, objective)
+
+
+def _chosen(m: Matrices, search_units: int, objective: str) -> Choice:
     plain = [noq(m), noT(m)]
     candidates = plain + (cell_candidates(m) if m.cells_feasible else [])
     fixed = min(candidates, key=lambda s: s.expected_error(1.0))
