@@ -227,7 +227,7 @@ def test_one_search_per_shape_shared_in_a_pool_with_one_per_user(monkeypatch):
     late = searches.choose(Matrices(parse_batch("3*count(x); count(y)")), 100, user="bob",
                            until=time.monotonic() + 0.05)
     assert not late.complete and late.optimized.name in ("NOQ", "NOT")  # not done in time
-    searches.shutdown()
+    searches.shutdown(wait=True)  # its search still runs: done before the next test
 
 
 def test_the_search_runs_only_after_the_charge(tmp_path, monkeypatch):

@@ -76,7 +76,11 @@ class Searches:
                         "candidate", user, self._per_user)
             return choose(m, 0, objective)  # no search: the fixed candidates, ~0.1 s at most
         if start:
-            work = (future, key, m, search_units, objective, user, until)
+            # It stops a fifth of its time early, so that what follows it (the chosen
+            # strategies' pseudo-inverses) is done, and off the CPU, when the reply is due.
+            now = time.monotonic()
+            stop = until if until == math.inf else now + 0.8 * max(0.0, until - now)
+            work = (future, key, m, search_units, objective, user, stop)
             if self._pool is None:
                 self._search(*work)
             else:
@@ -120,9 +124,9 @@ class Searches:
         with self._lock:
             self._kept.clear()
 
-    def shutdown(self) -> None:
+    def shutdown(self, wait: bool = False) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.shutdown(wait=wait, cancel_futures=True)
 
 
 SEARCHES = Searches()  # in the caller's thread: the CLI, tests, benchmarks
