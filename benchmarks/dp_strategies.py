@@ -34,8 +34,8 @@ from cocktail.dp import optimize
 from cocktail.dp.answer import exact_vector
 from cocktail.dp.noise import laplace
 from cocktail.dp.limits import LIMITS
-from cocktail.dp.strategies import (OBJECTIVES, PER_QUERY, _choose, cell_candidates, choose,
-                                    noq, noT, searched_candidates)
+from cocktail.dp.strategies import (OBJECTIVES, PER_QUERY, cell_candidates, choose, noq, noT,
+                                    searched_candidates)
 from cocktail.dp.workload import Matrices
 from cocktail.querylang import parse_batch
 
@@ -88,8 +88,7 @@ def timed_choice(m: Matrices, objective: str, repeat: int):
     the same work (the search is deterministic), so the least is the one other load slowed
     least (one run of the 1-way counts took 1.0 to 3.4 s of CPU as that load varied)."""
     seconds = cpu = np.inf
-    for _ in range(repeat):
-        _choose.cache_clear()
+    for _ in range(repeat):  # choose() keeps nothing: each is a cold search
         start, started_cpu = time.perf_counter(), time.process_time()
         choice = choose(m, objective=objective)
         seconds = min(seconds, time.perf_counter() - start)

@@ -848,6 +848,10 @@ def ledger_path_cmd(path: Path | None, store_spec: str, as_json: bool) -> None:
 @click.option("--deadline-rank-ms", type=click.FloatRange(min=0, min_open=True),
               default=Deadlines.rank_ms, show_default=True,
               help="Reply time of every POST /v1/rank (top-k over a ranking).")
+@click.option("--deadline-search-ms", type=click.FloatRange(min=0, min_open=True),
+              default=Deadlines.search_ms, show_default=True,
+              help="When, after arrival, a batch's strategy search must be done; its fresh "
+                   "answer leaves this plus base plus a count per cell of its terms.")
 @click.option("--rank-per-second", type=click.FloatRange(min=1), default=10,
               show_default=True, help="POST /v1/rank requests a second per token, spaced "
                                       "(no bursts); more are refused with 429.")
@@ -855,7 +859,8 @@ def ledger_path_cmd(path: Path | None, store_spec: str, as_json: bool) -> None:
 @fail_cleanly
 def serve_cmd(store_spec: str, host: str, port: int, runner: str,
               deadline_base_ms: float | None, deadline_count_ms: float | None,
-              deadline_rank_ms: float, rank_per_second: float, access_log: bool) -> None:
+              deadline_rank_ms: float, deadline_search_ms: float, rank_per_second: float,
+              access_log: bool) -> None:
     uvicorn = require("uvicorn")
     require("fastapi")  # before the service's own import, so a missing [serve] is one line
     from .rank.service import Rankings
@@ -864,7 +869,7 @@ def serve_cmd(store_spec: str, host: str, port: int, runner: str,
     default = DEFAULT_DEADLINES[runner]
     deadlines = Deadlines(deadline_base_ms or default.base_ms,
                           default.count_ms if deadline_count_ms is None else deadline_count_ms,
-                          deadline_rank_ms)
+                          deadline_rank_ms, deadline_search_ms)
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     store = open_store(store_spec)

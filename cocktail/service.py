@@ -28,6 +28,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Literal
@@ -41,7 +42,8 @@ from starlette.concurrency import run_in_threadpool
 from .dp.deadline import Deadlines
 from .dp.ledger import Ledger, LedgerError
 from .dp.limits import LIMITS, LimitExceeded, Limits
-from .dp.session import ComputeFailed, Source, ask
+from .dp.search import Searches
+from .dp.session import Answered, ComputeFailed, Source, begin
 from .dp.strategies import OBJECTIVES, PER_QUERY
 from .guards import guard
 from .private_config import store_identity
@@ -228,6 +230,11 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
                rankings: Rankings, store: Store, limits: Limits = LIMITS,
                rank_per_second: float = 10) -> FastAPI:
     pool = ThreadPoolExecutor(4, thread_name_prefix="counts")
+    # A request that waits (for a search, its counts, or another request's answer) waits in
+    # threads of its own, never in those that answer refusals, reused answers, /v1/budget and
+    # the other routes; strategy searches run in one thread, at most one per user at a time.
+    waiting = ThreadPoolExecutor(64, thread_name_prefix="query")
+    searches = Searches(workers=1, per_user=1)
     # Rankings run in threads of their own: a flood of them, or one waiting on another's
     # answer, never takes the threads every other route runs in.
     rank_pool = ThreadPoolExecutor(4, thread_name_prefix="rank")
@@ -239,8 +246,9 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
     async def lifespan(_: FastAPI):
         yield
         source.close()
-        pool.shutdown(wait=False, cancel_futures=True)
-        rank_pool.shutdown(wait=False, cancel_futures=True)
+        for executor in (pool, waiting, rank_pool):
+            executor.shutdown(wait=False, cancel_futures=True)
+        searches.shutdown()
 
     app = FastAPI(title="Cocktail", version="1", lifespan=lifespan,
                   docs_url=None, redoc_url=None,  # guard() serves /docs under its own policy
@@ -252,13 +260,15 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
     def token(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> str | None:
         return credentials.credentials if credentials else None
 
-    def answer(bearer_token: str | None, request: QueryRequest,
-               arrival: float) -> tuple[int, dict, float]:
+    def answer(step: Callable[[], Answered | Callable], arrival: float
+               ) -> tuple[int, dict, float] | Callable[[], Answered]:
+        """The reply to ``step`` (:func:`begin`, or the rest it returned, which is returned
+        in turn) and when it leaves."""
         refusal_at = arrival + deadlines.refusal
         try:
-            answered = ask(ledger, source.get(), bearer_token, request.text, limits=limits,
-                           deadlines=deadlines, pool=pool, arrival=arrival,
-                           objective=request.objective)
+            answered = step()
+            if not isinstance(answered, Answered):
+                return answered
             return 200, answered.body, answered.release_at
         except LimitExceeded as exc:
             return 400, {"detail": str(exc), "limit": exc.limit}, refusal_at
@@ -277,8 +287,13 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
         """Noisy answers with their expected squared errors; charges the caller's budget.
         The reply leaves at a time fixed by the request alone."""
         arrival = time.monotonic()
-        status, body, release_at = await run_in_threadpool(answer, bearer_token, request,
-                                                           arrival)
+        reply = await run_in_threadpool(answer, lambda: begin(
+            ledger, source.get(), bearer_token, request.text, limits=limits,
+            deadlines=deadlines, pool=pool, searches=searches, arrival=arrival,
+            objective=request.objective), arrival)
+        if callable(reply):
+            reply = await asyncio.wrap_future(waiting.submit(answer, reply, arrival))
+        status, body, release_at = reply
         await releaser.at(release_at)
         return JSONResponse(body, status_code=status)
 

@@ -45,7 +45,6 @@ def test_the_demo_runs_no_strategy_search(tmp_path, monkeypatch):
         raise AssertionError("the demo searched for a strategy")
 
     monkeypatch.setattr(strategies, "searched_candidates", search)
-    strategies._choose.cache_clear()  # no cached choice of an earlier search either
     steps = []
     result = run_demo(DemoSettings(workdir=tmp_path, records=500),
                       step=lambda name, _: steps.append(name))

@@ -21,9 +21,8 @@ from .conftest import dataset_path
 from .served import auth, free_port, serve
 
 
-# A new workload shape of several terms is answered after its strategy search (about 1 s of
-# CPU, bounded by the published search_units), which under a loaded CI run took longer than
-# httpx's 5 s default.
+# A batch whose strategy is searched is answered 2 s (search_ms) after arrival and its counts'
+# time; a loaded CI run once took longer than httpx's 5 s default.
 SEARCHED = 60
 
 

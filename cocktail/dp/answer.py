@@ -9,6 +9,7 @@ package never sees a publication or a runner.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -17,7 +18,8 @@ import numpy as np
 from ..querylang import CountQuery, Workload
 from .noise import laplace
 from .limits import LIMITS
-from .strategies import PER_QUERY, Choice, Strategy, above, choose
+from .search import SEARCHES, Searches
+from .strategies import PER_QUERY, Choice, Strategy, above
 from .workload import Matrices
 
 # Exact answers to conjunctive counts, one per query; ``CountQuery(())`` counts every record.
@@ -111,7 +113,10 @@ class Prepared:
 
 
 def prepare(workload: Workload, search_units: int = LIMITS.search_units,
-            objective: str = PER_QUERY) -> Prepared:
-    """Choose the strategy: data independent, so it costs no privacy."""
+            objective: str = PER_QUERY, *, searches: Searches = SEARCHES, user: str = "",
+            until: float = math.inf) -> Prepared:
+    """Choose the strategy (:meth:`.search.Searches.choose`): data independent, so it costs
+    no privacy."""
     matrices = Matrices(workload)
-    return Prepared(workload, matrices, choose(matrices, search_units, objective), objective)
+    return Prepared(workload, matrices,
+                    searches.choose(matrices, search_units, objective, user, until), objective)

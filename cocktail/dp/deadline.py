@@ -7,6 +7,10 @@ analyst who times replies learns what the noise hides (Haeberlen, Pierce and Nar
 * a fresh answer leaves exactly ``base + per_count × 2^⌈log2 E⌉`` after its strategy is chosen,
   where E is the number of conjunctive counts the strategy needs (a function of the workload's
   shape; powers of two keep the classes few);
+* a workload whose strategy is searched (:func:`.strategies.searched`) has it chosen
+  ``search_ms`` after arrival, and E is its 2^u cells whichever strategy wins: its reply time
+  is the same whether the shape was searched now, kept from another role's search, or cut
+  short by the load (a search not done by then gives way to NOQ or NOT);
 * a refusal or a reused answer, which does no work on the data, leaves ``base`` after arrival;
 * every reply of ``POST /v1/rank`` (a top-k answer or a refusal) leaves ``rank_ms`` per
   started 300,000 tuples of the ranking after arrival (its size is public), and a top k not
@@ -15,8 +19,9 @@ analyst who times replies learns what the noise hides (Haeberlen, Pierce and Nar
 * if the counts are not ready by the deadline, the mechanism runs over an all-zero vector (the
   default value) and the miss is logged for the owner, never shown to the analyst.
 
-The owner sets ``base`` and ``per_count`` for the runner in use (``cocktail serve
---deadline-base-ms --deadline-count-ms``); ``GET /v1/limits`` publishes the schedule.
+The owner sets ``base`` and ``per_count`` for the runner in use, and ``search_ms`` (``cocktail
+serve --deadline-base-ms --deadline-count-ms --deadline-search-ms``); ``GET /v1/limits``
+publishes the schedule.
 """
 
 from __future__ import annotations
@@ -34,12 +39,15 @@ class Deadlines:
     base_ms: float
     count_ms: float
     rank_ms: float = 400  # a top-k answer (POST /v1/rank) per RANK_TUPLES tuples
+    # A searched strategy's choice, after arrival: the search's CPU ceiling
+    # (dp.strategies.SEARCH_CPU_SECONDS) with room for a loaded machine.
+    search_ms: float = 2_000
 
     def __post_init__(self) -> None:
         if not (0 < self.base_ms < 3.6e6 and 0 <= self.count_ms < 3.6e6
-                and 0 < self.rank_ms < 3.6e6):
-            raise ValueError("deadlines need a base and a rank time in (0, 1 h) and a "
-                             "per-count time in [0, 1 h)")
+                and 0 < self.rank_ms < 3.6e6 and 0 < self.search_ms < 3.6e6):
+            raise ValueError("deadlines need a base, a rank and a search time in (0, 1 h) and "
+                             "a per-count time in [0, 1 h)")
 
     @staticmethod
     def size_class(evaluations: int) -> int:
@@ -49,6 +57,11 @@ class Deadlines:
     def fresh(self, evaluations: int) -> float:
         """Seconds from the strategy's choice to a fresh answer."""
         return (self.base_ms + self.count_ms * self.size_class(evaluations)) / 1000
+
+    @property
+    def search(self) -> float:
+        """Seconds from arrival to a searched strategy's choice."""
+        return self.search_ms / 1000
 
     @property
     def refusal(self) -> float:
@@ -66,6 +79,7 @@ class Deadlines:
         classes = sorted({self.size_class(e) for e in range(1, largest + 1)})
         return {"refusal_or_reuse_ms": self.base_ms,
                 "fresh_ms": {str(c): self.base_ms + self.count_ms * c for c in classes},
+                "search_ms": self.search_ms,
                 "rank_ms": self.rank_ms, "rank_ms_per_tuples": RANK_TUPLES}
 
 

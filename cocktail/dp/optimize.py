@@ -21,13 +21,16 @@ its analytic Jacobian), charged to the same budget.
 Each family is searched by :func:`search`: a short run from many starting points, then the best
 few refined.  The search is deterministic (starting points are structured, or hashed from a
 seed: they are not noise, and come from no sampler; the privacy code's only randomness is
-OpenDP's) and bounded by a :class:`Budget` of work units, one per 2^16 multiply-adds of an
-evaluation, so its time is bounded whatever the workload.
+OpenDP's) and bounded by a :class:`Budget` of work units charged for every run's start and
+every evaluation (see :func:`_units`), and, whatever the units misjudge, by a ceiling on the
+search thread's CPU time and a wall-clock time to stop at.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -60,18 +63,48 @@ class Exhausted(Exception):
 
 @dataclass
 class Budget:
+    """Work units left, and two clocks that stop the search whatever is left: the search
+    thread's CPU time (``time.thread_time``) and the monotonic time.  The units make a search
+    the same on every machine and under any load (so its result can be cached); the clocks
+    bound it when the units misjudge the machine, and a search they stop is ``cut``: its
+    result depends on the machine, and is used but not kept."""
+
     units: int
+    cpu_until: float = math.inf  # time.thread_time() of the searching thread
+    until: float = math.inf      # time.monotonic()
+    cut: bool = False
 
     def spend(self, units: int) -> None:
         if units > self.units:
             self.units = 0
             raise Exhausted
+        if time.thread_time() >= self.cpu_until or time.monotonic() >= self.until:
+            self.units, self.cut = 0, True
+            raise Exhausted
         self.units -= units
+
+    def portion(self, units: int) -> Budget:
+        """At most ``units`` of this budget, under the same clocks; :meth:`settle` it after."""
+        return Budget(min(units, self.units), self.cpu_until, self.until)
+
+    def settle(self, portion: Budget, units: int) -> None:
+        """Charge what ``portion`` (given ``units``) spent, and its cut."""
+        self.units -= units - portion.units
+        if portion.cut:
+            self.units, self.cut = 0, True
 
 
 def _units(multiply_adds: int, variables: int) -> int:
-    """An evaluation's units: its multiply-adds and L-BFGS-B's own step (~64 per variable)."""
-    return 1 + ((multiply_adds + 64 * variables) >> 16)
+    """An evaluation's units, one per 2^16 multiply-adds (~50 µs of one core here), of the
+    loss and of the optimizer's own step (~256 a variable: L-BFGS-B's update and scipy's
+    bookkeeping in Python), plus two for the overhead every evaluation has."""
+    return 2 + ((multiply_adds + 256 * variables) >> 16)
+
+
+def _start_units(variables: int) -> int:
+    """A run's start: ~0.3 ms, and scipy checks and converts the bounds one variable at a
+    time, ~3 µs each (a run of 4,080 variables costs ~13 ms before its first evaluation)."""
+    return 6 + (variables >> 4)
 
 
 def minimise(loss: Loss, start: np.ndarray, budget: Budget, cost: int,
@@ -88,6 +121,7 @@ def minimise(loss: Loss, start: np.ndarray, budget: Budget, cost: int,
         return value, grad
 
     try:
+        budget.spend(_start_units(start.size))
         minimize()(charged, start, jac=True, method="L-BFGS-B",
                    bounds=[(0, None)] * start.size,
                    options={"maxiter": iterations, "ftol": _FTOL})
@@ -113,7 +147,7 @@ def search(problems: list[Problem], budget: Budget) -> tuple[Problem, np.ndarray
     reserve = budget.units // 2
     screened = []
     for problem in problems:
-        if budget.units - reserve < _SCREEN * problem.cost:
+        if budget.units - reserve < _start_units(problem.start.size) + _SCREEN * problem.cost:
             continue  # a cheaper objective may still fit
         value, x = minimise(problem.loss, problem.start, budget, problem.cost, _SCREEN)
         screened.append((value, len(screened), problem, x))
@@ -178,8 +212,10 @@ def bounded_p_identity(V: np.ndarray, ps: list[int], budget: Budget, seed: int, 
     for start in range(_SEEDED):
         for p in ps:
             size = p * V.shape[1]
-            cost = _units(size * (2 * len(V) + p) + (len(V) + size) * size ** 2, size)
-            if cost * 2 > budget.units:
+            # SLSQP's step: a least-squares problem of the constraints and both bounds of
+            # every variable over all of them
+            cost = _units(size * (2 * len(V) + p) + (len(V) + 3 * size) * size ** 2, size)
+            if _start_units(size) + cost * 2 > budget.units:
                 continue  # not even two evaluations: a smaller p may still fit
             x = _START_SCALE * start_point(seed + p, start, size)
             try:
@@ -191,6 +227,7 @@ def bounded_p_identity(V: np.ndarray, ps: list[int], budget: Budget, seed: int, 
 
 def _constrained(V: np.ndarray, p: int, start: np.ndarray, bound: np.ndarray,  # noqa: N803
                  budget: Budget, cost: int, best: list) -> None:
+    budget.spend(_start_units(start.size))
     memo: dict = {}
 
     def evaluate(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -2,27 +2,37 @@
 
 1. authenticate; 2. parse and check the published limits; 3. reuse the role's earlier answer,
 or charge the budget and reserve the answer (:meth:`Ledger.reserve`) — a refusal stops here,
-having done no work on the data; 4. choose the strategy (data independent); 5. compute the
-exact counts, against the deadline when one is given; 6. add noise, store, release.
+having done no work on the data; a request that finds the answer pending (another request of
+the role computing it) waits for it, and searches and counts nothing unless it takes the
+reservation over; 4. choose the strategy (data independent; a search is shared by shape,
+:mod:`.search`); 5. compute the exact counts, against the deadline when one is given; 6. add
+noise, store, release.
 
 :class:`Answered` says when the answer may leave (``release_at``, monotonic seconds): the
-service holds the reply until then, so its timing depends on the request alone.
+service holds the reply until then, so its timing depends on the request alone.  :func:`begin`
+does the steps that never wait (1-3), so that the service can answer refusals and reused
+answers in its request threads and run the rest, which may wait, in a pool of its own.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from functools import partial
 
 from ..querylang import Workload
 from .answer import Counts, Prepared, prepare
 from .deadline import Deadlines
-from .ledger import Ledger, User
+from .ledger import Ledger, Ticket, User
 from .limits import LIMITS, Limits
-from .strategies import PER_QUERY, check_objective
+from .search import SEARCHES, Searches
+from .strategies import PER_QUERY, check_objective, searched
+from .workload import Matrices
 
 log = logging.getLogger("cocktail.dp")
 
@@ -67,40 +77,83 @@ def admit(ledger: Ledger, token: str | None, request: Workload | str,
 
 def ask(ledger: Ledger, source: Source, token: str | None, request: Workload | str, *,
         limits: Limits = LIMITS, deadlines: Deadlines | None = None,
-        pool: Executor | None = None, arrival: float | None = None,
-        objective: str = PER_QUERY) -> Answered:
+        pool: Executor | None = None, searches: Searches = SEARCHES,
+        arrival: float | None = None, objective: str = PER_QUERY) -> Answered:
     """The noisy answer for the token's user, charged to its budget (or reused for free),
     from the strategy chosen under ``objective`` (:data:`.strategies.OBJECTIVES`).
 
     With ``deadlines`` (and a ``pool`` to compute in), the counts must be ready by the
     deadline; otherwise the default answer is released."""
+    step = begin(ledger, source, token, request, limits=limits, deadlines=deadlines, pool=pool,
+                 searches=searches, arrival=arrival, objective=objective)
+    return step if isinstance(step, Answered) else step()
+
+
+def begin(ledger: Ledger, source: Source, token: str | None, request: Workload | str, *,
+          limits: Limits = LIMITS, deadlines: Deadlines | None = None,
+          pool: Executor | None = None, searches: Searches = SEARCHES,
+          arrival: float | None = None,
+          objective: str = PER_QUERY) -> Answered | Callable[[], Answered]:
+    """Steps 1-3 of :func:`ask`, which never wait: a refusal raises, a reused answer is
+    returned, and otherwise the rest of the work (waiting for a pending answer, or choosing and
+    computing a reserved one) is returned to be called."""
     arrival = time.monotonic() if arrival is None else arrival
     user, workload = admit(ledger, token, request, limits, objective)
-    while True:
-        ticket = ledger.reserve(user, source.publication, answer_key(workload, objective))
-        if ticket.state == "answered":
-            return _answered(ledger.result(ticket), source,
-                             arrival + deadlines.refusal if deadlines else None)
-        prepared = prepare(workload, limits.search_units, objective)  # after the charge
-        until = time.monotonic() + deadlines.fresh(prepared.evaluations) if deadlines else None
-        if ticket.state == "pending":
-            stored = ledger.wait(ticket, until)
-            if stored is not None:
-                return _answered(stored, source, until)
-            if until is None or time.monotonic() < until:
-                continue  # its process died: take the reservation over
+    ticket = ledger.reserve(user, source.publication, answer_key(workload, objective))
+    if ticket.state == "answered":
+        return _answered(ledger.result(ticket), source,
+                         arrival + deadlines.refusal if deadlines else None)
+    return partial(_finish, ledger, source, ticket, workload, limits, deadlines, pool, searches,
+                   arrival, objective)
+
+
+def _finish(ledger: Ledger, source: Source, ticket: Ticket, workload: Workload, limits: Limits,
+            deadlines: Deadlines | None, pool: Executor | None, searches: Searches,
+            arrival: float, objective: str) -> Answered:
+    matrices = Matrices(workload)
+    while ticket.state == "pending":
+        # Wait first: only a request that paid for the answer may make the server search.
+        until = due(matrices, deadlines, arrival)
+        stored = ledger.wait(ticket, until)
+        if stored is not None:
+            return _answered(stored, source, until)
+        if until is not None and time.monotonic() >= until:
             # Its process lives and will store the answer; a placeholder stored here instead
             # would be every later asker's answer.
             raise ComputeFailed("another request is still computing this answer; ask again "
                                 "(free)")
-        try:
-            answer = _compute(prepared, source, user.alpha, until, pool)
-        except Exception as exc:
-            ledger.abandon(ticket)
-            log.exception("counts for %s failed", ticket.key[:12])
-            raise ComputeFailed("the private cloud could not compute the answer; ask again "
-                                "(the retry reuses this charge)") from exc
-        return _answered(ledger.fulfil(ticket, answer), source, until)
+        # Its process died, or its reservation went stale: take the reservation over.
+        ticket = ledger.reserve(ticket.user, ticket.version, answer_key(workload, objective))
+        if ticket.state == "answered":  # stored meanwhile
+            return _answered(ledger.result(ticket), source, until)
+    # Reserved: charged now, or a dead request's paid reservation taken over.
+    chosen_by = arrival + deadlines.search if deadlines and searched(matrices) else math.inf
+    prepared = prepare(workload, limits.search_units, objective, searches=searches,
+                       user=ticket.user.name, until=chosen_by)
+    until = due(matrices, deadlines, arrival, chosen=time.monotonic())
+    try:
+        answer = _compute(prepared, source, ticket.user.alpha, until, pool)
+    except Exception as exc:
+        ledger.abandon(ticket)
+        log.exception("counts for %s failed", ticket.key[:12])
+        raise ComputeFailed("the private cloud could not compute the answer; ask again "
+                            "(the retry reuses this charge)") from exc
+    return _answered(ledger.fulfil(ticket, answer), source, until)
+
+
+def due(m: Matrices, deadlines: Deadlines | None, arrival: float,
+        chosen: float | None = None) -> float | None:
+    """When a fresh answer to ``m`` leaves (monotonic), by the workload alone.  A searched
+    shape's strategy is due ``deadlines.search`` after arrival and its counts are timed as all
+    2^u cells: the same time whether the search ran now, was kept from anyone's earlier
+    request, or was cut short, and whichever strategy won.  Any other shape needs no search
+    (NOQ or NOT, over its counting queries), and leaves their time after its choice was made
+    (``chosen``; at arrival for a request that chose none)."""
+    if deadlines is None:
+        return None
+    if searched(m):
+        return arrival + deadlines.search + deadlines.fresh(1 << len(m.terms))
+    return (arrival if chosen is None else chosen) + deadlines.fresh(len(m.workload.counts))
 
 
 def answer_key(workload: Workload, objective: str) -> str:

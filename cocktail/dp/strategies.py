@@ -25,18 +25,27 @@ workload and α only, never on the data, so choosing the strategy costs no priva
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from ..extras import MissingExtra
 from . import optimize
 from .limits import LIMITS
 from .sensitivity import satisfiable_sensitivity
 from .workload import Matrices
+
+# The whole choice's CPU time (this thread's), whatever the units say: with the fixed
+# candidates before and the chosen strategies' pseudo-inverses after, a choice stays under
+# 1.5 CPU-s on any shape the limits allow (tests/test_dp_strategies.py).
+SEARCH_CPU_SECONDS = 1.2
+
 
 @dataclass(frozen=True)
 class Strategy:
@@ -98,12 +107,29 @@ def searched_candidates(m: Matrices, bound: np.ndarray | None, budget: optimize.
     """HDMM's weighted marginals over the u terms (a third of the budget) and p-Identity over
     the groups of cells with equal columns (p in {G/16, n, q, 2q}: G groups, n queries, q
     counting queries), found for this workload, their queries' variances (at α = 1) held under
-    ``bound`` if given (penalised, then bounded or unpenalised with what the budget has left).
-    One BLAS thread: on these small matrices threads only contend, and their summation order
-    would make the search's path differ from run to run."""
-    optimize.minimize()  # scipy first: the limit reaches only BLAS libraries already loaded
-    with threadpool_limits(limits=1, user_api="blas"):
+    ``bound`` if given (penalised, then bounded or unpenalised with what the budget has left)."""
+    with one_blas_thread():
         return _searched(m, bound, budget, seed)
+
+
+@contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """One BLAS thread: on these small matrices threads only contend (on a busy machine they
+    spin: 7 CPU-s for a 1.5 s search), and their summation order would make the search's path
+    differ from run to run."""
+    with _blas().limit(limits=1, user_api="blas"):
+        yield
+
+
+@cache
+def _blas() -> ThreadpoolController:
+    """The BLAS libraries, found once (1 ms each time).  scipy brings its own, which a limit
+    set before it is loaded does not reach: it is loaded first."""
+    try:
+        optimize.minimize()
+    except MissingExtra:
+        pass  # a core install: numpy's BLAS is the only one
+    return ThreadpoolController()
 
 
 def _searched(m: Matrices, bound: np.ndarray | None, budget: optimize.Budget,
@@ -112,9 +138,9 @@ def _searched(m: Matrices, bound: np.ndarray | None, budget: optimize.Budget,
     half = None if bound is None else bound / 2  # optimize leaves out the Laplace variance's 2
     found = []
     third = budget.units // 3
-    share = optimize.Budget(third)
+    share = budget.portion(third)
     theta = optimize.marginals(V, u, share, seed, half)
-    budget.spend(third - share.units)
+    budget.settle(share, third)
     if theta is not None:
         theta = np.where(theta > 1e-4 * theta.max(), theta, 0)  # drop the negligible marginals
         found.append(_cell_strategy(f"cells: weighted marginals ({np.count_nonzero(theta)})",
@@ -164,13 +190,13 @@ OBJECTIVES = ("per-query", "total")
 PER_QUERY, TOTAL = OBJECTIVES
 
 
-def optimized(m: Matrices, fixed: Strategy, search_units: int,
+def optimized(m: Matrices, fixed: Strategy, budget: optimize.Budget,
               objective: str = PER_QUERY) -> Strategy:
     """The lowest-total candidate among ``fixed`` and the searched ones; under "per-query" only
     those that keep every query's variance at or below ``fixed``'s (the search held under it),
     under "total" any (the search unbounded)."""
     bound = fixed.variances(1.0) if objective == PER_QUERY else None
-    found = searched_candidates(m, bound, optimize.Budget(search_units))
+    found = searched_candidates(m, bound, budget)
     allowed = [s for s in found if bound is None or within(s, bound)]
     return min([fixed, *allowed], key=lambda s: s.expected_error(1.0))
 
@@ -181,6 +207,7 @@ class Choice:
     not_: Strategy
     fixed: Strategy       # the best fixed candidate: no query of ``optimized`` is worse
     optimized: Strategy
+    complete: bool = True  # False: a clock stopped the search (its result is not kept)
     search_skipped: str | None = None  # why no strategy was searched (a missing extra)
 
     def report(self, alpha: float) -> dict[str, float]:
@@ -191,45 +218,39 @@ class Choice:
                 **({"search_skipped": self.search_skipped} if self.search_skipped else {})}
 
 
+def searched(m: Matrices) -> bool:
+    """Whether the workload's strategy is searched for (a function of the workload alone).
+    Not past ``MAX_CELL_TERMS`` terms (no cells), nor for one query w: any strategy A with
+    w = R A has |w_j| ≤ max|R| Σ_i |A_ij| ≤ ‖R‖ Δ_A, so its variance 2 Δ_A² ‖R‖² is at least
+    w's own 2 Δ_w² — NOQ's, which is optimal."""
+    return m.cells_feasible and len(m.W) > 1
+
+
 def choose(m: Matrices, search_units: int = LIMITS.search_units,
-           objective: str = PER_QUERY) -> Choice:
+           objective: str = PER_QUERY, until: float = math.inf) -> Choice:
     """NOQ, NOT and the optimized strategy for a workload (errors scale as 1/α², so α plays
     no part in the choice) under ``objective`` (:data:`OBJECTIVES`).  The choice depends only
-    on the workload's shape and the objective, never on term names, so ``count(x)`` for every
-    x shares one search; ``search_units`` bounds the search's work (:class:`.optimize.Budget`)."""
+    on the workload's shape and the objective, never on term names.  ``search_units`` bounds
+    the search's work (:class:`.optimize.Budget`), backed by ``SEARCH_CPU_SECONDS`` of this
+    thread's CPU time for the whole choice and by ``until`` (monotonic).  Nothing is cached
+    here: :class:`.search.Searches` keeps and shares the choices."""
     check_objective(objective)
-    return _choose(_ByShape(m), search_units, objective)
+    with one_blas_thread():
+        budget = optimize.Budget(search_units, time.thread_time() + SEARCH_CPU_SECONDS, until)
+        plain = [noq(m), noT(m)]
+        if not searched(m):
+            best = min(plain, key=lambda s: s.expected_error(1.0))
+            return Choice(*plain, best, best)
+        fixed = min(plain + cell_candidates(m), key=lambda s: s.expected_error(1.0))
+        if search_units <= 0:
+            return Choice(*plain, fixed, fixed)  # no units: nothing to search with
+        try:
+            best = optimized(m, fixed, budget, objective)
+        except MissingExtra as missing:  # a core install: the best fixed candidate, said so
+            return Choice(*plain, fixed, fixed, search_skipped=str(missing))
+        return Choice(*plain, fixed, best, complete=not budget.cut)
 
 
 def check_objective(objective: str) -> None:
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}: use one of {', '.join(OBJECTIVES)}")
-
-
-@dataclass(frozen=True, eq=False)
-class _ByShape:
-    m: Matrices
-
-    def __hash__(self) -> int:
-        return hash(self.m.shape)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _ByShape) and self.m.shape == other.m.shape
-
-
-@lru_cache(maxsize=64)  # at most ~3 MB each (256 cells), so memory stays bounded
-def _choose(keyed: _ByShape, search_units: int, objective: str) -> Choice:
-    m = keyed.m
-    plain = [noq(m), noT(m)]
-    candidates = plain + (cell_candidates(m) if m.cells_feasible else [])
-    fixed = min(candidates, key=lambda s: s.expected_error(1.0))
-    if not m.cells_feasible or len(m.W) == 1 or search_units <= 0:
-        # One query w: any strategy A with w = R A has |w_j| ≤ max|R| Σ_i |A_ij| ≤ ‖R‖ Δ_A, so
-        # its variance 2 Δ_A² ‖R‖² is at least w's own 2 Δ_w²: nothing to search for.  No
-        # units: the search would find nothing (after loading scipy).
-        return Choice(plain[0], plain[1], fixed, fixed)
-    try:
-        best = optimized(m, fixed, search_units, objective)
-    except MissingExtra as missing:  # a core install: the best fixed candidate, said so
-        return Choice(plain[0], plain[1], fixed, fixed, str(missing))
-    return Choice(plain[0], plain[1], fixed, best)

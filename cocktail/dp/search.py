@@ -1,0 +1,132 @@
+"""Strategy searches as shared, charged work: one per shape at a time, in a pool of their own.
+
+A searched workload's strategy (:func:`.strategies.choose`) depends on its shape and objective
+alone, so the choices are kept by shape (the last ``size``), and while one shape is searched
+every other request of that shape waits on the same future instead of searching again.
+
+The service gives :class:`Searches` a bounded pool: searches never run in the threads that
+answer requests (nor in the count pool), so a storm of them cannot hold the threads that
+``GET /v1/budget`` or a reused answer needs, and each user may have at most ``per_user``
+searches queued or running: a request over it gets the best fixed candidate (no search), and
+one whose search is not done by its time the better of NOQ and NOT (:func:`fallback`, a few
+milliseconds: the counts still make their deadline).  Only a request that has paid for its
+answer — charged, or taking over a dead request's reservation — ever asks for a search
+(:func:`.session.ask`).  Without a pool (the CLI, tests) a search runs in the caller's thread,
+still shared.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections import Counter, OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+
+from .limits import LIMITS
+from .strategies import PER_QUERY, Choice, check_objective, choose, noq, noT, searched
+from .workload import Matrices
+
+log = logging.getLogger("cocktail.dp")
+
+
+def fallback(m: Matrices) -> Choice:
+    """The better of NOQ and NOT, when no search is done in time (no cells, no search: a few
+    milliseconds at most); never kept."""
+    plain = [noq(m), noT(m)]
+    best = min(plain, key=lambda s: s.expected_error(1.0))
+    return Choice(*plain, best, best, complete=False)
+
+
+class Searches:
+    """The kept choices (the last ``size``: at most ~3 MB each, 256 cells) and the searches in
+    flight; searches run in ``workers`` threads of their own (none: in the caller's thread),
+    at most ``per_user`` at a time for each user."""
+
+    def __init__(self, workers: int = 0, per_user: int = 1, size: int = 64) -> None:
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="search") if workers else None
+        self._per_user, self._size = per_user, size
+        self._lock = threading.Lock()
+        self._kept: OrderedDict[tuple, Choice] = OrderedDict()
+        self._running: dict[tuple, Future] = {}
+        self._users: Counter[str] = Counter()
+
+    def choose(self, m: Matrices, search_units: int = LIMITS.search_units,
+               objective: str = PER_QUERY, user: str = "", until: float = math.inf) -> Choice:
+        """The choice for ``m``'s shape: kept, being searched (waited on), or searched now for
+        ``user``, by ``until`` (monotonic) at the latest."""
+        check_objective(objective)
+        if not searched(m):
+            return choose(m, search_units, objective)  # no search: cheap, and never kept
+        key = (m.shape, search_units, objective)
+        with self._lock:
+            if key in self._kept:
+                self._kept.move_to_end(key)
+                return self._kept[key]
+            future = self._running.get(key)
+            start = future is None and (self._pool is None
+                                        or self._users[user] < self._per_user)
+            if start:
+                self._users[user] += 1
+                future = self._running[key] = Future()
+        if future is None:  # this user's searches are running: no other for them now
+            log.warning("%s has %d strategy searches running; answered with the best fixed "
+                        "candidate", user, self._per_user)
+            return choose(m, 0, objective)  # no search: the fixed candidates, ~0.1 s at most
+        if start:
+            # It stops a fifth of its time early, so that what follows it (the chosen
+            # strategies' pseudo-inverses) is done, and off the CPU, when the reply is due.
+            now = time.monotonic()
+            stop = until if until == math.inf else now + 0.8 * max(0.0, until - now)
+            work = (future, key, m, search_units, objective, user, stop)
+            if self._pool is None:
+                self._search(*work)
+            else:
+                self._pool.submit(self._search, *work)
+        try:
+            return future.result(timeout=None if until == math.inf
+                                 else max(0.0, until - time.monotonic()))
+        except FutureTimeout:
+            log.warning("strategy search not done in time; answered with NOQ or NOT (raise "
+                        "--deadline-search-ms)")
+            return fallback(m)
+
+    def _search(self, future: Future, key: tuple, m: Matrices, search_units: int,
+                objective: str, user: str, until: float) -> None:
+        choice, error = None, None
+        started = time.thread_time()
+        try:  # queued past its time, a search would only compute what no one waits for
+            choice = (fallback(m) if time.monotonic() >= until
+                      else choose(m, search_units, objective, until))
+        except BaseException as exc:  # noqa: BLE001 - handed to every waiter
+            error = exc
+        else:  # what a search costs, for the owner: the shape's size, never its terms
+            log.info("searched a strategy: %d terms, %d queries, %s, %.2f CPU-s%s",
+                     len(m.terms), len(m.W), objective, time.thread_time() - started,
+                     "" if choice.complete else ", cut short (not kept)")
+        with self._lock:
+            del self._running[key]
+            self._users[user] -= 1
+            if not self._users[user]:
+                del self._users[user]
+            if choice is not None and choice.complete:
+                self._kept[key] = choice
+                while len(self._kept) > self._size:
+                    self._kept.popitem(last=False)
+        if error is None:
+            future.set_result(choice)
+        else:
+            future.set_exception(error)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept.clear()
+
+    def shutdown(self, wait: bool = False) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=wait, cancel_futures=True)
+
+
+SEARCHES = Searches()  # in the caller's thread: the CLI, tests, benchmarks
