@@ -113,7 +113,8 @@ def test_limits_and_response_times_are_published(server):
     assert published["deadlines"]["refusal_or_reuse_ms"] == 30
     fresh = published["deadlines"]["fresh_ms"]
     assert fresh["1"] == 31 and fresh["256"] == 286
-    assert published["limits"]["rank_per_second"] == 10
+    assert published["limits"]["rank_in_flight_per_token"] == 1
+    assert published["deadlines"]["rank_slots"] == 4
     assert published["deadlines"]["rank_ms_per_tuples"] == 300_000
 
 

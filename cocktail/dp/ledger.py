@@ -468,7 +468,9 @@ class Ledger:
                 return None
             if until is not None and time.monotonic() >= until:
                 return None
-            time.sleep(_POLL)
+            # No later than ``until``: a ranking's wait ends with its booked share of the rank
+            # worker, and the next ranking starts then (cocktail.service.RankSchedule).
+            time.sleep(_POLL if until is None else min(_POLL, max(0.0, until - time.monotonic())))
 
     def answer_at(self, hop: int, role: str, key: str, version: str) -> dict | None:
         """A chain's answer at ``hop``: the stored answer at hop 1, a re-share after."""
