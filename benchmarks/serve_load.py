@@ -4,8 +4,9 @@
                                     [--json]
 
 Publishes BMS-WebView-1 (k=5, m=3) to a temporary local store (or, with --store, serves a
-store already published, e.g. query_scale's 10M one, whose ledger then gets the clients'
-roles), gives each client its own role
+store already published, e.g. query_scale's 10M one, through a throwaway view of it: its files
+linked, a fresh ledger of the run's own, so the real ledger, its users and its dataset budget
+are never opened), gives each client its own role
 (so every client's first ask of a term is fresh: charged, computed and held to its deadline;
 its later asks of the same term are reused), starts `cocktail serve` on 127.0.0.1 and drives it
 with asyncio clients for a fixed time, each alternating a new term and a term it asked before.
@@ -33,7 +34,7 @@ from rich.table import Table
 
 from cocktail.dataset import load
 from cocktail.dp.ledger import Ledger
-from cocktail.private_config import ledger_location
+from cocktail.private_config import LEDGER_CONFIG, LEDGER_FILE, ledger_location
 from cocktail.publish import PublishParams, publish
 from cocktail.query import Publication
 from cocktail.store import LocalStore
@@ -108,6 +109,20 @@ def published(source: Path, directory: Path) -> LocalStore:
     return store
 
 
+def throwaway(store: Path, directory: Path) -> LocalStore:
+    """``store`` seen through symbolic links to its zones' entries, without its ledger (nor the
+    pointer to one kept elsewhere): the server reads the real publication, and every role,
+    token and charge of the run goes to a fresh ledger in ``directory``, deleted after."""
+    for zone in ("public", "private"):
+        (directory / zone).mkdir(parents=True, mode=0o700)
+        for entry in (store / zone).iterdir():
+            if zone == "private" and (entry.name.startswith(LEDGER_FILE)
+                                      or entry.name == LEDGER_CONFIG):
+                continue
+            (directory / zone / entry.name).symlink_to(entry.resolve())
+    return LocalStore(directory)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=20)
@@ -122,11 +137,12 @@ def main() -> int:
         print(f"{source} is missing (the shared datasets live beside the repo)", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory() as tmp:
-        store = LocalStore(args.store) if args.store else published(source, Path(tmp))
+        store = throwaway(args.store, Path(tmp) / "view") if args.store else \
+            published(source, Path(tmp))
         ledger = Ledger(ledger_location(store))
         tokens = []
         for i in range(args.clients):
-            role = f"load-{os.getpid()}-{i}"  # fresh roles: a reused store's ledger has others
+            role = f"load-{i}"
             ledger.add_role(role, alpha=0.001, budget=1e6)
             tokens.append(ledger.add_user(f"analyst-{role}", role))
         index = Publication.open(store).term_records  # terms, most frequent first

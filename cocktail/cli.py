@@ -852,14 +852,15 @@ def ledger_path_cmd(path: Path | None, store_spec: str, as_json: bool) -> None:
               default=Deadlines.search_ms, show_default=True,
               help="When, after arrival, a batch's strategy search must be done; its fresh "
                    "answer leaves this plus base plus a count per cell of its terms.")
-@click.option("--rank-per-second", type=click.FloatRange(min=1), default=10,
-              show_default=True, help="POST /v1/rank requests a second per token, spaced "
-                                      "(no bursts); more are refused with 429.")
+@click.option("--rank-slots", type=click.IntRange(1, 1000), default=Deadlines.rank_slots,
+              show_default=True, help="POST /v1/rank: rankings booked per rank deadline, each "
+                                      "for 1/SLOTS of it on one worker; the deadline must "
+                                      "cover SLOTS worst cases.")
 @click.option("--access-log", is_flag=True, help="Log every request.")
 @fail_cleanly
 def serve_cmd(store_spec: str, host: str, port: int, runner: str,
               deadline_base_ms: float | None, deadline_count_ms: float | None,
-              deadline_rank_ms: float, deadline_search_ms: float, rank_per_second: float,
+              deadline_rank_ms: float, deadline_search_ms: float, rank_slots: int,
               access_log: bool) -> None:
     uvicorn = require("uvicorn")
     require("fastapi")  # before the service's own import, so a missing [serve] is one line
@@ -869,7 +870,7 @@ def serve_cmd(store_spec: str, host: str, port: int, runner: str,
     default = DEFAULT_DEADLINES[runner]
     deadlines = Deadlines(deadline_base_ms or default.base_ms,
                           default.count_ms if deadline_count_ms is None else deadline_count_ms,
-                          deadline_rank_ms, deadline_search_ms)
+                          deadline_rank_ms, deadline_search_ms, rank_slots)
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     store = open_store(store_spec)
@@ -877,7 +878,7 @@ def serve_cmd(store_spec: str, host: str, port: int, runner: str,
     logging.getLogger("cocktail.serve").info("rankings open: %s",
                                              ", ".join(rankings.warm()) or "none")
     app = create_app(CurrentPublication(store, runner), Ledger(ledger_location(store)), deadlines,
-                     rankings, store, rank_per_second=rank_per_second)
+                     rankings, store)
     sys.setswitchinterval(0.001)  # many short requests: hand the GIL over often (tail latency)
     uvicorn.run(app, host=host, port=port, log_level="info", access_log=access_log)
 

@@ -16,7 +16,8 @@ Analysts hold tokens, never the owner's powers: no route answers exactly, manage
 users, or reads the ledger beyond the caller's own budget and answers (the owner's dashboard
 refuses an analyst's token).  Every reply to /v1/query and
 /v1/rank leaves at a time fixed by the request alone (:mod:`cocktail.dp.deadline`); /v1/rank
-answers 404 for a ranking that does not exist, and 429 past its rate per token.
+answers 404 for a ranking that does not exist, 429 while the token has one in flight, and 503
+when the rankings are booked up (:class:`RankSchedule`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import heapq
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -204,42 +204,62 @@ def _release(future: asyncio.Future) -> None:
         future.set_result(None)
 
 
-class RateLimit:
-    """At most one request every 1/``per_second`` seconds per token, with no bursts (a burst
-    of ten top-ks at once made some miss their deadline, a miss likelier for a costlier
-    query): a flood of free requests would otherwise load the server until the data's own
-    cost shows in when, or whether, replies come.  Kept for the ``size`` tokens seen last, so
-    unknown tokens cannot grow it; used on the event loop only (no lock)."""
+BUSY = "the ranking was busy; ask again (a dp answer being computed is stored, and free on retry)"
 
-    def __init__(self, per_second: float, size: int = 10_000) -> None:
-        self.per_second, self.size = per_second, size
-        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
 
-    def allow(self, token: str | None) -> bool:
-        now = time.monotonic()
-        level, at = self._buckets.pop(token or "", (1.0, now))
-        level = min(1.0, level + (now - at) * self.per_second)
-        allowed = level >= 1
-        self._buckets[token or ""] = (level - allowed, now)
-        if len(self._buckets) > self.size:
-            self._buckets.popitem(last=False)
-        return allowed
+class NotAdmitted(Exception):
+    def __init__(self, status: int, detail: str, limit: str) -> None:
+        super().__init__(detail)
+        self.status, self.body = status, {"detail": detail, "limit": limit}
+
+
+class RankSchedule:
+    """Who may rank, decided on arrival from public quantities alone (the time, the ranking's
+    size, the token), before any work on the data.  A flood once filled the rank threads, a
+    top k got one just before its deadline, and whether it made it (200) or not (503) told
+    how long its private scores took to rank.  Now one worker ranks in turn, and each
+    admitted ranking is booked 1/``slots`` of its deadline on it, after the last booking, as
+    if every ranking took its worst case; it is admitted only if that booking ends by its
+    deadline (else 503 at once, from the bookings alone).  Whatever the data costs, no
+    admitted ranking waits past its booking, as long as none runs over its share: the
+    owner's deadline covers ``slots`` worst cases (docs/dp.md).  A token has one ranking in
+    flight (429 for more), so that one token cannot take every booking.  Holds an entry per
+    token in flight, no more; used on the event loop only (no lock)."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots = slots
+        self._booked_until = 0.0
+        self._in_flight: dict[str, float] = {}  # token -> when its reply leaves
+
+    def book(self, token: str, now: float, until: float) -> tuple[float, float]:
+        """(when the booking ends, its length)."""
+        self._in_flight = {t: at for t, at in self._in_flight.items() if at > now}
+        if token in self._in_flight:
+            raise NotAdmitted(429, "one ranking at a time per token: ask again once the last "
+                                   "one is answered", "rank_in_flight")
+        share = (until - now) / self.slots
+        end = max(now, self._booked_until) + share
+        if end > until:
+            raise NotAdmitted(503, "the rankings are busy: ask again (nothing was computed)",
+                              "rank_slots")
+        self._booked_until, self._in_flight[token] = end, until
+        return end, share
 
 
 def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
-               rankings: Rankings, store: Store, limits: Limits = LIMITS,
-               rank_per_second: float = 10) -> FastAPI:
+               rankings: Rankings, store: Store, limits: Limits = LIMITS) -> FastAPI:
     pool = ThreadPoolExecutor(4, thread_name_prefix="counts")
     # A request that waits (for a search, its counts, or another request's answer) waits in
     # threads of its own, never in those that answer refusals, reused answers, /v1/budget and
     # the other routes; strategy searches run in one thread, at most one per user at a time.
     waiting = ThreadPoolExecutor(64, thread_name_prefix="query")
     searches = Searches(workers=1, per_user=1)
-    # Rankings run in threads of their own: a flood of them, or one waiting on another's
-    # answer, never takes the threads every other route runs in.
-    rank_pool = ThreadPoolExecutor(4, thread_name_prefix="rank")
+    # Rankings run in a thread of their own, in the order RankSchedule booked them: a flood
+    # of them, or one waiting on another's answer, never takes the threads every other route
+    # runs in.
+    rank_pool = ThreadPoolExecutor(1, thread_name_prefix="rank")
     releaser = Releaser()
-    rank_rate = RateLimit(rank_per_second)
+    schedule = RankSchedule(deadlines.rank_slots)
     ledger.rename_store(store.url, source.identity)
 
     @asynccontextmanager
@@ -297,13 +317,18 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
         await releaser.at(release_at)
         return JSONResponse(body, status_code=status)
 
-    def rank_answer(bearer_token: str | None, request: RankRequest,
-                    until: float) -> tuple[int, dict]:
+    def rank_answer(bearer_token: str, request: RankRequest, until: float, booked: float,
+                    share: float) -> tuple[int, dict]:
+        started = time.monotonic()
+        if started + share > until:  # those before ran over their shares: refuse, unread
+            log.warning("a ranking started %.0f ms past its booking: the rankings served take "
+                        "longer than --deadline-rank-ms / --rank-slots",
+                        (started + share - until) * 1000)
+            return 503, {"detail": BUSY}
         try:
-            ledger.authenticate(bearer_token)  # analysts only, whatever the defense
             version, index = rankings.get(request.name)
             return 200, answer_rank(index, version, request.name, request.query, request.k,
-                                    ledger, bearer_token, until, store=rankings.identity)
+                                    ledger, bearer_token, booked, store=rankings.identity)
         except ComputeFailed as exc:
             return 503, {"detail": str(exc)}
         except LedgerError as exc:
@@ -315,26 +340,35 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
         except Exception:
             log.exception("internal error answering a ranking")
             return 500, {"detail": "internal error (logged for the owner)"}
+        finally:
+            late = time.monotonic() - booked
+            if late > share / 2:  # the schedule's promise rests on this: tell the owner
+                log.warning("ranking %r ended %.0f ms past its booking of %.0f ms (raise "
+                            "--deadline-rank-ms or lower --rank-slots)", request.name,
+                            late * 1000, share * 1000)
 
     @app.post("/v1/rank")
     async def rank(request: RankRequest, bearer_token: str | None = Depends(token)):
         """The top k of a ranking: ids and public attributes only.  A dp ranking charges the
         caller's α (once per query and k; asked again, the stored answer comes back).  Every
         reply leaves at the ranking's deadline (``rank_ms`` per 300,000 tuples) after
-        arrival; one not ready by then is 503, never late."""
+        arrival; one token has one ranking in flight (429), and one not booked at arrival
+        (the server is busy) or not ready by its deadline is 503, never late."""
         until = time.monotonic() + deadlines.rank(rankings.tuples(request.name))
-        if not rank_rate.allow(bearer_token):
-            status, body = 429, {"detail": f"over one ranking every 1/{rank_per_second:g} s "
-                                           f"for this token; ask again later",
-                                 "limit": "rank_per_second"}
-        else:
+        try:
+            await run_in_threadpool(ledger.authenticate, bearer_token)  # before any booking
+            booked, share = schedule.book(bearer_token, time.monotonic(), until)
             work = asyncio.wrap_future(rank_pool.submit(rank_answer, bearer_token, request,
-                                                        until))
-            try:
-                status, body = await asyncio.wait_for(work, max(0.0, until - time.monotonic()))
-            except asyncio.TimeoutError:  # still queued (then cancelled) or still ranking
-                status, body = 503, {"detail": "the ranking was busy; ask again (a dp answer "
-                                               "being computed is stored, and free on retry)"}
+                                                        until, booked, share))
+            status, body = await asyncio.wait_for(work, max(0.0, until - time.monotonic()))
+        except LedgerError as exc:
+            status, body = exc.status, {"detail": str(exc)}
+        except NotAdmitted as exc:
+            status, body = exc.status, exc.body
+        except asyncio.TimeoutError:  # ran over: its own cost shows, so the owner is told
+            log.warning("a ranking missed its deadline: the rankings served take longer than "
+                        "--deadline-rank-ms / --rank-slots")
+            status, body = 503, {"detail": BUSY}
         await releaser.at(until)
         return JSONResponse(body, status_code=status)
 
@@ -349,7 +383,7 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
     @app.get("/v1/limits")
     def published_limits() -> dict:
         """The limits every request is checked against, and when replies leave."""
-        return {"limits": limits.as_dict() | {"rank_per_second": rank_per_second},
+        return {"limits": limits.as_dict() | {"rank_in_flight_per_token": 1},
                 "deadlines": deadlines.schedule(limits)}
 
     add_dashboard(app, store, ledger)

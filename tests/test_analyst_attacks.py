@@ -451,7 +451,7 @@ def test_a_flood_of_free_rank_requests_does_not_time_private_ties(tmp_path):
     with two queries: a value some tuples hold, and one nobody holds (every tuple ties, and
     ranking them takes ~3x longer).  Replies came whenever the top k was done, late under the
     flood, and their time told the two apart; now every reply leaves at the ranking's
-    deadline, and the token's rate limit (no bursts) keeps the admitted ones inside it."""
+    deadline, and the token's one ranking in flight keeps the admitted ones inside it."""
     from .test_rank import cli
     table = tmp_path / "big.csv"
     assert cli("rank", "generate", str(table), "--tuples", "200000")[0] == 0
@@ -481,3 +481,88 @@ def test_a_flood_of_free_rank_requests_does_not_time_private_ties(tmp_path):
     assert accuracy <= 0.65 and p_value > 0.001, (accuracy, p_value, np.median(held),
                                                    np.median(absent))
     assert min(held + absent) >= 0.1
+
+
+def test_a_multi_token_rank_flood_does_not_tell_a_costly_probe_from_a_cheap_one(tmp_path):
+    """Ten tokens of one role flood POST /v1/rank with a dp top k that a live process of their
+    role holds reserved (so each request waits for it), while twenty probers ask a
+    100,000-tuple ranking (no defense) for a private value 5 tuples hold (fewer than k: every
+    tuple ties and is sorted, ~5x the work) or one 50 hold, in a seeded random order.  The
+    flood held the rank threads until each waiter's deadline, a probe got one only a moment
+    before its own, and the costlier probe missed it (503) more often: 98 of 300 against 32,
+    Fisher p 5e-11.  Now a token has one ranking in flight, and the server books each a
+    worst-case share of its one rank worker at arrival: every probe is answered in time."""
+    import asyncio
+
+    from scipy.stats import fisher_exact
+
+    from cocktail.rank.model import RankTable, Schema
+    from cocktail.rank.release import build_ranking
+
+    from .test_rank import cli, people, table_file
+    from .test_service import STUCK_RANKER
+    n, rng, store = 100_000, np.random.default_rng(37), tmp_path / "s"
+    private = rng.integers(0, 5, n).astype(float)
+    private[:5], private[5:55] = 5, 6  # "rare": 5 tuples, "some": 50
+    schema = Schema(("A1",), ("B1",), {}, {}, {"A1": ("a", "b"), "B1": (
+        "v0", "v1", "v2", "v3", "v4", "rare", "some")})
+    build_ranking(LocalStore(str(store)), "probed", RankTable(
+        schema, [f"t{i}" for i in range(n)], rng.integers(0, 2, (n, 1)).astype(float),
+        private[:, None]), "none", 2)
+    data = table_file(tmp_path, "id,city,age,religion,income,smoker", people(60))
+    assert cli("rank", "build", str(data), "--public", "city,age", "--private",
+               "religion,income,smoker", "--id", "id", "--numeric", "age", "--defense", "dp",
+               "--name", "held", "--store", str(store))[0] == 0
+    ledger = Ledger(ledger_location(LocalStore(str(store))))
+    ledger.add_role("crowd", alpha=0.5, budget=1.0)
+    ledger.add_role("probe", alpha=0.5, budget=1.0)
+    crowd = [ledger.add_user(f"crowd{i}", "crowd") for i in range(11)]
+    probers = [ledger.add_user(f"prober{i}", "probe") for i in range(20)]
+    held = {"query": "city=a,religion=x", "k": 3, "name": "held"}
+    stuck = subprocess.Popen([sys.executable, "-c", STUCK_RANKER, str(store), "held",
+                              held["query"], crowd[0]], stdout=subprocess.PIPE)
+    flood_codes: Counter = Counter()
+    try:
+        assert stuck.stdout.readline() == b"reserved\n"
+        # 40 slots of 34 ms, for 30 tokens; the old server knew no slots, and its rate limit
+        # (10 a second per token) let the flood in
+        with serve(store, "--deadline-rank-ms", "1350", "--rank-slots", "40") as (url, _):
+            stop = False
+
+            async def flood() -> None:
+                async def one(client: httpx.AsyncClient) -> None:
+                    while not stop:
+                        reply = await client.post(url + "/v1/rank", json=held)
+                        flood_codes[reply.status_code] += 1
+
+                clients = [httpx.AsyncClient(timeout=60, headers=auth(token))
+                           for token in crowd[1:]]
+                await asyncio.gather(*(one(client) for client in clients for _ in range(24)))
+                for client in clients:
+                    await client.aclose()
+
+            def probe(n: int) -> list[tuple[bool, int]]:
+                kinds = [True, False] * 15  # 600 probes in all, 300 of each kind
+                np.random.default_rng(n).shuffle(kinds)
+                with httpx.Client(timeout=60, headers=auth(probers[n])) as client:
+                    return [(costly, client.post(url + "/v1/rank", json={
+                        "query": "B1=rare" if costly else "B1=some", "k": 10,
+                        "name": "probed"}).status_code) for costly in kinds]
+
+            with ThreadPoolExecutor(1 + len(probers)) as pool:
+                flooding = pool.submit(asyncio.run, flood())
+                time.sleep(2)
+                probes = [reply for replies in pool.map(probe, range(len(probers)))
+                          for reply in replies]
+                stop = True
+                flooding.result()
+    finally:
+        stuck.kill()
+        stuck.wait()
+    table = [[sum(costly == kind and status == 200 for costly, status in probes),
+              sum(costly == kind and status != 200 for costly, status in probes)]
+             for kind in (True, False)]
+    p_value = fisher_exact(table).pvalue
+    assert flood_codes[200] == 0 and sum(flood_codes.values()) >= 500, flood_codes
+    assert p_value > 0.05 and table[0][0] + table[1][0] >= len(probes) / 2, \
+        (table, p_value, flood_codes)

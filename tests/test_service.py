@@ -105,6 +105,27 @@ def test_parallel_requests_exactly_fill_the_budget(server):
     assert codes.count(200) == 6 and codes.count(429) == 14
 
 
+def test_rank_bookings_depend_on_arrivals_and_sizes_alone():
+    """RankSchedule on a clock of its own: each admitted ranking gets 1/slots of its deadline
+    after the last booking; a booking past the deadline is 503, a second ranking of one token
+    in flight is 429, and nothing else (what a ranking cost) enters."""
+    from cocktail.service import NotAdmitted, RankSchedule
+
+    schedule = RankSchedule(slots=4)
+    assert schedule.book("a", 0.0, 1.0) == (0.25, 0.25)
+    assert schedule.book("b", 0.0, 1.0) == (0.5, 0.25)
+    assert schedule.book("c", 0.1, 1.1) == (0.75, 0.25)
+    with pytest.raises(NotAdmitted) as refused:
+        schedule.book("a", 0.2, 1.2)  # a's first ranking leaves at 1.0
+    assert refused.value.status == 429 and refused.value.body["limit"] == "rank_in_flight"
+    assert schedule.book("d", 0.2, 1.2) == (1.0, 0.25)
+    with pytest.raises(NotAdmitted) as refused:
+        schedule.book("e", 0.2, 1.2)  # would end at 1.25, past its deadline
+    assert refused.value.status == 503 and refused.value.body["limit"] == "rank_slots"
+    assert schedule.book("a", 1.0, 2.0) == (1.25, 0.25)  # a's first has left
+    assert schedule.book("e", 3.0, 4.0) == (3.25, 0.25)  # an idle worker: booked at once
+
+
 def test_limits_and_response_times_are_published(server):
     url, *_ = server
     published = httpx.get(url + "/v1/limits").json()
@@ -112,7 +133,8 @@ def test_limits_and_response_times_are_published(server):
     assert published["deadlines"]["refusal_or_reuse_ms"] == 30
     fresh = published["deadlines"]["fresh_ms"]
     assert fresh["1"] == 31 and fresh["256"] == 286
-    assert published["limits"]["rank_per_second"] == 10
+    assert published["limits"]["rank_in_flight_per_token"] == 1
+    assert published["deadlines"]["rank_slots"] == 4
     assert published["deadlines"]["rank_ms_per_tuples"] == 300_000
 
 

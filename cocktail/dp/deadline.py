@@ -15,7 +15,9 @@ analyst who times replies learns what the noise hides (Haeberlen, Pierce and Nar
 * every reply of ``POST /v1/rank`` (a top-k answer or a refusal) leaves ``rank_ms`` per
   started 300,000 tuples of the ranking after arrival (its size is public), and a top k not
   ready by then is not sent late: the reply is 503 "ask again" (a late reply's time would tell
-  how long the private scores took to rank);
+  how long the private scores took to rank).  Each admitted ranking is booked a share of
+  1/``rank_slots`` of that deadline on the one rank worker (``cocktail.service.RankSchedule``):
+  the deadline must cover ``rank_slots`` worst cases in a row;
 * if the counts are not ready by the deadline, the mechanism runs over an all-zero vector (the
   default value) and the miss is logged for the owner, never shown to the analyst.
 
@@ -42,12 +44,15 @@ class Deadlines:
     # A searched strategy's choice, after arrival: the search's CPU ceiling
     # (dp.strategies.SEARCH_CPU_SECONDS) with room for a loaded machine.
     search_ms: float = 2_000
+    rank_slots: int = 4   # rankings booked per rank deadline, each for 1/rank_slots of it
 
     def __post_init__(self) -> None:
         if not (0 < self.base_ms < 3.6e6 and 0 <= self.count_ms < 3.6e6
                 and 0 < self.rank_ms < 3.6e6 and 0 < self.search_ms < 3.6e6):
             raise ValueError("deadlines need a base, a rank and a search time in (0, 1 h) and "
                              "a per-count time in [0, 1 h)")
+        if not (isinstance(self.rank_slots, int) and 1 <= self.rank_slots <= 1000):
+            raise ValueError("rank slots must be a whole number from 1 to 1000")
 
     @staticmethod
     def size_class(evaluations: int) -> int:
@@ -74,13 +79,19 @@ class Deadlines:
         with it, so that a large one is not answered whenever it is done."""
         return self.rank_ms * max(1, -(-tuples // RANK_TUPLES)) / 1000
 
+    def rank_share(self, tuples: int) -> float:
+        """Seconds of the rank worker booked for one ranking of ``tuples`` tuples: what its
+        worst case must fit in."""
+        return self.rank(tuples) / self.rank_slots
+
     def schedule(self, limits: Limits) -> dict:
         largest = max(limits.counts, (1 << MAX_CELL_TERMS))
         classes = sorted({self.size_class(e) for e in range(1, largest + 1)})
         return {"refusal_or_reuse_ms": self.base_ms,
                 "fresh_ms": {str(c): self.base_ms + self.count_ms * c for c in classes},
                 "search_ms": self.search_ms,
-                "rank_ms": self.rank_ms, "rank_ms_per_tuples": RANK_TUPLES}
+                "rank_ms": self.rank_ms, "rank_ms_per_tuples": RANK_TUPLES,
+                "rank_slots": self.rank_slots}
 
 
 # Per runner: an in-process count takes well under a millisecond on a warm publication; an

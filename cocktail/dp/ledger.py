@@ -472,6 +472,8 @@ class Ledger:
             left = math.inf if until is None else until - time.monotonic()
             if left <= 0:
                 return None
+            # No later than ``until``: a ranking's wait ends with its booked share of the rank
+            # worker, and the next ranking starts then (cocktail.service.RankSchedule).
             time.sleep(min(pause, left))
             pause = min(2 * pause, _POLL_MAX)
 
