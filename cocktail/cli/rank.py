@@ -9,17 +9,17 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from ..cli_support import emit, fail_cleanly, json_option, out, store_option
 from ..dataset import InputError
 from ..dp.ledger import Forbidden, Ledger
 from ..private_config import ledger_location, store_identity
+from ..rank.defenses import DEFENSES
+from ..rank.model import parse_query, read_rank_table
+from ..rank.release import build_ranking, load_ranking, previous_state
+from ..rank.service import answer_rank
 from ..store import open_store
-from .defenses import DEFENSES
-from ..tables.data import names
-from .model import parse_query, read_rank_table
-from .release import build_ranking, load_ranking, previous_state
-from .service import answer_rank
 from ..synthetic import PAPER_DOMAINS, RankSpec, write_table
+from ..tables.data import names
+from .contract import emit, fail_cleanly, json_option, out, store_option
 
 name_option = click.option("--name", default="ranking", show_default=True,
                            help="Which ranking of the store.")

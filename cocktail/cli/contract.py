@@ -16,13 +16,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from .dataset import InputError
-from .dp.ledger import BudgetExhausted, Forbidden, LedgerError, Unauthorized
-from .cluster.spec import SpecError
-from .overlay.layout import PhaseProgress
-from .querylang import QuerySyntaxError
-from .releases import Refused
-from .store import StoreError, StoreUnavailable
+from ..cluster.spec import SpecError
+from ..dataset import InputError
+from ..dp.ledger import BudgetExhausted, Forbidden, LedgerError, Unauthorized
+from ..overlay.layout import PhaseProgress
+from ..querylang import QuerySyntaxError
+from ..releases import Refused
+from ..store import StoreError, StoreUnavailable
 
 err = Console(stderr=True, soft_wrap=True)  # never break a path or message in two
 out = Console(soft_wrap=True)

@@ -7,18 +7,18 @@ from pathlib import Path
 
 import click
 
-from ..cli_support import OWNER, emit, err, fail_cleanly, json_option, out, store_option
 from ..publish import DEFAULT_KEEP
 from ..store import open_store
-from .audit import TableAuditReport, audit_table
-from .chain import MEAN_RECODED, ChainAudit, ChainReport, audit_chain, run_chain
-from .data import columns, read_table
-from .ke import Infeasible
-from .ke_release import KeReport, append_ke, publish_ke
-from .propagation import STRATEGIES
-from .publishers import MODELS, publish_group_model
-from .query import AGGREGATES, answer
-from .release import table_store
+from ..tables.audit import TableAuditReport, audit_table
+from ..tables.chain import MEAN_RECODED, ChainAudit, ChainReport, audit_chain, run_chain
+from ..tables.data import columns, read_table
+from ..tables.ke import Infeasible
+from ..tables.ke_release import KeReport, append_ke, publish_ke
+from ..tables.propagation import STRATEGIES
+from ..tables.publishers import MODELS, publish_group_model
+from ..tables.query import AGGREGATES, answer
+from ..tables.release import table_store
+from .contract import OWNER, emit, err, fail_cleanly, json_option, out, store_option
 
 name_option = click.option("--name", default="table", show_default=True,
                            help="Which table of the store (several can live side by side).")

@@ -1,0 +1,35 @@
+"""``cocktail report``: the owner's HTML report of a store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..store import open_store
+from .contract import emit, fail_cleanly, json_option, out, store_option
+
+
+@click.command("report")
+@store_option
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, writable=True,
+                                                  path_type=Path),
+              default=Path("report.html"), show_default=True,
+              help="The HTML file to write (self-contained: it opens with no network).")
+@json_option
+@fail_cleanly
+def report_cmd(store_spec: str, out_path: Path, as_json: bool) -> None:
+    """The owner's report of a store: coverage against the floor, the publication's shape,
+    the audit, the releases, the privacy budget and the tables, as charts with their numbers
+    (owner command: it reads the private zone and the ledger)."""
+    from ..dp.ledger import private_file
+    from ..report.numbers import gather, owner_ledger
+    from ..report.page import render
+
+    store = open_store(store_spec)
+    numbers = gather(store, owner_ledger(store))
+    private_file(out_path)  # it holds every analyst's spending: the owner's eyes only
+    out_path.write_text(render(numbers), encoding="utf-8")
+    emit(as_json, numbers | {"out": str(out_path)}, lambda: out.print(
+        f"wrote {out_path} ({out_path.stat().st_size / 1e6:.1f} MB); open it with: "
+        f"xdg-open {out_path}", highlight=False, markup=False))
