@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from ..overlay.planner import Plan, plan_conjunction
 from ..querylang import CountQuery, Workload
-from .backends import BACKENDS
+from .backends import BACKENDS, check_backend
 from .view import Publication
 
 
@@ -21,6 +21,7 @@ class Engine:
                  log: Callable[[str], None] | None = None) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"unknown runner {backend!r}; choose one of {', '.join(BACKENDS)}")
+        check_backend(backend, publication.store)
         self.publication, self.backend_name, self.log = publication, backend, log
         self._backend = BACKENDS[backend]
 

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from ...optional import needs_extra
 from ...overlay.planner import MapTask
+from ...store import Store
 
 RUNNERS = ("inline", "local", "spark", "hadoop")
 BUNDLED = ("inline", "local")  # runners that start a task per input file, on this machine
@@ -95,6 +99,30 @@ def run_job(tasks: Sequence[MapTask], inputs: Sequence[str], runner: str,
 def check_runner(runner: str) -> None:
     if runner not in RUNNERS:
         raise ValueError(f"unknown runner {runner!r}; choose one of {', '.join(RUNNERS)}")
+
+
+def check_ready(runner: str, store: Store, name: str) -> None:
+    """Refuse up front what a job would otherwise fail at deep inside (a Java trace, an mrjob
+    traceback): the hadoop runner needs an HDFS store and a `hadoop` command, spark pyspark."""
+    if runner in PLACED:
+        missing = [what for what, ok in (
+            ("a webhdfs:// store", store.url.startswith("webhdfs://")),
+            ("a hadoop command", hadoop_bin() is not None)) if not ok]
+        if missing:
+            raise ValueError(f"--runner {name} needs a webhdfs:// store and COCKTAIL_HADOOP_BIN "
+                             f"(or hadoop on PATH); missing here: {' and '.join(missing)}")
+    if runner == "spark" and not os.environ.get("SPARK_HOME"):
+        with needs_extra(f"--runner {name}", " (and a Java runtime)"):
+            importlib.import_module("pyspark")  # mrjob's spark runner finds spark-submit there
+
+
+def hadoop_bin() -> str | None:
+    """The `hadoop` command a hadoop job would run, as mrjob looks for it."""
+    if os.environ.get("COCKTAIL_HADOOP_BIN"):
+        return os.environ["COCKTAIL_HADOOP_BIN"]
+    homes = [os.environ.get(v) for v in ("HADOOP_PREFIX", "HADOOP_HOME", "HADOOP_INSTALL")]
+    found = [str(Path(h) / "bin" / "hadoop") for h in homes if h]
+    return next((f for f in found if Path(f).exists()), None) or shutil.which("hadoop")
 
 
 def execute(job_class, runner: str, options: Sequence[str], inputs: Sequence[str],
