@@ -9,7 +9,8 @@ from ..attacks.composition import composition, load_table_release
 from ..attacks.rank import attack_ranking
 from ..releases import current_version
 from ..store import open_store
-from .contract import OWNER, emit, fail_cleanly, json_option, out, store_option
+from .contract import emit, out
+from .options import OWNER, json_option, renamed, store_option
 from .publish import sensitive_terms
 
 
@@ -29,7 +30,6 @@ def attack_group() -> None:
               help="Baskets: the terms whose disclosure counts, one per line [default: those "
               "the stores were published with].")
 @json_option
-@fail_cleanly
 def composition_cmd(specs: tuple[str, ...], m: int | None, sensitive_file,
                     as_json: bool) -> None:
     """The composition attack across independent releases of overlapping people.  Tables:
@@ -78,25 +78,25 @@ def _basket_composition(specs: tuple[str, ...], m: int | None, sensitive: tuple[
         f"{report.baseline_accuracy} for the most common term", highlight=False))
 
 
+@renamed({"--epsilon": "--alpha"})  # α, as everywhere else
 @attack_group.command("rank")
 @store_option
 @click.option("--name", default="ranking", show_default=True, help="Which ranking.")
 @click.option("--victims", type=click.IntRange(1), default=100, show_default=True,
               help="Tuples attacked (spread over the table).")
-@click.option("--epsilon", type=click.FloatRange(min=0, min_open=True), default=1.0,
-              show_default=True, help="dp rankings: what the attacker spends on each victim's "
-              "column, over all its probes.")
+@click.option("--alpha", type=click.FloatRange(min=0, min_open=True), default=1.0,
+              show_default=True, help="dp rankings: the α the attacker spends on each "
+              "victim's column, over all its probes.")
 @click.option("--sybils", type=click.IntRange(1), default=4, show_default=True,
               help="estt: accounts per victim created before the build, hoping to be its "
               "partner.")
 @json_option
-@fail_cleanly
-def rank_attack_cmd(store_spec: str, name: str, victims: int, epsilon: float, sybils: int,
+def rank_attack_cmd(store_spec: str, name: str, victims: int, alpha: float, sybils: int,
                     as_json: bool) -> None:
     """Attack a ranking through ranks alone: the differencing attacker (accounts with the
     victim's public values, a probe per private value), the sybil partner (ESTT) and the
     prior-aware attacker; success rate per attacker against chance and the prior alone."""
-    report = attack_ranking(open_store(store_spec), name, victims, epsilon, sybils)
+    report = attack_ranking(open_store(store_spec), name, victims, alpha, sybils)
     emit(as_json, report.as_dict(), lambda: out.print(
         f"{report.defense} (l={report.l}), {report.victims} victims x "
         f"{len(report.columns)} private columns: "
@@ -105,6 +105,6 @@ def rank_attack_cmd(store_spec: str, name: str, victims: int, epsilon: float, sy
         + f"; chance {report.chance:.1%}, prior alone {report.prior_only:.1%}"
         + (f"; sybils partnered {report.partnered:.1%} of victims" if report.partnered
            is not None else "")
-        + (f"; dp bound at ε={report.epsilon:g}: {report.dp_bound:.1%}" if report.dp_bound
+        + (f"; dp bound at α={report.alpha:g}: {report.dp_bound:.1%}" if report.dp_bound
            else ""),
         highlight=False))

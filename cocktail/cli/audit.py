@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from ..audit import (DEFAULT_MAX_ITEMSETS, AuditReport, ChainAuditReport, ReleaseAuditReport,
                     StoreAudit, audit, audit_chain, audit_releases, audit_store)
 from ..releases import signing
 from ..store import open_store
-from .contract import emit, fail_cleanly, json_option, out, store_option
+from .contract import emit, out, verdict
+from .options import json_option, renamed, store_option
 
 
 def _print_audit(report: AuditReport) -> None:
@@ -54,10 +53,12 @@ def signature_line(signature: dict | None) -> str:
     return text + "; not pinned: compare " + origin + " with the owner's out of band"
 
 
+@renamed({"--version": "--at-version"})  # `cocktail --version` is the program's
 @click.command("audit")
 @click.argument("chain_stores", nargs=-1, metavar="[S1 S2 ...]")
 @store_option
-@click.option("--version", "version", help="Audit this version instead of the current one.")
+@click.option("--at-version", "version", metavar="VERSION",
+              help="Audit this version (e.g. v000002) instead of the current one.")
 @click.option("--k", type=click.IntRange(1), help="Check a stricter k than the publication's.")
 @click.option("--m", type=click.IntRange(1), help="Check a stricter m than the publication's.")
 @click.option("--max-itemsets", default=DEFAULT_MAX_ITEMSETS, show_default=True,
@@ -74,7 +75,6 @@ def signature_line(signature: dict | None) -> str:
               "nested in it and signed as derived from it, no pseudonym shared.")
 @click.option("--trust-key", "trust_key", metavar="KEY", help=TRUST_KEY_HELP)
 @json_option
-@fail_cleanly
 def audit_cmd(chain_stores: tuple[str, ...], store_spec: str, version: str | None,
               k: int | None, m: int | None, max_itemsets: int, whole_history: bool,
               is_chain: bool, trust_key: str | None, as_json: bool) -> None:
@@ -84,7 +84,7 @@ def audit_cmd(chain_stores: tuple[str, ...], store_spec: str, version: str | Non
     in two chunks, and nothing but listed public chunks, their indexes, the manifest and its
     signature may be there. The signature must cover the manifest (an unsigned version is
     reported as such; with --trust-key it fails). On HDFS it also checks that every replica of
-    every private file is on a private datanode. Without --version, --k or --m it also audits
+    every private file is on a private datanode. Without --at-version, --k or --m it also audits
     every table and ranking of the store.
     """
     if is_chain != bool(chain_stores):
@@ -96,19 +96,19 @@ def audit_cmd(chain_stores: tuple[str, ...], store_spec: str, version: str | Non
     if is_chain:
         chain = audit_chain([open_store(spec) for spec in chain_stores], trust)
         emit(as_json, chain.as_dict(), lambda: _print_chain(chain))
-        sys.exit(0 if chain.ok else 1)
+        verdict(chain.ok)
     if whole_history:
         history = audit_releases(open_store(store_spec), max_itemsets=max_itemsets)
         emit(as_json, history.as_dict(), lambda: _print_release_audit(history))
-        sys.exit(0 if history.ok else 1)
+        verdict(history.ok)
     if version or k or m:
         report = audit(open_store(store_spec), version=version, k=k, m=m,
                        max_itemsets=max_itemsets, trust=trust)
         emit(as_json, report.as_dict(), lambda: _print_audit(report))
-        sys.exit(0 if report.ok else 1)
+        verdict(report.ok)
     whole = audit_store(open_store(store_spec), max_itemsets=max_itemsets, trust=trust)
     emit(as_json, whole.as_dict(), lambda: _print_store_audit(whole))
-    sys.exit(0 if whole.ok else 1)
+    verdict(whole.ok)
 
 
 def _print_store_audit(whole: StoreAudit) -> None:

@@ -8,11 +8,12 @@ from rich.table import Table
 from ..dp.reshare import reshare
 from ..publish.chain_plan import CLUSTERINGS, STRATEGIES, PlanReport, plan_chain
 from ..publish.republish import republish
+from ..private_config import open_ledger
 from ..releases import signing
 from ..store import open_store
-from .admin import store_ledger
 from .audit import TRUST_KEY_HELP, signature_line
-from .contract import OWNER, emit, fail_cleanly, json_option, out, store_option
+from .contract import confirm, emit, out
+from .options import OWNER, json_option, store_option
 
 
 @click.command("republish")
@@ -25,7 +26,6 @@ from .contract import OWNER, emit, fail_cleanly, json_option, out, store_option
               help="Re-share a source that carries no signature (one published before "
               "signing); the derived view records that its origin was unsigned.")
 @json_option
-@fail_cleanly
 def republish_cmd(source: str, target: str, k: int, m: int, trust_key: str | None,
                   allow_unsigned: bool, as_json: bool) -> None:
     """Re-share a public view at a stricter (k, m), from that view alone: chunks are split
@@ -37,13 +37,13 @@ def republish_cmd(source: str, target: str, k: int, m: int, trust_key: str | Non
     trust = signing.trusted_fingerprint(trust_key) if trust_key else None
     report = republish(open_store(source), open_store(target), k, m, trust=trust,
                        allow_unsigned=allow_unsigned)
-    emit(as_json, report.as_dict(), lambda: out.print(
+    confirm(as_json, report.as_dict(), (
         f"{report.store} {report.version} (k={k}, m={m}) from {report.source} "
         f"{report.source_version}: {report.public_chunks:,} chunks from "
         f"{report.source_chunks:,}, {report.public_occurrences:,} of "
         f"{report.source_occurrences:,} term occurrences shown, {report.withheld_terms:,} "
         f"withheld ({report.seconds:.2f}s)\nsource {signature_line(report.source_signature)}"
-        f"\nsigned by {report.signer} (this store's key)", highlight=False, markup=False))
+        f"\nsigned by {report.signer} (this store's key)"))
 
 
 @click.group("chain", help=f"Chains of re-shared publications, planned at the owner. {OWNER}")
@@ -74,7 +74,6 @@ def _levels(text: str) -> list[int]:
               help="Write hop i as a public-only view in the store DIR/hopI (audit them with "
               "cocktail audit --chain).")
 @json_option
-@fail_cleanly
 def chain_plan_cmd(store_spec: str, ks: str, ms: str, strategy: str, clusters_for: str,
                    out: str | None, as_json: bool) -> None:
     """Plan every hop of a chain from the owner's data: clusters laid out for the strictest
@@ -109,12 +108,11 @@ def _print_plan(report: PlanReport) -> None:
               help="The next hop's α: at most the hop before's (a re-share only adds noise).")
 @store_option
 @json_option
-@fail_cleanly
 def reshare_cmd(answer_id: str, alpha: float, store_spec: str, as_json: bool) -> None:
     """Re-share a stored noisy answer (ANSWER_ID, as `answer_id` in a query's JSON) with the
     next hop of a chain: the answer plus fresh Laplace noise at --alpha, stored, so that hop
     always gets the same one.  Charges nothing: the chain cost its first α.  Owner command."""
-    answer = reshare(store_ledger(store_spec), answer_id, alpha)
+    answer = reshare(open_ledger(open_store(store_spec)), answer_id, alpha)
     emit(as_json, answer, lambda: out.print(
         f"hop {answer['hop']} (α = {answer['alpha']:g}{', reused' if answer['reused'] else ''})"
         f": {', '.join(f'{a:.2f}' for a in answer['answers'])}; answer id "

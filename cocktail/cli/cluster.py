@@ -6,9 +6,10 @@ from pathlib import Path
 
 import click
 
-from ..cluster.render import CLUSTER_SETTINGS, render_host, write_host
+from ..cluster.render import CLUSTER_SETTINGS, render_hosts
 from ..cluster.spec import ROLES, SIDES, load_spec
-from .contract import emit, fail_cleanly, json_option
+from .contract import confirm, emit
+from .options import json_option
 
 
 spec_option = click.option(
@@ -29,7 +30,6 @@ def cluster_group() -> None:
 @click.option("--field", type=click.Choice(["name", "address", "rack", "side", "roles"]),
               default="name", show_default=True, help="What to print for each host.")
 @json_option
-@fail_cleanly
 def cluster_hosts(spec_path: Path, role: str | None, side: str | None, field: str,
                   as_json: bool) -> None:
     """List the hosts, one per line (for scripts), or all their fields with --json."""
@@ -51,10 +51,11 @@ def cluster_hosts(spec_path: Path, role: str | None, side: str | None, field: st
 @cluster_group.command("get")
 @spec_option
 @click.argument("key", type=click.Choice(sorted(CLUSTER_SETTINGS)))
-@fail_cleanly
-def cluster_get(spec_path: Path, key: str) -> None:
+@json_option
+def cluster_get(spec_path: Path, key: str, as_json: bool) -> None:
     """Print one setting of the cluster file (for scripts)."""
-    click.echo(CLUSTER_SETTINGS[key](load_spec(spec_path)))
+    value = CLUSTER_SETTINGS[key](load_spec(spec_path))
+    emit(as_json, {"key": key, "value": value}, lambda: click.echo(value))
 
 
 @cluster_group.command("render")
@@ -69,25 +70,16 @@ def cluster_get(spec_path: Path, key: str) -> None:
 @click.option("--set", "settings", multiple=True, metavar="FILE:NAME=VALUE",
               help="Set one more property, e.g. hdfs-site.xml:dfs.heartbeat.interval=1.")
 @json_option
-@fail_cleanly
 def cluster_render(spec_path: Path, out_dir: Path, host_names: tuple[str, ...],
                    home: str | None, data: str | None, settings: tuple[str, ...],
                    as_json: bool) -> None:
     """Write each host's Hadoop configuration directory (site files, topology script, hosts,
     workers, node labels, roles)."""
     spec = load_spec(spec_path)
-    overrides = _overrides(settings)
-    hosts = [spec.host(name) for name in host_names] if host_names else list(spec.hosts)
-    written = {}
-    for host in hosts:
-        target = out_dir if len(host_names) == 1 else out_dir / host.name
-        files = render_host(spec, host, home=home,
-                            data=data.replace("{host}", host.name) if data else None,
-                            conf_dir=str(target.resolve()), overrides=overrides)
-        write_host(target, files)
-        written[host.name] = str(target)
-    emit(as_json, {"cluster": spec.name, "written": written},
-          lambda: [click.echo(f"{name}: {path}") for name, path in written.items()])
+    written = render_hosts(spec, out_dir, host_names, home=home, data=data,
+                           overrides=_overrides(settings))
+    confirm(as_json, {"cluster": spec.name, "written": written},
+            "\n".join(f"{name}: {path}" for name, path in written.items()))
 
 
 def _overrides(settings: tuple[str, ...]) -> dict[str, dict[str, str]]:

@@ -12,7 +12,8 @@ from rich.table import Table
 from ..anonymity import METHODS
 from ..demo import DemoSettings, run_demo
 from ..publish import PublishParams
-from .contract import emit, fail_cleanly, json_option, out, progress_bars
+from .contract import emit, out, verdict
+from .options import json_option, progress_bars
 
 
 @click.command("demo")
@@ -27,7 +28,6 @@ from .contract import emit, fail_cleanly, json_option, out, progress_bars
 @click.option("--method", default=PublishParams.method, show_default=True,
               type=click.Choice(list(METHODS)))
 @json_option
-@fail_cleanly
 def demo_cmd(workdir: Path, records: int, seed: int, k: int, m: int, method: str,
              as_json: bool) -> None:
     """Generate synthetic baskets, publish, audit and query them, and print a short report."""
@@ -36,7 +36,7 @@ def demo_cmd(workdir: Path, records: int, seed: int, k: int, m: int, method: str
     with progress_bars("publishing", not as_json) as update:
         result = run_demo(settings, progress=update)
     emit(as_json, result, lambda: _print_demo(result))
-    sys.exit(0 if result["ok"] else 1)
+    verdict(result["ok"])
 
 
 def _print_demo(result: dict) -> None:

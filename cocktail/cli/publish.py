@@ -14,13 +14,15 @@ from ..publish import DEFAULT_KEEP, PublishParams, publish
 from ..publish.append import append
 from ..store import open_store
 from ..synthetic import SyntheticSpec, generate
-from .contract import (emit, err, fail_cleanly, failure, json_option, out, progress_bars,
-                       store_option)
+from ..optional import needs_extra
+from .contract import confirm, err
+from .options import json_option, progress_bars, store_option
 
 
 @click.command("generate")
 @click.argument("output", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--records", default=SyntheticSpec.records, show_default=True, type=click.IntRange(1))
+@click.option("--records", default=SyntheticSpec.records, show_default=True,
+              type=click.IntRange(1))
 @click.option("--items", default=SyntheticSpec.items, show_default=True, type=click.IntRange(1))
 @click.option("--avg-len", default=SyntheticSpec.avg_record_len, show_default=True,
               type=click.FloatRange(min=1.0), help="Average record length.")
@@ -28,7 +30,6 @@ from .contract import (emit, err, fail_cleanly, failure, json_option, out, progr
               type=click.IntRange(1), help="Number of correlated patterns.")
 @click.option("--seed", default=SyntheticSpec.seed, show_default=True, type=int)
 @json_option
-@fail_cleanly
 def generate_cmd(output: Path, records: int, items: int, avg_len: float, patterns: int,
                  seed: int, as_json: bool) -> None:
     """Write a synthetic IBM Quest-style basket dataset (FIMI format) to OUTPUT."""
@@ -36,8 +37,8 @@ def generate_cmd(output: Path, records: int, items: int, avg_len: float, pattern
                          patterns=patterns, seed=seed)
     data = generate(spec)
     write_fimi(data, output)
-    emit(as_json, {"output": str(output), "records": len(data), "seed": seed},
-          lambda: err.print(f"wrote {len(data):,} records to {output}"))
+    confirm(as_json, {"output": str(output), "records": len(data), "seed": seed},
+            f"wrote {len(data):,} records to {output}")
 
 
 @click.command("publish")
@@ -101,7 +102,6 @@ def generate_cmd(output: Path, records: int, items: int, avg_len: float, pattern
               type=click.FloatRange(0, 1), help="With --sensitive-terms: refuse (writing "
               "nothing) when the measured ρ is larger.")
 @json_option
-@fail_cleanly
 def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
                 cluster_size: int, input_format: str | None, skip_bad_lines: bool, keep: int,
                 appending: bool, min_new: int | None, rebase: bool, workers: int,
@@ -179,11 +179,7 @@ def sensitive_terms(stream) -> tuple[str, ...]:
     return terms
 
 
-SPARK_MISSING = ("the Spark engine needs pyspark, which is not installed here: "
-                 "pip install 'cocktail[spark]' (and a Java runtime), or use --engine single")
-
-
-def _spark_engine(master: str, spark_conf: tuple[str, ...], as_json: bool):
+def _spark_engine(master: str, spark_conf: tuple[str, ...]):
     """The Spark engine's module and settings; pyspark loads only when asked, and its absence
     is one line naming the extra to install."""
     settings = []
@@ -193,19 +189,16 @@ def _spark_engine(master: str, spark_conf: tuple[str, ...], as_json: bool):
             raise click.BadParameter(f"expected KEY=VALUE, got {item!r}",
                                      param_hint="--spark-conf")
         settings.append((key.strip(), value))
-    try:
+    with needs_extra("the Spark engine (--engine spark)",
+                     " (and a Java runtime), or use --engine single"):
         from ..publish import spark
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").partition(".")[0] not in ("pyspark", "py4j"):
-            raise
-        failure(2, SPARK_MISSING, as_json)
     return spark, spark.SparkSettings(master, tuple(settings))
 
 
 def _publish_on_spark(source: str, store_spec: str, params: PublishParams, master: str,
                       spark_conf: tuple[str, ...], input_format: str | None,
                       skip_bad_lines: bool, rebase: bool, as_json: bool):
-    spark, settings = _spark_engine(master, spark_conf, as_json)
+    spark, settings = _spark_engine(master, spark_conf)
     store = open_store(store_spec)
     with progress_bars("publish", True, not as_json) as update:
         return spark.publish_spark(source, store, params, settings,
@@ -216,7 +209,7 @@ def _publish_on_spark(source: str, store_spec: str, params: PublishParams, maste
 def _append_on_spark(source: str, store_spec: str, master: str, spark_conf: tuple[str, ...],
                      input_format: str | None, skip_bad_lines: bool, min_new: int | None,
                      as_json: bool):
-    spark, settings = _spark_engine(master, spark_conf, as_json)
+    spark, settings = _spark_engine(master, spark_conf)
     store = open_store(store_spec)
 
     def loaded(dataset) -> None:
@@ -231,7 +224,7 @@ def _append_on_spark(source: str, store_spec: str, master: str, spark_conf: tupl
 
 
 def _print_appended(added, as_json: bool) -> None:
-    emit(as_json, added.as_dict(), lambda: out.print(
+    confirm(as_json, added.as_dict(), (
         f"appended {added.appended_records:,} records as {added.version} to {added.store}: "
         f"{added.extended_records:,} extend {added.extended_clusters} clusters, "
         f"{added.new_cluster_records:,} form {added.new_clusters} new clusters, "
@@ -239,19 +232,18 @@ def _print_appended(added, as_json: bool) -> None:
         f"{added.promoted_pairs:,} private (record, term) pairs promoted into "
         f"{added.promoted_chunks} new public chunks; {added.public_chunks:,} public "
         f"chunks, public coverage {(added.public_coverage or 0):.2%}; "
-        f"{added.seconds:.1f}s", highlight=False))
+        f"{added.seconds:.1f}s"))
 
 
 def _print_published(report, payload: dict, as_json: bool) -> None:
     before = report.private_before_aggregation
     if report.skipped_lines and report.engine == "spark":
         err.print(f"[yellow]skipped {report.skipped_lines} malformed line(s)[/]")
-    emit(as_json, payload, lambda: out.print(
+    confirm(as_json, payload, (
         f"published {report.version} to {report.store}: {report.records:,} records in "
         f"{report.clusters} clusters (+{report.aggregated_clusters} aggregated) -> "
         f"{report.public_chunks:,} public chunks, {report.private_chunks:,} private chunks; "
         f"private subrecords {before['private_subrecords']:,} -> {report.private_subrecords:,}, "
         f"private terms {before['private_terms']:,} -> {report.private_terms:,} after "
         f"aggregation; {report.seconds:.1f}s"
-        + (f"; clusters ρ-cloned, ρ = {report.rho:.4f}" if report.rho is not None else ""),
-        highlight=False))
+        + (f"; clusters ρ-cloned, ρ = {report.rho:.4f}" if report.rho is not None else "")))

@@ -3,28 +3,29 @@ plan``."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import click
 from rich.table import Table
 
+from .. import client
 from ..dp.strategies import OBJECTIVES, PER_QUERY
 from ..query import BACKENDS, Engine, Publication, describe
 from ..query.backends.streaming import tasks_json
 from ..querylang import Workload, parse_batch, parse_count
 from ..store import open_store
-from .contract import OWNER, emit, err, fail_cleanly, failure, json_option, out, store_option
+from .contract import emit, err, out
+from .options import (OWNER, json_option, need_service, read_token, store_option, token_options,
+                      url_option)
 
 
 @click.command("query")
 @click.argument("expression", required=False)
 @click.option("--batch", "batch_file", type=click.File("r"),
               help="A file of linear queries, one per line (or ';'-separated): one release.")
-@click.option("--url", envvar="COCKTAIL_URL",
-              help="Analysts: the overlay service (`cocktail serve`) that answers ($COCKTAIL_URL).")
-@click.option("--token", envvar="COCKTAIL_TOKEN", help="Analysts: your token ($COCKTAIL_TOKEN).")
+@url_option
+@token_options
 @click.option("--objective", type=click.Choice(OBJECTIVES), default=PER_QUERY,
               show_default=True,
               help="Analysts: 'per-query' answers no query less accurately than the best fixed "
@@ -40,33 +41,30 @@ from .contract import OWNER, emit, err, fail_cleanly, failure, json_option, out,
               "one over the term index's parts, a map task each (index-*: docs/engines.md).")
 @click.option("-v", "--verbose", is_flag=True, help="With --exact: show the plan and the tasks.")
 @json_option
-@fail_cleanly
 def query_cmd(expression: str | None, batch_file, url: str | None, token: str | None,
-              objective: str, exact: bool, store_spec: str, runner: str, verbose: bool,
-              as_json: bool) -> None:
+              token_file, objective: str, exact: bool, store_spec: str, runner: str,
+              verbose: bool, as_json: bool) -> None:
     """Answer a query: 'count(a & b)', '2*count(a) - count(b)', or a --batch file.
 
     \b
     Analysts: noisy answers from the overlay service, charged to their budget:
-      cocktail query 'count(a & b)' --url http://overlay:8080 --token TOKEN
+      cocktail query 'count(a & b)' --url http://overlay:8080 --token-file TOKEN_FILE
     Owner: exact answers straight from the store (no token):
       cocktail query --exact 'count(a & b)' --store STORE
 
-    \b
-    Exit status: 0 answered; 1 service unreachable; 2 malformed query, a limit exceeded or
-    bad usage; 3 token refused (unknown, missing, disabled); 4 budget exhausted; 5 the
-    service or the store failed.
+    Exit status as in `cocktail --help`: 1 when the service is unreachable, 2 for a
+    malformed query, a limit exceeded or a missing --url or token, 3 for a refused token, 4
+    when the budget is spent.
     """
     if (expression is None) == (batch_file is None):
         raise click.UsageError("give one EXPRESSION or --batch FILE")
+    token = read_token(token, token_file)
     text = batch_file.read() if batch_file is not None else expression
     source = getattr(batch_file, "name", "query")
     if not exact:
-        if not url or not token:
-            raise click.UsageError(
-                "noisy answers come from the overlay service: give --url URL (or $COCKTAIL_URL) "
-                "and --token TOKEN (or $COCKTAIL_TOKEN); exact answers are the owner's (--exact)")
-        _ask_service(url, token, text, source, objective, as_json)
+        url = need_service(url, token, "exact answers are the owner's (--exact)")
+        body = client.query(url, token, text, objective)
+        emit(as_json, body, lambda: _print_noisy(parse_batch(text, source), body))
         return
     if token:
         raise click.UsageError("--exact is an owner command that reads the store's private "
@@ -85,33 +83,6 @@ def query_cmd(expression: str | None, batch_file, url: str | None, token: str | 
                     "seconds": round(time.perf_counter() - started, 4)},
           lambda: out.print(f"{query} = {answer}  (exact, {engine.version})",
                             highlight=False, markup=False))
-
-
-ANALYST_EXIT = {400: 2, 413: 2, 422: 2, 401: 3, 403: 3, 429: 4}  # else 5
-
-
-def _ask_service(url: str, token: str, text: str, source: str, objective: str,
-                 as_json: bool) -> None:
-    """POST the queries to `cocktail serve` and print its answer; the exit status says why
-    it was refused."""
-    import httpx
-
-    try:
-        response = httpx.post(url.rstrip("/") + "/v1/query",
-                              json={"query": text, "objective": objective},
-                              headers={"Authorization": f"Bearer {token}"}, timeout=900)
-    except httpx.HTTPError as exc:
-        failure(1, f"cannot reach the overlay service at {url}: {exc}", as_json)
-    try:
-        body = response.json()
-    except ValueError:
-        body = {"detail": response.text[:200]}
-    if response.status_code != 200:
-        detail = body.get("detail", body)
-        failure(ANALYST_EXIT.get(response.status_code, 5),
-                 detail if isinstance(detail, str) else json.dumps(detail), as_json,
-                 http_status=response.status_code)
-    emit(as_json, body, lambda: _print_noisy(parse_batch(text, source), body))
 
 
 def _exact_batch(engine: Engine, workload: Workload, started: float, as_json: bool) -> None:
@@ -145,7 +116,6 @@ def _print_noisy(workload: Workload, result: dict) -> None:
               help="Also write the tasks as the streaming scripts' TASKS.json, for a "
               "hand-run `hadoop jar hadoop-streaming.jar` (docs/overlay.md).")
 @json_option
-@fail_cleanly
 def plan_cmd(expression: str, store_spec: str, tasks_file: Path | None, as_json: bool) -> None:
     query = parse_count(expression)
     publication = Publication.open(open_store(store_spec))

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import click
 
+from ..private_config import require_set_up
 from ..store import open_store
-from .contract import emit, fail_cleanly, json_option, out, store_option
+from .contract import confirm
+from .options import json_option, store_option
 
 
 @click.command("report")
@@ -17,7 +19,6 @@ from .contract import emit, fail_cleanly, json_option, out, store_option
               default=Path("report.html"), show_default=True,
               help="The HTML file to write (self-contained: it opens with no network).")
 @json_option
-@fail_cleanly
 def report_cmd(store_spec: str, out_path: Path, as_json: bool) -> None:
     """The owner's report of a store: coverage against the floor, the publication's shape,
     the audit, the releases, the privacy budget and the tables, as charts with their numbers
@@ -27,9 +28,10 @@ def report_cmd(store_spec: str, out_path: Path, as_json: bool) -> None:
     from ..report.page import render
 
     store = open_store(store_spec)
+    require_set_up(store, can_create=False)
     numbers = gather(store, owner_ledger(store))
     private_file(out_path)  # it holds every analyst's spending: the owner's eyes only
     out_path.write_text(render(numbers), encoding="utf-8")
-    emit(as_json, numbers | {"out": str(out_path)}, lambda: out.print(
-        f"wrote {out_path} ({out_path.stat().st_size / 1e6:.1f} MB); open it with: "
-        f"xdg-open {out_path}", highlight=False, markup=False))
+    confirm(as_json, numbers | {"out": str(out_path)},
+            f"wrote {out_path} ({out_path.stat().st_size / 1e6:.1f} MB); open it with: "
+            f"xdg-open {out_path}")

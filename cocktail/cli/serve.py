@@ -3,23 +3,28 @@
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import sys
 
 import click
 
 from ..dp.deadline import DEFAULT_DEADLINES, Deadlines
-from ..dp.ledger import Ledger
-from ..private_config import ledger_location
+from ..private_config import open_ledger, require_set_up
 from ..query import BACKENDS
+from ..query.backends import check_backend
 from ..store import open_store
-from .contract import OWNER, fail_cleanly, store_option
+from .contract import confirm
+from .options import OWNER, json_option, store_option
 
 
 @click.command("serve", help="Serve the analysts' HTTP API: token auth, JSON, noisy answers "
-                            f"only; OpenAPI docs at /docs. {OWNER}")
+               f"only; OpenAPI docs at /docs. With --json, one object on stdout once it "
+               f"listens (its url), logs on stderr. {OWNER}")
 @store_option
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535),
+              help="0: any free port (--json says which).")
 @click.option("--runner", type=click.Choice(list(BACKENDS)), default="fast", show_default=True)
 @click.option("--deadline-base-ms", type=click.FloatRange(min=0, min_open=True),
               help="Reply time of refusals and reused answers, and the base of fresh ones "
@@ -34,10 +39,11 @@ from .contract import OWNER, fail_cleanly, store_option
               show_default=True, help="POST /v1/rank requests a second per token, spaced "
                                       "(no bursts); more are refused with 429.")
 @click.option("--access-log", is_flag=True, help="Log every request.")
-@fail_cleanly
+@json_option
 def serve_cmd(store_spec: str, host: str, port: int, runner: str,
               deadline_base_ms: float | None, deadline_count_ms: float | None,
-              deadline_rank_ms: float, rank_per_second: float, access_log: bool) -> None:
+              deadline_rank_ms: float, rank_per_second: float, access_log: bool,
+              as_json: bool) -> None:
     import uvicorn
 
     from ..rank.service import Rankings
@@ -47,13 +53,36 @@ def serve_cmd(store_spec: str, host: str, port: int, runner: str,
     deadlines = Deadlines(deadline_base_ms or default.base_ms,
                           default.count_ms if deadline_count_ms is None else deadline_count_ms,
                           deadline_rank_ms)
+    store = open_store(store_spec)
+    require_set_up(store, can_create=False)  # a mistyped --store would answer 503 forever
+    check_backend(runner, store)
+    listening = _listen(host, port)
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    store = open_store(store_spec)
     rankings = Rankings(store)
     logging.getLogger("cocktail.serve").info("rankings open: %s",
                                              ", ".join(rankings.warm()) or "none")
-    app = create_app(CurrentPublication(store, runner), Ledger(ledger_location(store)), deadlines,
+    app = create_app(CurrentPublication(store, runner), open_ledger(store), deadlines,
                      rankings, store, rank_per_second=rank_per_second)
+    bound = listening.getsockname()
+    url = f"http://{f'[{bound[0]}]' if ':' in bound[0] else bound[0]}:{bound[1]}"
+    confirm(as_json, {"url": url, "store": store.url, "runner": runner, "pid": os.getpid()},
+            f"serving {store.url} at {url} (Ctrl-C stops)")
     sys.setswitchinterval(0.001)  # many short requests: hand the GIL over often (tail latency)
-    uvicorn.run(app, host=host, port=port, log_level="info", access_log=access_log)
+    config = uvicorn.Config(app, host=host, port=bound[1], log_level="info",
+                            access_log=access_log)
+    uvicorn.Server(config).run(sockets=[listening])
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """Bind before anything starts, so that a port in use is one clear error (exit status 5)
+    rather than a server that logs it and exits."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind((host, port))
+    except OSError as exc:
+        listening.close()
+        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    return listening

@@ -248,7 +248,7 @@ def _ledger(ledger: dict) -> list[Chart]:
                                y=[u["spent"] for u in users]),
                         go.Bar(name="remaining", x=[u["name"] for u in users],
                                y=[u["remaining"] for u in users])])
-    budget.update_layout(barmode="stack", yaxis_title="ε")
+    budget.update_layout(barmode="stack", yaxis_title="α")
     charts = [Chart("budget", "Privacy budget per user",
                     "What each analyst has spent of their role's budget and what is left "
                     f"(dataset-wide: {ledger['dataset_spent']:g} spent of "
@@ -266,7 +266,7 @@ def _ledger(ledger: dict) -> list[Chart]:
                                       y=[total for _, user, _, total in spent if user == name],
                                       line_shape="hv")
                            for name in dict.fromkeys(u for _, u, _, _ in spent)])
-    over_time.update_layout(yaxis_title="ε spent", xaxis_title="time (UTC)")
+    over_time.update_layout(yaxis_title="α spent", xaxis_title="time (UTC)")
     charts.append(Chart("spent-over-time", "Budget spent over time",
                         "Every charge, cumulated per user.", over_time,
                         ["time (UTC)", "user", "α", "spent so far"],
