@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import click
 
-from ..attacks.chunk_composition import basket_composition, load_basket_release
-from ..attacks.composition import composition, load_table_release
+from ..attacks.chunk_composition import compose_stores
+from ..attacks.composition import composition, is_table_release, load_table_release
 from ..attacks.rank import attack_ranking
-from ..releases import current_version
 from ..store import open_store
 from .contract import emit, out
 from .options import OWNER, json_option, renamed, store_option
@@ -39,11 +38,19 @@ def composition_cmd(specs: tuple[str, ...], m: int | None, sensitive_file,
     sizes, and the attacker's accuracy against always guessing the most common value."""
     if len(specs) < 2:
         raise click.UsageError("give two releases or more (--release A --release B)")
-    baskets = [not _is_table_release(spec) for spec in specs]
+    baskets = [not is_table_release(spec) for spec in specs]
     if any(baskets) != all(baskets):
         raise click.UsageError("the releases mix basket publications and tables")
     if all(baskets):
-        _basket_composition(specs, m, sensitive_terms(sensitive_file), as_json)
+        report = compose_stores(specs, m, frozenset(sensitive_terms(sensitive_file)))
+        emit(as_json, report.as_dict(), lambda: out.print(
+            f"{report.overlapping:,} people in two or more releases, {report.attacked:,} "
+            f"located in two or more by {report.known_terms} known terms: "
+            f"{report.certain_disclosures:,} certain disclosure(s) by composition, "
+            f"{report.disclosed_alone:,} by one release alone, {report.misled:,} misled; "
+            f"candidates min {report.candidates_min}, median {report.candidates_median}; "
+            f"attacker accuracy {report.attacker_accuracy} against {report.baseline_accuracy} "
+            f"for the most common term", highlight=False))
         return
     if m is not None or sensitive_file is not None:
         raise click.UsageError("--known-terms and --sensitive-terms are for basket releases")
@@ -54,28 +61,6 @@ def composition_cmd(specs: tuple[str, ...], m: int | None, sensitive_file,
         f"min {report.candidates_min}, median {report.candidates_median}; attacker accuracy "
         f"{report.attacker_accuracy} against {report.baseline_accuracy} for the majority "
         f"value", highlight=False))
-
-
-def _is_table_release(spec: str) -> bool:
-    """``STORE#TABLE``, or a store without a basket publication."""
-    return "#" in spec or current_version(open_store(spec)) is None
-
-
-def _basket_composition(specs: tuple[str, ...], m: int | None, sensitive: tuple[str, ...],
-                        as_json: bool) -> None:
-    loaded = [load_basket_release(spec, frozenset(sensitive) or None) for spec in specs]
-    if len({release.sensitive for release in loaded}) > 1:
-        raise click.UsageError("the stores were published with different sensitive terms: "
-                               "name the ones that count with --sensitive-terms FILE")
-    m = m or max(release.m for release in loaded)
-    report = basket_composition(loaded, loaded[0].sensitive, m)
-    emit(as_json, report.as_dict(), lambda: out.print(
-        f"{report.overlapping:,} people in two or more releases, {report.attacked:,} located "
-        f"in two or more by {m} known terms: {report.certain_disclosures:,} certain "
-        f"disclosure(s) by composition, {report.disclosed_alone:,} by one release alone, "
-        f"{report.misled:,} misled; candidates min {report.candidates_min}, median "
-        f"{report.candidates_median}; attacker accuracy {report.attacker_accuracy} against "
-        f"{report.baseline_accuracy} for the most common term", highlight=False))
 
 
 @renamed({"--epsilon": "--alpha"})  # α, as everywhere else

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from .. import client
 from ..dp.strategies import OBJECTIVES, PER_QUERY
-from ..query import BACKENDS, Engine, Publication, describe
+from ..query import BACKENDS, Engine, Publication, describe, plan_summary
 from ..query.backends.streaming import tasks_json
 from ..querylang import Workload, parse_batch, parse_count
 from ..store import open_store
@@ -122,14 +122,7 @@ def plan_cmd(expression: str, store_spec: str, tasks_file: Path | None, as_json:
     plan = Engine(publication).plan(query)
     if tasks_file:
         tasks_file.write_text(tasks_json(plan.tasks))
-    payload = {"query": str(query), "nodes_visited": plan.nodes_visited,
-               "index_files": sorted({publication.index_location(t.chunk) for t in plan.tasks}),
-               "branches_pruned": plan.branches_pruned, "clusters": len(plan.clusters),
-               "clusters_pruned": plan.clusters_pruned,
-               "tasks": [{"chunk": t.chunk, "zone": "private" if t.private else "public",
-                          "terms": list(t.terms),
-                          "clusters": sorted(c for c, ts in plan.clusters.items() if t in ts)}
-                         for t in plan.tasks]}
+    payload = {"query": str(query), **plan_summary(plan, publication)}
 
     def human() -> None:
         out.print(describe(plan), highlight=False)

@@ -14,8 +14,7 @@ from ..dataset import InputError
 from ..dp.ledger import Forbidden
 from ..private_config import open_ledger, store_identity
 from ..rank.defenses import DEFENSES
-from ..rank.model import parse_query, read_rank_table
-from ..rank.release import build_ranking, load_ranking, previous_state
+from ..rank.release import build_from_file, load_ranking
 from ..rank.service import answer_rank
 from ..store import open_store
 from ..synthetic import PAPER_DOMAINS, RankSpec, write_table
@@ -104,20 +103,9 @@ def build_cmd(path: Path, public: str, private: str, defense: str, l: int,
               id_column: str | None, numeric: str, weights: str | None, workload,
               name: str, store_spec: str, as_json: bool) -> None:
     """Build (or rebuild, keeping every unchanged tuple's set) ranking NAME from a CSV file."""
-    if workload is not None and defense != "esvt":
-        raise InputError(f"--workload is for --defense esvt (the paper's Algorithm 1), not "
-                         f"{defense}")
-    store = open_store(store_spec)
-    previous = previous_state(store, name)
-    table = read_rank_table(path, names(public), names(private), id_column,
-                            names(numeric), _weights(weights),
-                            previous["schema"]["domains"] if previous else None)
-    asked = None
-    if workload is not None:
-        queries = [parse_query(table.schema, line) for line in workload if line.strip()]
-        asked = [{table.schema.private.index(c): v for c, v in q.private.items()}
-                 for q in queries]
-    report = build_ranking(store, name, table, defense, l, asked, previous)
+    report = build_from_file(open_store(store_spec), name, path, names(public), names(private),
+                             defense, l, id_column=id_column, numeric=names(numeric),
+                             weights=_weights(weights), workload=workload)
     confirm(as_json, report.as_dict(), (
         f"ranking {report.name} {report.version}: {report.tuples:,} tuples, defense "
         f"{report.defense}" + (f" (l={report.l}): {report.sets:,} sets, {report.virtual:,} "

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ..private_config import require_set_up
+from ..report import write_report
 from ..store import open_store
 from .contract import confirm
 from .options import json_option, store_option
@@ -23,15 +24,9 @@ def report_cmd(store_spec: str, out_path: Path, as_json: bool) -> None:
     """The owner's report of a store: coverage against the floor, the publication's shape,
     the audit, the releases, the privacy budget and the tables, as charts with their numbers
     (owner command: it reads the private zone and the ledger)."""
-    from ..dp.ledger import private_file
-    from ..report.numbers import gather, owner_ledger
-    from ..report.page import render
-
     store = open_store(store_spec)
     require_set_up(store, can_create=False)
-    numbers = gather(store, owner_ledger(store))
-    private_file(out_path)  # it holds every analyst's spending: the owner's eyes only
-    out_path.write_text(render(numbers), encoding="utf-8")
+    numbers = write_report(store, out_path)
     confirm(as_json, numbers | {"out": str(out_path)},
             f"wrote {out_path} ({out_path.stat().st_size / 1e6:.1f} MB); open it with: "
             f"xdg-open {out_path}")
