@@ -17,11 +17,33 @@ import json
 import secrets
 from pathlib import Path
 
+from .releases import current_version, signing
+from .releases.layout import parts
 from .store import LocalStore, Store, StoreError
 
 LEDGER_CONFIG = "ledger.json"
 LEDGER_FILE = "ledger.sqlite"
 STORE_ID = "store-id"
+
+
+class NoPublication(StoreError):
+    """An owner command given a store that holds nothing of the owner's yet: most often a
+    mistyped ``--store``, which would otherwise become a new, empty store."""
+
+
+def set_up(store: Store) -> bool:
+    """Whether the store holds anything of its owner's: a publication (baskets, a table, a
+    ranking), or a ledger or signing key set up before the first one."""
+    return (current_version(store) is not None or bool(parts(store))
+            or any(store.exists("private", name)
+                   for name in (LEDGER_CONFIG, LEDGER_FILE, signing.KEY_FILE)))
+
+
+def require_set_up(store: Store, create: bool = False, can_create: bool = True) -> None:
+    """Refuse a store that holds nothing yet, unless ``create`` says making it is meant."""
+    if not create and not set_up(store):
+        raise NoPublication(f"no publication at {store.url}; publish one first"
+                            + (" or pass --create" if can_create else ""))
 
 
 def ledger_location(store: Store) -> Path:
@@ -50,3 +72,12 @@ def store_identity(store: Store) -> str:
     if not store.exists("private", STORE_ID):
         store.write("private", STORE_ID, secrets.token_hex(8).encode() + b"\n", pri_label=True)
     return store.read("private", STORE_ID).decode().strip()
+
+
+def open_ledger(store: Store, create: bool = False):
+    """The owner's ledger, where the store's private zone says it is (never the caller), of a
+    store that holds a publication or a ledger already (else only with ``create``)."""
+    from .dp.ledger import Ledger
+
+    require_set_up(store, create)
+    return Ledger(ledger_location(store))

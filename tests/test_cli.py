@@ -196,7 +196,7 @@ def test_demo_json(tmp_path):
     (["publish", "missing.dat"], 2),
     (["audit", "--store", "nowhere"], 2),
     (["query", "--exact", "count(a &)"], 2),
-    (["users", "add", "x\ny", "--role", "analyst"], 2),
+    (["users", "add", "x\ny", "--role", "analyst", "--create"], 2),
 ])
 def test_failures_in_json_are_one_json_object(tmp_path, monkeypatch, args, status):
     monkeypatch.chdir(tmp_path)

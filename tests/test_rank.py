@@ -314,7 +314,7 @@ def test_build_and_query_show_public_attributes_only(tmp_path):
     data, store = table_file(tmp_path, HEADER, people(60)), str(tmp_path / "s")
     code, built = cli("rank", "build", str(data), *BUILD, "--defense", "estt", "--store", store)
     assert code == 0 and built["tuples"] == 60 and built["suppressed"] == 0
-    code, answer = cli("rank", "query", "city=a,age=22,religion=x", "--k", "5", "--store", store)
+    code, answer = cli("rank", "query", "city=a,age=22,religion=x", "--top", "5", "--store", store)
     assert code == 0 and len(answer["results"]) == 5
     assert all(set(row) == {"id", "city", "age"} for row in answer["results"])
     public = LocalStore(store).read("public", f"ranks/ranking/{built['version']}/public.csv")
@@ -325,7 +325,7 @@ def test_build_and_query_show_public_attributes_only(tmp_path):
     (["--public", "city", "--private", "faith", "--id", "id"], "no column 'faith'"),
     (["--public", "city,age", "--private", "age,religion", "--id", "id"],
      "both public and private"),
-    (["--public", "city,age", "--private", "religion,income,smoker", "--l", "3"],
+    (["--public", "city,age", "--private", "religion,income,smoker", "--candidates", "3"],
      "larger than the domain of private column 'smoker'"),
     ([*BUILD, "--weights", "religion=-1"], "positive"),
     ([*BUILD, "--weights", "religion=1e308"], "weights add up to"),
@@ -359,7 +359,7 @@ def test_duplicate_tuples_tie_and_keep_the_keyed_order(tmp_path, rows, numeric):
     assert code == 0 and built["tuples"] == 3
     key = bytes.fromhex(load_ranking(LocalStore(store), "ranking")[2]["tie_key"])
     for query in ("religion=x", f"age={rows[0].split(',')[0]}"):
-        code, answer = cli("rank", "query", query, "--k", "2", "--store", store)
+        code, answer = cli("rank", "query", query, "--top", "2", "--store", store)
         assert [r["id"] for r in answer["results"]] == sorted(
             ["1", "3"], key=lambda rid: tie_digest(key, rid))
 
@@ -403,7 +403,7 @@ def dp_store(tmp_path):
 
 def test_dp_rankings_charge_the_budget_once_per_query(dp_store):
     store, token = dp_store
-    ask = ["rank", "query", "city=a,religion=x", "--k", "3", "--store", store]
+    ask = ["rank", "query", "city=a,religion=x", "--top", "3", "--store", store]
     assert RUN.invoke(main, [*ask, "--json"]).exit_code == 3  # no token: the owner has no budget
     code, first = cli(*ask, "--token", token)
     assert code == 0 and first["charged"] == 0.5 and len(first["results"]) == 3
@@ -454,10 +454,10 @@ def test_a_noise_scale_past_the_largest_float_is_refused_before_any_charge(tmp_p
     for α = 0.01 (the top 1 does not)."""
     store, token = stored_with_weights(tmp_path, {"religion": 8e304}, alpha=0.01)
     ask = ["rank", "query", "city=a,religion=x", "--store", store, "--token", token]
-    result = RUN.invoke(main, [*ask, "--k", "40", "--json"])
+    result = RUN.invoke(main, [*ask, "--top", "40", "--json"])
     assert result.exit_code == 2 and "noise scale" in result.output
     assert spent(store, token) == 0
-    assert cli(*ask, "--k", "1")[0] == 0 and spent(store, token) == 0.01
+    assert cli(*ask, "--top", "1")[0] == 0 and spent(store, token) == 0.01
 
 
 def test_dp_top_k_bounds_what_one_comparison_tells(tmp_path):
@@ -518,7 +518,8 @@ def test_esvt_leaves_exactly_l_candidates(tmp_path, synthetic_table, l):
     table = synthetic_table if l == 2 else path
     store = str(tmp_path / f"esvt{l}")
     assert cli("rank", "build", str(table), "--public", "A1,A2,A3,A4,A5", "--private",
-               "B1,B2,B3,B4,B5", "--defense", "esvt", "--l", str(l), "--store", store)[0] == 0
+               "B1,B2,B3,B4,B5", "--defense", "esvt", "--candidates", str(l), "--store",
+               store)[0] == 0
     code, report = cli("attack", "rank", "--store", store, "--victims", "40")
     # (a value the references' own sets all show cannot be told apart: rarely, one is missed)
     assert l - 0.05 <= report["candidates"]["differencing"] <= l
@@ -535,12 +536,12 @@ def test_estt_hides_among_two_and_a_sybil_partner_breaks_it(tmp_path, synthetic_
 
 
 def test_dp_ranks_stay_under_the_dp_bound_and_leak_at_a_large_epsilon(tmp_path, synthetic_table):
-    strict = attacked(tmp_path, synthetic_table, "dp", "--epsilon", "0.5")
+    strict = attacked(tmp_path, synthetic_table, "dp", "--alpha", "0.5")
     trials = 40 * 5
     slack = 3 * math.sqrt(strict["dp_bound"] * (1 - strict["dp_bound"]) / trials)
     assert strict["success"]["differencing"] <= strict["dp_bound"] + slack
     # the attacker is competent: with next to no noise it finds the values
-    lax = attacked(tmp_path / "lax", synthetic_table, "dp", "--epsilon", "10000", victims=8)
+    lax = attacked(tmp_path / "lax", synthetic_table, "dp", "--alpha", "10000", victims=8)
     assert lax["success"]["differencing"] > 0.85
 
 
@@ -666,7 +667,7 @@ def test_a_ranking_over_all_of_adult_answers_as_brute_force_does(tmp_path, defen
     _, _, state = load_ranking(LocalStore(store), "ranking")
     assert len({(*p, *q) for _, p, q in state["tuples"]}) == 8142
     for query in ADULT_QUERIES:
-        code, answer = cli("rank", "query", query, "--k", "50", "--store", store)
+        code, answer = cli("rank", "query", query, "--top", "50", "--store", store)
         assert code == 0
         assert [r["id"] for r in answer["results"]] == brute_force_top(state, query, 50), query
 

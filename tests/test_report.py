@@ -51,7 +51,7 @@ def owned(tmp_path_factory) -> dict:
     people.write_text("age,sex,salary\n" + "".join(
         f"{20 + i % 40},{'FM'[i % 2]},{1000 + (i * 37) % 900}\n" for i in range(200)))
     table = cli("table", "publish", str(people), "--qi", "age,sex", "--sensitive", "salary",
-                "--k", "3", "--e", "100", "--store", str(store))
+                "--distinct", "3", "--range", "100", "--store", str(store))
     audited = cli("audit", "--store", str(store))  # the baskets and the table
     ledger = Ledger(ledger_location(LocalStore(str(store))))
     ledger.add_role("analyst", alpha=0.5, budget=1.0)

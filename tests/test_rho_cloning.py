@@ -111,7 +111,7 @@ def test_rho_cloned_publishers_leave_no_certain_disclosure(tmp_path):
         store = str(tmp_path / f"store{n}")
         result = CliRunner().invoke(main, [
             "table", "publish", str(path), "--model", "rho-clone", "--qi", "age,sex",
-            "--sensitive", "job", "--k", "4", "--id", "pid", "--store", store, "--json"])
+            "--sensitive", "job", "--class-size", "4", "--id", "pid", "--store", store, "--json"])
         assert result.exit_code == 0, result.output
         assert json.loads(result.output)["rho"] < 0.05
         stores.append(store)
@@ -130,7 +130,7 @@ def test_audit_of_cloned_and_diverse_releases(tmp_path):
     jobs = ["Engineer", "Clerk", "Nurse"]
     data.write_text("age,sex,job\n" + "".join(f"{20 + i % 30},{'FM'[i % 2]},{jobs[i % 3]}\n"
                                               for i in range(60)))
-    for model, extra in (("rho-clone", ["--k", "4"]), ("l-diverse", ["--l", "2"])):
+    for model, extra in (("rho-clone", ["--class-size", "4"]), ("l-diverse", ["--distinct", "2"])):
         store = str(tmp_path / model)
         result = CliRunner().invoke(main, ["table", "publish", str(data), "--model", model,
                                            "--qi", "age,sex", "--sensitive", "job", *extra,

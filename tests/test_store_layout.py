@@ -43,8 +43,8 @@ def full_store(tmp_path) -> Path:
     ok("publish", str(tmp_path / "b2.dat"), "--store", str(store), "--append")
     table = tmp_path / "t.csv"
     table.write_text("q,s\n" + "".join(f"{'abcdef'[i % 6]},{i * 7 % 50}\n" for i in range(60)))
-    ok("table", "publish", str(table), "--qi", "q", "--sensitive", "s", "--k", "2", "--e", "1",
-       "--store", str(store), "--keep", "1")
+    ok("table", "publish", str(table), "--qi", "q", "--sensitive", "s", "--distinct", "2",
+       "--range", "1", "--store", str(store), "--keep", "1")
     more = tmp_path / "u.csv"
     more.write_text("q,s\n" + "".join(f"{'abcdef'[i % 6]},{i * 3 % 40}\n" for i in range(30)))
     ok("table", "publish", "--append", str(more), "--store", str(store))

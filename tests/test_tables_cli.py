@@ -54,7 +54,7 @@ def adult_parts(tmp_path_factory) -> list[Path]:
 def adult_store(adult_parts, tmp_path_factory) -> str:
     store = str(tmp_path_factory.mktemp("tables") / "store")
     first = run("table", "publish", str(adult_parts[0]), "--qi", QI, "--sensitive",
-                "capital_loss", "--k", "5", "--e", "100", "--store", store)
+                "capital_loss", "--distinct", "5", "--range", "100", "--store", store)
     assert (first["kind"], first["tuples"], first["buffered"]) == ("fresh", 713, 0)
     for part in adult_parts[1:]:
         report = run("table", "publish", "--append", str(part), "--store", store)
@@ -158,8 +158,8 @@ def test_shuffle_is_uniform(tmp_path):
     seen = Counter()
     for trial in range(300):
         store = str(tmp_path / f"s{trial}")
-        run("table", "publish", str(data), "--qi", "q", "--sensitive", "s", "--k", "3",
-            "--e", "5", "--store", store)
+        run("table", "publish", str(data), "--qi", "q", "--sensitive", "s", "--distinct", "3",
+            "--range", "5", "--store", store)
         seen[next(r["s"] for r in _public_rows(store) if r["q"] == "a")] += 1
     expected = 100
     chi2 = sum((seen[v] - expected) ** 2 / expected for v in ("10", "20", "30"))
@@ -173,8 +173,8 @@ def test_infeasible_increment_is_buffered_then_placed(tmp_path):
     small.write_text("q,s\nG,4000\n")           # F6: G alone would be isolated
     more.write_text("q,s\nH,8000\nI,12000\n")   # with G: 3 distinct values, range 8000
     store = str(tmp_path / "store")
-    run("table", "publish", str(first), "--qi", "q", "--sensitive", "s", "--k", "3", "--e",
-        "2000", "--store", store)
+    run("table", "publish", str(first), "--qi", "q", "--sensitive", "s", "--distinct", "3",
+        "--range", "2000", "--store", store)
     waiting = run("table", "publish", "--append", str(small), "--store", store)
     assert (waiting["tuples"], waiting["buffered"]) == (3, 1)
     placed = run("table", "publish", "--append", str(more), "--store", store)
@@ -190,8 +190,8 @@ def test_audit_catches_a_release_that_breaks_the_laminar_rule(tmp_path):
                      "Ivy,92000\n")
     second.write_text("name,s\nGus,82000\nFay,93000\nEd,96000\n")
     store = str(tmp_path / "store")
-    run("table", "publish", str(first), "--qi", "name", "--sensitive", "s", "--k", "3",
-        "--e", "2000", "--store", store)
+    run("table", "publish", str(first), "--qi", "name", "--sensitive", "s", "--distinct", "3",
+        "--range", "2000", "--store", store)
     run("table", "publish", "--append", str(second), "--store", store)
     assert run("table", "audit", "--releases", "--store", store)["ok"]
     tstore = table_store(open_store(store), "table")
@@ -210,15 +210,16 @@ def test_audit_catches_a_release_that_breaks_the_laminar_rule(tmp_path):
 
 
 @pytest.mark.parametrize("content,args,message", [
-    ("q,s\na,x\n", ["--k", "2", "--e", "0"], "t.csv:2: column 's' is 'x', not a number"),
-    ("q,s\na,nan\n", ["--k", "2", "--e", "0"], "not a finite number"),
-    ("q,t\na,1\n", ["--k", "2", "--e", "0"], "no column 's'"),
-    ("q,s\na,1\nb,1\n", ["--k", "2", "--e", "0"], "1 distinct sensitive values"),
-    ("q,s\na,1\nb,2\n", ["--k", "0", "--e", "0"], "k must be at least 1"),
-    ("q,s\na,1\nb,2\n", ["--k", "2", "--e", "-1"], "e must be at least 0"),
-    ("q,s\na,1,3\n", ["--k", "2", "--e", "0"], "t.csv:2: 3 fields, the header has 2"),
-    ("", ["--k", "2", "--e", "0"], "empty file"),
-    ("q,s,q\na,1,b\n", ["--k", "2", "--e", "0"], "t.csv: column 'q' appears twice"),
+    ("q,s\na,x\n", ["--distinct", "2", "--range", "0"],
+     "t.csv:2: column 's' is 'x', not a number"),
+    ("q,s\na,nan\n", ["--distinct", "2", "--range", "0"], "not a finite number"),
+    ("q,t\na,1\n", ["--distinct", "2", "--range", "0"], "no column 's'"),
+    ("q,s\na,1\nb,1\n", ["--distinct", "2", "--range", "0"], "1 distinct sensitive values"),
+    ("q,s\na,1\nb,2\n", ["--distinct", "0", "--range", "0"], "k must be at least 1"),
+    ("q,s\na,1\nb,2\n", ["--distinct", "2", "--range", "-1"], "e must be at least 0"),
+    ("q,s\na,1,3\n", ["--distinct", "2", "--range", "0"], "t.csv:2: 3 fields, the header has 2"),
+    ("", ["--distinct", "2", "--range", "0"], "empty file"),
+    ("q,s,q\na,1,b\n", ["--distinct", "2", "--range", "0"], "t.csv: column 'q' appears twice"),
 ])
 def test_bad_input_is_named_and_nothing_is_written(tmp_path, content, args, message):
     data = tmp_path / "t.csv"
@@ -234,8 +235,8 @@ def test_a_second_fresh_publish_is_refused(tmp_path):
     data = tmp_path / "t.csv"
     data.write_text("q,s\na,1\nb,5\n")
     store = str(tmp_path / "store")
-    args = ["table", "publish", str(data), "--qi", "q", "--sensitive", "s", "--k", "2",
-            "--e", "1", "--store", store]
+    args = ["table", "publish", str(data), "--qi", "q", "--sensitive", "s", "--distinct", "2",
+            "--range", "1", "--store", store]
     run(*args)
     assert "--append" in run(*args, code=3)["error"]
 
@@ -245,8 +246,8 @@ def test_append_with_other_columns_names_them(tmp_path):
     data.write_text("q,s\na,1\nb,5\n")
     other.write_text("q,salary\nc,9\n")
     store = str(tmp_path / "store")
-    run("table", "publish", str(data), "--qi", "q", "--sensitive", "s", "--k", "2", "--e", "1",
-        "--store", store)
+    run("table", "publish", str(data), "--qi", "q", "--sensitive", "s", "--distinct", "2",
+        "--range", "1", "--store", store)
     assert "no column 's'" in run("table", "publish", "--append", str(other), "--store", store,
                                   code=2)["error"]
 
@@ -264,8 +265,8 @@ def test_tables_live_beside_a_basket_publication(tmp_path):
     CliRunner().invoke(main, ["publish", str(baskets), "--store", store, "--json"])
     data = tmp_path / "t.csv"
     data.write_text("q,s\na,1\nb,5\nc,9\n")
-    run("table", "publish", str(data), "--qi", "q", "--sensitive", "s", "--k", "2", "--e", "1",
-        "--store", store)
+    run("table", "publish", str(data), "--qi", "q", "--sensitive", "s", "--distinct", "2",
+        "--range", "1", "--store", store)
     assert run("audit", "--store", store)["ok"]
     assert run("table", "audit", "--store", store)["ok"]
     assert math.isclose(run("table", "query", "sum", "--store", store)["low"], 15)
@@ -275,8 +276,8 @@ def test_a_byte_order_mark_is_stripped(tmp_path):
     """Spreadsheets save UTF-8 with a BOM; the first column's name must still be found."""
     data = tmp_path / "t.csv"
     data.write_bytes("q,s\na,1\nb,5\n".encode("utf-8-sig"))
-    report = run("table", "publish", str(data), "--qi", "q", "--sensitive", "s", "--k", "2",
-                 "--e", "4", "--store", str(tmp_path / "store"))
+    report = run("table", "publish", str(data), "--qi", "q", "--sensitive", "s", "--distinct", "2",
+                 "--range", "4", "--store", str(tmp_path / "store"))
     assert report["tuples"] == 2
     assert _public_rows(str(tmp_path / "store"))[0].keys() == {"partition", "q", "s"}
 
@@ -287,8 +288,8 @@ def test_a_byte_order_mark_is_stripped(tmp_path):
     ("pid,q,s\np1,a,X\np2,b,Y\n", "q", "'q' is a quasi-identifier"),
     ("pid,q,s\np1,a,X\np2,b,Y\n", " ", "--id needs a column name"),
 ])
-@pytest.mark.parametrize("model", [["--model", "rho-clone", "--k", "1"],
-                                   ["--model", "l-diverse", "--l", "2"]])
+@pytest.mark.parametrize("model", [["--model", "rho-clone", "--class-size", "1"],
+                                   ["--model", "l-diverse", "--distinct", "2"]])
 def test_a_bad_person_column_is_refused(tmp_path, content, person, message, model):
     """--id names each individual once: a repeated or empty id would merge people in the
     composition attack (one person, two truths)."""
@@ -305,13 +306,13 @@ def test_options_a_model_does_not_use_are_reported_ignored(tmp_path):
     data = tmp_path / "t.csv"
     data.write_text("pid,q,s\np1,a,1\np2,b,5\n")
     result = CliRunner().invoke(main, [
-        "table", "publish", str(data), "--qi", "q", "--sensitive", "s", "--k", "2", "--e", "4",
-        "--id", "pid", "--store", str(tmp_path / "store"), "--json"])
+        "table", "publish", str(data), "--qi", "q", "--sensitive", "s", "--distinct", "2",
+        "--range", "4", "--id", "pid", "--store", str(tmp_path / "store"), "--json"])
     assert result.exit_code == 0 and json.loads(result.stdout)["tuples"] == 2
     assert "--model ke ignores --id" in result.stderr
     quiet = CliRunner().invoke(main, [
-        "table", "publish", str(data), "--qi", "q", "--sensitive", "s", "--k", "2", "--e", "4",
-        "--store", str(tmp_path / "other"), "--json"])
+        "table", "publish", str(data), "--qi", "q", "--sensitive", "s", "--distinct", "2",
+        "--range", "4", "--store", str(tmp_path / "other"), "--json"])
     assert quiet.exit_code == 0 and quiet.stderr == ""
 
 
@@ -319,8 +320,8 @@ def small_store(tmp_path: Path, values: list[int], e: int) -> str:
     data = tmp_path / "t.csv"
     data.write_text("q,s\n" + "".join(f"{chr(97 + i)},{v}\n" for i, v in enumerate(values)))
     store = str(tmp_path / "store")
-    run("table", "publish", str(data), "--qi", "q", "--sensitive", "s", "--k", "3", "--e",
-        str(e), "--store", store)
+    run("table", "publish", str(data), "--qi", "q", "--sensitive", "s", "--distinct", "3",
+        "--range", str(e), "--store", store)
     return store
 
 

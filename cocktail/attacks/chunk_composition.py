@@ -90,6 +90,18 @@ def load_basket_release(where: str, sensitive: frozenset[str] | None) -> BasketR
     return BasketRelease.from_chunks(where, publication.m, terms, public, records)
 
 
+def compose_stores(specs: Sequence[str], m: int | None,
+                   sensitive: frozenset[str] | None) -> BasketCompositionReport:
+    """The attack on the stores' current basket publications: with ``sensitive`` terms, else
+    those they were all published with; ``m`` known terms, else the largest m of the stores."""
+    loaded = [load_basket_release(spec, sensitive or None) for spec in specs]
+    if len({release.sensitive for release in loaded}) > 1:
+        raise ValueError("the stores were published with different sensitive terms: name the "
+                         "ones that count with --sensitive-terms FILE")
+    return basket_composition(loaded, loaded[0].sensitive,
+                              m or max(release.m for release in loaded))
+
+
 @dataclass
 class BasketCompositionReport:
     releases: list[str]

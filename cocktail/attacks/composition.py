@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from statistics import median
 
+from ..releases import current_version
 from ..store import StoreError, open_store
 from ..tables.data import decode_csv
 from ..tables.release import STATE, log_entry, read_json, read_tuples, require_current, \
@@ -37,6 +38,11 @@ class GroupRelease:
     groups: list[Counter]          # published sensitive multisets
     group_of: dict[str, int]       # person -> their group (persons not shown are absent)
     truth: dict[str, str]          # person -> their sensitive value
+
+
+def is_table_release(spec: str) -> bool:
+    """``STORE#TABLE``, or a store without a basket publication."""
+    return "#" in spec or current_version(open_store(spec)) is None
 
 
 def load_table_release(spec: str) -> GroupRelease:

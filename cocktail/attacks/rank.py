@@ -14,8 +14,9 @@ adversary knows the scoring function and every public value, creates accounts an
   the *other* tuples with v's public values (the table itself, without v, as the prior).
 * **dp**: no comparison is exact, so the attacker asks each probe for the noisy top of v's
   public group and guesses the θ where v came before the most of its references; it spends
-  ``epsilon`` per victim and column, split over the probes.  No attacker with a uniform prior over d values can beat
-  e^ε/(e^ε + d − 1) (e^ε/(1 + e^ε) for d = 2), reported beside.
+  ``alpha`` (the privacy parameter α) per victim and column, split over the probes.  No
+  attacker with a uniform prior over d values can beat e^α/(e^α + d − 1) (e^α/(1 + e^α) for
+  d = 2), reported beside.
 
 Success is the expected accuracy of a uniform guess among the candidates left.  Accounts are
 inserted the way a rebuild inserts tuples (:func:`cocktail.rank.release.protect` with the
@@ -54,9 +55,9 @@ class RankAttackReport:
     partnered: float | None          # sybil: share of victims whose set took a sybil account
     prior_only: float                # the prior's best guess, without any query
     chance: float                    # a uniform guess over the column's domain
-    epsilon: float | None            # dp: spent per victim and column, over all its probes
-    dp_bound: float | None           # dp: mean over columns of e^ε/(e^ε + d − 1)
-    dp_bound_binary: float | None    # dp: e^ε/(1 + e^ε)
+    alpha: float | None            # dp: spent per victim and column, over all its probes
+    dp_bound: float | None           # dp: mean over columns of e^α/(e^α + d − 1)
+    dp_bound_binary: float | None    # dp: e^α/(1 + e^α)
     probes: int                      # ranking queries the attackers asked
     seconds: float
 
@@ -64,7 +65,7 @@ class RankAttackReport:
         return asdict(self)
 
 
-def attack_ranking(store: Store, name: str, victims: int = 100, epsilon: float = 1.0,
+def attack_ranking(store: Store, name: str, victims: int = 100, alpha: float = 1.0,
                    sybils: int = 4) -> RankAttackReport:
     started = time.perf_counter()
     _, _, state = load_ranking(store, name)
@@ -80,7 +81,7 @@ def attack_ranking(store: Store, name: str, victims: int = 100, epsilon: float =
         world = _World(table, state, chosen, sybils if attacker == "sybil" else 0)
         for v in chosen:
             for j in range(width):
-                found = world.candidates(v, j, epsilon)
+                found = world.candidates(v, j, alpha)
                 if attacker == "sybil":
                     struck = found - world.sybil_values(v, j)
                     found = struck or found
@@ -102,10 +103,10 @@ def attack_ranking(store: Store, name: str, victims: int = 100, epsilon: float =
         {a: round(float(np.mean(s)), 4) for a, s in success.items()},
         {a: round(float(np.mean(s)), 3) for a, s in sizes.items()}, partnered,
         round(prior_only, 4), round(float(np.mean([1 / d for d in domains])), 4),
-        epsilon if dp else None,
-        round(float(np.mean([1 / (1 + (d - 1) * math.exp(-epsilon)) for d in domains])), 4)
+        alpha if dp else None,
+        round(float(np.mean([1 / (1 + (d - 1) * math.exp(-alpha)) for d in domains])), 4)
         if dp else None,
-        round(1 / (1 + math.exp(-epsilon)), 4) if dp else None,
+        round(1 / (1 + math.exp(-alpha)), 4) if dp else None,
         probes, round(time.perf_counter() - started, 2))
 
 
@@ -178,7 +179,7 @@ class _World:
         return any(scores[row] > scores[o] or (scores[row] == scores[o] and tie[row] < tie[o])
                    for o in others)
 
-    def candidates(self, v: int, j: int, epsilon: float) -> set[float]:
+    def candidates(self, v: int, j: int, alpha: float) -> set[float]:
         victim = self.at[self.table.ids[v]]
         schema = self.table.schema
         values = _values(self.table, j)
@@ -188,21 +189,21 @@ class _World:
         if not references:  # no account could win v's ties: no strict comparison, guess
             return set(values)
         if self.defense == "dp":
-            return self._most_beaten(victim, references, values, probes, epsilon / len(values))
+            return self._most_beaten(victim, references, values, probes, alpha / len(values))
         # v before a reference that wins its ties: v outscores it strictly
         found = {theta for theta, probe in zip(values, probes)
                  if self._outranks(probe, victim, references)}
         return found or set(values)
 
     def _most_beaten(self, victim: int, references: list[int], values: list[float],
-                     probes: list[Query], epsilon: float) -> set[float]:
+                     probes: list[Query], alpha: float) -> set[float]:
         """dp: the θ at which v came before the most references in the noisy top of its
         public group (without noise: exactly v's value)."""
         group = int((self.index.public == self.index.public[victim]).all(axis=1).sum())
         beaten = []
         for probe in probes:
             self.probes += 1
-            ranked = self.index.noisy_top(probe, min(group, MAX_GROUP), epsilon)
+            ranked = self.index.noisy_top(probe, min(group, MAX_GROUP), alpha)
             place = {row: n for n, row in enumerate(ranked)}
             mine = place.get(victim, len(ranked))
             beaten.append(sum(mine < place.get(r, len(ranked)) for r in references))

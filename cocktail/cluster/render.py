@@ -118,6 +118,23 @@ def write_host(directory: Path, files: dict[str, str]) -> None:
         target.chmod(0o755 if name.endswith(".sh") else 0o644)
 
 
+def render_hosts(spec: ClusterSpec, out: Path, names: tuple[str, ...] = (), *,
+                 home: str | None = None, data: str | None = None,
+                 overrides: dict[str, dict[str, str]] | None = None) -> dict[str, str]:
+    """Write each host's configuration directory (only ``names``, if given): ``out`` itself for
+    one named host, else ``out/<host>``; ``{host}`` in ``data`` is the host's name.  Returns
+    where each went."""
+    hosts = [spec.host(name) for name in names] if names else list(spec.hosts)
+    written = {}
+    for host in hosts:
+        target = out if len(names) == 1 else out / host.name
+        write_host(target, render_host(spec, host, home=home,
+                                       data=data.replace("{host}", host.name) if data else None,
+                                       conf_dir=str(target.resolve()), overrides=overrides))
+        written[host.name] = str(target)
+    return written
+
+
 class _Paths:
     def __init__(self, home: str, data: str, conf: str) -> None:
         self.home, self.data, self.conf = home, data, conf

@@ -5,7 +5,7 @@ backends it runs on, chosen by name (:data:`BACKENDS`)."""
 from __future__ import annotations
 
 from .backends import BACKENDS
-from .engine import Engine, describe
+from .engine import Engine, describe, plan_summary
 from .view import Publication
 
-__all__ = ["BACKENDS", "Engine", "Publication", "describe"]
+__all__ = ["BACKENDS", "Engine", "Publication", "describe", "plan_summary"]

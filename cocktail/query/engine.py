@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from ..overlay.planner import Plan, plan_conjunction
 from ..querylang import CountQuery, Workload
-from .backends import BACKENDS
+from .backends import BACKENDS, check_backend
 from .view import Publication
 
 
@@ -21,6 +21,7 @@ class Engine:
                  log: Callable[[str], None] | None = None) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"unknown runner {backend!r}; choose one of {', '.join(BACKENDS)}")
+        check_backend(backend, publication.store)
         self.publication, self.backend_name, self.log = publication, backend, log
         self._backend = BACKENDS[backend]
 
@@ -54,3 +55,16 @@ def describe(plan: Plan) -> str:
     return (f"plan: {plan.nodes_visited} tree nodes visited, {plan.branches_pruned} branches "
             f"pruned, {len(plan.clusters)} clusters, {len(plan.tasks)} map tasks "
             f"({private} over private chunks)")
+
+
+def plan_summary(plan: Plan, publication: Publication) -> dict:
+    """A plan as the owner reads it (`cocktail plan --json`): the tree walk, the index files
+    read, and each map task with its chunk's zone, its terms and the clusters it serves."""
+    return {"nodes_visited": plan.nodes_visited,
+            "index_files": sorted({publication.index_location(t.chunk) for t in plan.tasks}),
+            "branches_pruned": plan.branches_pruned, "clusters": len(plan.clusters),
+            "clusters_pruned": plan.clusters_pruned,
+            "tasks": [{"chunk": t.chunk, "zone": "private" if t.private else "public",
+                       "terms": list(t.terms),
+                       "clusters": sorted(c for c, ts in plan.clusters.items() if t in ts)}
+                      for t in plan.tasks]}

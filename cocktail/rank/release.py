@@ -20,11 +20,14 @@ from __future__ import annotations
 import math
 import secrets
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
 from .. import chunkformat as fmt
+from ..dataset import InputError
 from ..releases import Staged, commit_release, current_version
 from ..releases.layout import RANKS, named_store
 from ..store import Prefixed, Store, StoreError
@@ -33,7 +36,7 @@ from ..tables.release import read_json
 from . import defenses
 from .defenses import DEFENSES, EquivalentSet, Protection
 from .index import RankIndex
-from .model import RankTable, Schema
+from .model import RankTable, Schema, parse_query, read_rank_table
 
 KEEP = 3
 
@@ -124,6 +127,27 @@ def previous_state(store: Store, name: str) -> dict | None:
     rstore = rank_store(store, name)
     current = current_version(rstore)
     return read_json(rstore, "private", current, "state.json") if current else None
+
+
+def build_from_file(store: Store, name: str, path: str | Path, public: Sequence[str],
+                    private: Sequence[str], defense: str, l: int, *,
+                    id_column: str | None = None, numeric: Sequence[str] = (),
+                    weights: Mapping[str, float] | None = None,
+                    workload: Iterable[str] | None = None) -> BuildReport:
+    """Build ranking ``name`` from a CSV file, keeping the sets of the previous version's
+    unchanged tuples; ``workload`` (query lines) drives esvt's workload-aware generator."""
+    if workload is not None and defense != "esvt":
+        raise InputError(f"--workload is for --defense esvt (the paper's Algorithm 1), not "
+                         f"{defense}")
+    previous = previous_state(store, name)
+    table = read_rank_table(path, public, private, id_column, numeric, weights,
+                            previous["schema"]["domains"] if previous else None)
+    asked = None
+    if workload is not None:
+        queries = [parse_query(table.schema, line) for line in workload if line.strip()]
+        asked = [{table.schema.private.index(c): v for c, v in q.private.items()}
+                 for q in queries]
+    return build_ranking(store, name, table, defense, l, asked, previous)
 
 
 def build_ranking(store: Store, name: str, table: RankTable, defense: str, l: int,

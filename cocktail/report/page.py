@@ -278,7 +278,7 @@ def _ledger(ledger: dict) -> list[Chart]:
     users = ledger["users"]
     budget = go.Figure([_bar([u["name"] for u in users], [u[key] for u in users], "%{y:.4~g}",
                              name=key) for key in ("spent", "remaining")])
-    budget.update_layout(barmode="group", yaxis_title="ε", yaxis_rangemode="tozero")
+    budget.update_layout(barmode="group", yaxis_title="α", yaxis_rangemode="tozero")
     charts = [Chart("budget", "Privacy budget per user",
                     "What each analyst has spent of their role's budget and what is left "
                     f"(dataset-wide: {ledger['dataset_spent']:g} spent of "
@@ -296,7 +296,7 @@ def _ledger(ledger: dict) -> list[Chart]:
                                       y=[total for _, user, _, total in spent if user == name],
                                       line_shape="hv")
                            for name in dict.fromkeys(u for _, u, _, _ in spent)])
-    over_time.update_layout(yaxis_title="ε spent", xaxis_title="time (UTC)")
+    over_time.update_layout(yaxis_title="α spent", xaxis_title="time (UTC)")
     charts.append(Chart("spent-over-time", "Budget spent over time",
                         "Every charge, cumulated per user.", over_time,
                         ["time (UTC)", "user", "α", "spent so far"],

@@ -35,6 +35,11 @@ def check_zone(zone: str) -> None:
 class Store(ABC):
     url: str
 
+    @property
+    def spec(self) -> str:
+        """What opens this store from another process in another directory (a job's task)."""
+        return self.url
+
     def write(self, zone: str, path: str, data: bytes | BinaryIO, *, pri_label: bool) -> None:
         """Write a file, from bytes or from a binary file read from its start (a file the
         writer spooled rather than held); private files (``pri_label``) are refused in the

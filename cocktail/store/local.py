@@ -21,6 +21,10 @@ class LocalStore(Store):
             raise StoreError(f"store {self.root} exists and is not a directory")
         self._made: set[Path] = set()  # directories known to exist: publishing writes many files
 
+    @property
+    def spec(self) -> str:
+        return str(self.root.resolve())  # a job's tasks run in directories of their own
+
     def _path(self, zone: str, path: str) -> Path:
         check_zone(zone)
         rel = Path(path)

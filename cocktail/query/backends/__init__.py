@@ -15,7 +15,7 @@ from ..view import Publication
 from . import fast
 from .mapreduce import MapReduce
 from .shards import IndexShards
-from .streaming import RUNNERS
+from .streaming import RUNNERS, check_ready
 
 
 class Backend(Protocol):
@@ -27,3 +27,9 @@ class Backend(Protocol):
 
 BACKENDS: dict[str, Backend] = {"fast": fast, **{name: MapReduce(name) for name in RUNNERS},
                                 **{f"index-{name}": IndexShards(name) for name in RUNNERS}}
+
+
+def check_backend(name: str, store) -> None:
+    """Refuse, before any work, a backend this store or this machine cannot run."""
+    if name != "fast":
+        check_ready(name.removeprefix("index-"), store, name)

@@ -54,7 +54,7 @@ class IndexShards:
             from .mr_shards import ShardCountJob  # mrjob loads only when a job runs
 
             output = execute(ShardCountJob, self.runner,
-                             ["--store", publication.store.url, "--queries", str(queries),
+                             ["--store", publication.store.spec, "--queries", str(queries),
                               *extra], [str(i) for i in inputs], log)
         counts = dict(line.split("\t") for line in output)
         return {query: int(counts[str(n)]) for n, query in enumerate(asked)}

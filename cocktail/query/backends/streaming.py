@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from ...extras import require
 from ...overlay.planner import MapTask
+from ...store import Store
 
 RUNNERS = ("inline", "local", "spark", "hadoop")
 BUNDLED = ("inline", "local")  # runners that start a task per input file, on this machine
@@ -104,6 +106,29 @@ def require_runner(runner: str) -> None:
     if runner == "spark":
         require("pyspark")  # mrjob's Spark runner submits with pyspark's spark-submit
     require("mrjob", "spark" if runner == "spark" else "hadoop")
+
+
+def check_ready(runner: str, store: Store, name: str) -> None:
+    """Refuse up front what a job would otherwise fail at deep inside (a Java trace, an mrjob
+    traceback): the hadoop runner needs an HDFS store and a `hadoop` command, spark pyspark."""
+    if runner in PLACED:
+        missing = [what for what, ok in (
+            ("a webhdfs:// store", store.url.startswith("webhdfs://")),
+            ("a hadoop command", hadoop_bin() is not None)) if not ok]
+        if missing:
+            raise ValueError(f"--runner {name} needs a webhdfs:// store and COCKTAIL_HADOOP_BIN "
+                             f"(or hadoop on PATH); missing here: {' and '.join(missing)}")
+    if runner == "spark" and not os.environ.get("SPARK_HOME"):
+        require("pyspark")  # mrjob's spark runner finds spark-submit there
+
+
+def hadoop_bin() -> str | None:
+    """The `hadoop` command a hadoop job would run, as mrjob looks for it."""
+    if os.environ.get("COCKTAIL_HADOOP_BIN"):
+        return os.environ["COCKTAIL_HADOOP_BIN"]
+    homes = [os.environ.get(v) for v in ("HADOOP_PREFIX", "HADOOP_HOME", "HADOOP_INSTALL")]
+    found = [str(Path(h) / "bin" / "hadoop") for h in homes if h]
+    return next((f for f in found if Path(f).exists()), None) or shutil.which("hadoop")
 
 
 def execute(job_class, runner: str, options: Sequence[str], inputs: Sequence[str],

@@ -9,17 +9,19 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from ..cli_support import emit, fail_cleanly, json_option, out, store_option
+from .. import client
 from ..dataset import InputError
-from ..dp.ledger import Forbidden, Ledger
-from ..private_config import ledger_location, store_identity
+from ..dp.ledger import Forbidden
+from ..private_config import open_ledger, store_identity
+from ..rank.defenses import DEFENSES
+from ..rank.release import build_from_file, load_ranking
+from ..rank.service import answer_rank
 from ..store import open_store
-from .defenses import DEFENSES
-from ..tables.data import names
-from .model import parse_query, read_rank_table
-from .release import build_ranking, load_ranking, previous_state
-from .service import answer_rank
 from ..synthetic import PAPER_DOMAINS, RankSpec, write_table
+from ..tables.data import names
+from .contract import confirm, emit, out
+from .options import (json_option, need_service, read_token, renamed, store_option,
+                      token_options, url_option)
 
 name_option = click.option("--name", default="ranking", show_default=True,
                            help="Which ranking of the store.")
@@ -62,7 +64,6 @@ def _sizes(spec: str) -> tuple[int, ...]:
               help="How often B_j follows A_j (what a domain expert can exploit).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @json_option
-@fail_cleanly
 def generate_cmd(output: Path, tuples: int, public_sizes: str, private_sizes: str,
                  correlation: float, seed: int, as_json: bool) -> None:
     """Write a synthetic table of distinct tuples in the paper's shape to OUTPUT (CSV)."""
@@ -71,12 +72,13 @@ def generate_cmd(output: Path, tuples: int, public_sizes: str, private_sizes: st
     written = write_table(spec, output)
     public = ",".join(c for c in spec.columns if c.startswith("A"))
     private = ",".join(c for c in spec.columns if c.startswith("B"))
-    emit(as_json, {"output": str(output), "tuples": written, "public": public,
-                   "private": private, "seconds": round(time.perf_counter() - started, 3)},
-         lambda: out.print(f"wrote {written:,} distinct tuples to {output} (public {public}; "
-                           f"private {private})", highlight=False, markup=False))
+    confirm(as_json, {"output": str(output), "tuples": written, "public": public,
+                      "private": private, "seconds": round(time.perf_counter() - started, 3)},
+            f"wrote {written:,} distinct tuples to {output} (public {public}; private "
+            f"{private})")
 
 
+@renamed({"--l": "--candidates"})
 @rank_group.command("build")
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--public", required=True, help="Public columns, comma-separated (shown).")
@@ -85,8 +87,8 @@ def generate_cmd(output: Path, tuples: int, public_sizes: str, private_sizes: st
 @click.option("--defense", type=click.Choice(DEFENSES), default="estt", show_default=True,
               help="none; esvt (virtual tuples); estt (true tuples paired by matching); "
               "dp (noisy top-k, charged to the analyst's budget).")
-@click.option("--l", "l", type=int, default=2, show_default=True,
-              help="esvt/estt: every private value hidden among at least l candidates.")
+@click.option("--candidates", "l", type=int, default=2, show_default=True,
+              help="esvt/estt: l, every private value hidden among at least l candidates.")
 @click.option("--id", "id_column", default=None,
               help="A public id column (default: the row number).")
 @click.option("--numeric", default="", help="Numeric columns (similarity 1 − |x − y|/range).")
@@ -97,56 +99,55 @@ def generate_cmd(output: Path, tuples: int, public_sizes: str, private_sizes: st
 @name_option
 @store_option
 @json_option
-@fail_cleanly
 def build_cmd(path: Path, public: str, private: str, defense: str, l: int,
               id_column: str | None, numeric: str, weights: str | None, workload,
               name: str, store_spec: str, as_json: bool) -> None:
     """Build (or rebuild, keeping every unchanged tuple's set) ranking NAME from a CSV file."""
-    if workload is not None and defense != "esvt":
-        raise InputError(f"--workload is for --defense esvt (the paper's Algorithm 1), not "
-                         f"{defense}")
-    store = open_store(store_spec)
-    previous = previous_state(store, name)
-    table = read_rank_table(path, names(public), names(private), id_column,
-                            names(numeric), _weights(weights),
-                            previous["schema"]["domains"] if previous else None)
-    asked = None
-    if workload is not None:
-        queries = [parse_query(table.schema, line) for line in workload if line.strip()]
-        asked = [{table.schema.private.index(c): v for c, v in q.private.items()}
-                 for q in queries]
-    report = build_ranking(store, name, table, defense, l, asked, previous)
-    emit(as_json, report.as_dict(), lambda: out.print(
+    report = build_from_file(open_store(store_spec), name, path, names(public), names(private),
+                             defense, l, id_column=id_column, numeric=names(numeric),
+                             weights=_weights(weights), workload=workload)
+    confirm(as_json, report.as_dict(), (
         f"ranking {report.name} {report.version}: {report.tuples:,} tuples, defense "
         f"{report.defense}" + (f" (l={report.l}): {report.sets:,} sets, {report.virtual:,} "
                                f"virtual, {report.obfuscated:,} values obfuscated, "
                                f"{report.suppressed:,} suppressed, {report.kept_sets:,} kept"
                                if defense in ("esvt", "estt") else "")
-        + f" ({report.seconds:.2f}s)", highlight=False, markup=False))
+        + f" ({report.seconds:.2f}s)"))
 
 
+@renamed({"--k": "--top"})
 @rank_group.command("query")
 @click.argument("query")
-@click.option("--k", type=click.IntRange(1), default=10, show_default=True)
-@click.option("--token", envvar="COCKTAIL_TOKEN",
-              help="Analysts: your token; a dp ranking charges your budget.")
+@click.option("--top", type=click.IntRange(1), default=10, show_default=True,
+              help="How many results: the top k.")
+@url_option
+@token_options
 @name_option
 @store_option
 @json_option
-@fail_cleanly
-def query_cmd(query: str, k: int, token: str | None, name: str, store_spec: str,
-              as_json: bool) -> None:
-    """The top k for QUERY ('col=value,...'): ids and public attributes only.
+def query_cmd(query: str, top: int, url: str | None, token: str | None, token_file, name: str,
+              store_spec: str, as_json: bool) -> None:
+    """The top results for QUERY ('col=value,...'): ids and public attributes only.
 
-    A dp ranking answers analysts only (--token): the owner has no budget to charge."""
+    \b
+    Analysts: from the overlay service, a dp ranking charged to their budget:
+      cocktail rank query 'city=a,religion=x' --url http://overlay:8080 --token-file FILE
+    Owner: straight from the store (--store); a dp ranking answers analysts only, with a
+    token (the owner has no budget to charge)."""
+    token = read_token(token, token_file)
+    if url:
+        body = client.rank(need_service(url, token, "the owner reads the store (--store)"),
+                           token, name, query, top)
+        emit(as_json, body, lambda: _print_results(body))
+        return
     started = time.perf_counter()
     store = open_store(store_spec)
     version, index, _ = load_ranking(store, name)
-    ledger = Ledger(ledger_location(store)) if token or index.defense == "dp" else None
+    ledger = open_ledger(store) if token or index.defense == "dp" else None
     if index.defense == "dp" and not token:
         raise Forbidden("a dp ranking answers analysts only: give --token (each query is "
                         "charged to their budget)")
-    body = answer_rank(index, version, name, query, k, ledger, token,
+    body = answer_rank(index, version, name, query, top, ledger, token,
                        store=store_identity(store))
     body["seconds"] = round(time.perf_counter() - started, 4)
     emit(as_json, body, lambda: _print_results(body))

@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
-from ..cli_support import OWNER, emit, err, fail_cleanly, json_option, out, store_option
 from ..publish import DEFAULT_KEEP
 from ..store import open_store
-from .audit import TableAuditReport, audit_table
-from .chain import MEAN_RECODED, ChainAudit, ChainReport, audit_chain, run_chain
-from .data import columns, read_table
-from .ke import Infeasible
-from .ke_release import KeReport, append_ke, publish_ke
-from .propagation import STRATEGIES
-from .publishers import MODELS, publish_group_model
-from .query import AGGREGATES, answer
-from .release import table_store
+from ..tables.audit import TableAuditReport, audit_table
+from ..tables.chain import MEAN_RECODED, ChainAudit, ChainReport, audit_chain, run_chain
+from ..tables.data import columns, read_table
+from ..tables.ke import Infeasible
+from ..tables.ke_release import KeReport, append_ke, publish_ke
+from ..tables.propagation import STRATEGIES
+from ..tables.publishers import MODELS, publish_group_model
+from ..tables.query import AGGREGATES, answer
+from ..tables.release import table_store
+from .contract import confirm, emit, err, out, verdict, warn
+from .options import OWNER, json_option, renamed, store_option
 
 name_option = click.option("--name", default="table", show_default=True,
                            help="Which table of the store (several can live side by side).")
@@ -30,6 +30,18 @@ def table_group() -> None:
     pass
 
 
+def _model_of(args: list[str]) -> str:
+    """The --model among the raw arguments (what the old --k meant depended on it)."""
+    for n, arg in enumerate(args):
+        if arg.startswith("--model="):
+            return arg.partition("=")[2]
+        if arg == "--model" and n + 1 < len(args):
+            return args[n + 1]
+    return "ke"
+
+
+@renamed({"--k": lambda args: "--class-size" if _model_of(args) == "rho-clone" else "--distinct",
+          "--l": "--distinct", "--e": "--range"})
 @table_group.command("publish")
 @click.argument("path", required=False, type=click.Path(dir_okay=False))
 @click.option("--append", "append_path", type=click.Path(dir_okay=False),
@@ -40,10 +52,12 @@ def table_group() -> None:
               help="ke: (k,e)-anonymous, numeric sensitive column, appends; rho-clone: "
               "classes cloning the sensitive distribution (independent publishers); "
               "l-diverse: Mondrian ℓ-diversity, the baseline the composition attack breaks.")
-@click.option("--k", type=int, help="ke: distinct sensitive values per partition; rho-clone: "
-              "tuples per sub-class (≥ 1).")
-@click.option("--e", type=float, help="ke: range of the sensitive values per partition (≥ 0).")
-@click.option("--l", "ell", type=int, help="l-diverse: distinct sensitive values per group.")
+@click.option("--distinct", type=int, help="Distinct sensitive values per "
+              "group, at least: ke's k, l-diverse's l.")
+@click.option("--range", "value_range", type=float,
+              help="ke's e: the range of the sensitive values per partition, at least.")
+@click.option("--class-size", type=int,
+              help="rho-clone: tuples per sub-class [default: 1].")
 @click.option("--id", "person", help="rho-clone, l-diverse: a column naming the individual, "
               "kept private, for `cocktail attack composition` across publishers.")
 @store_option
@@ -51,11 +65,10 @@ def table_group() -> None:
 @click.option("--keep", default=DEFAULT_KEEP, show_default=True, type=click.IntRange(1),
               help="Committed versions kept (the release log keeps every release).")
 @json_option
-@fail_cleanly
 def publish_cmd(path: str | None, append_path: str | None, qi: str | None,
-                sensitive: str | None, model: str, k: int | None, e: float | None,
-                ell: int | None, person: str | None, store_spec: str, name: str, keep: int,
-                as_json: bool) -> None:
+                sensitive: str | None, model: str, distinct: int | None,
+                value_range: float | None, class_size: int | None, person: str | None,
+                store_spec: str, name: str, keep: int, as_json: bool) -> None:
     """Publish PATH (CSV with a header) as a release of --model, or --append NEW.csv (ke).
 
     ke: partitions minimise the sum of sensitive-value ranges (exact dynamic programme); an
@@ -65,30 +78,32 @@ def publish_cmd(path: str | None, append_path: str | None, qi: str | None,
     next append.  rho-clone: the measured ρ, counterfeit and suppressed tuples are reported.
     """
     tstore = table_store(open_store(store_spec), name)
+    given = {"--distinct": distinct, "--range": value_range, "--class-size": class_size,
+             "--id": person}
     if append_path:
-        if path or qi or sensitive or k is not None or e is not None or model != "ke":
+        if path or qi or sensitive or model != "ke" or any(
+                given[flag] is not None for flag in ("--distinct", "--range")):
             raise click.UsageError("--append (ke tables) takes the columns, k and e of the "
                                    "first release; give only the new file")
         report = append_ke(tstore, append_path, keep)
         _print_ke(report, as_json)
         return
-    needs = {"ke": (("--k", k), ("--e", e)), "rho-clone": (("--k", k),),
-             "l-diverse": (("--l", ell),)}[model]
-    missing = [flag for flag, given in (("PATH", path), ("--qi", qi),
-                                        ("--sensitive", sensitive), *needs) if given is None]
+    needs = {"ke": ("--distinct", "--range"), "rho-clone": (), "l-diverse": ("--distinct",)}
+    missing = [flag for flag, value in (("PATH", path), ("--qi", qi), ("--sensitive", sensitive),
+                                        *((f, given[f]) for f in needs[model])) if value is None]
     if missing:
         raise click.UsageError(f"a first {model} release needs {', '.join(missing)}")
-    _note_ignored(model, {"--k": k, "--e": e, "--l": ell, "--id": person})
+    _note_ignored(model, given)
     if model != "ke":
-        report = publish_group_model(tstore, path, qi, sensitive, model, k or 1, ell, person,
-                                     keep)
-        emit(as_json, report.as_dict(), lambda: out.print(
+        report = publish_group_model(tstore, path, qi, sensitive, model, class_size or 1,
+                                     distinct, person, keep)
+        confirm(as_json, report.as_dict(), (
             f"{report.version} ({model}): {report.tuples:,} tuples in {report.groups:,} "
             f"groups; ρ = {report.rho:.4f} (measured); {report.counterfeit:,} counterfeit, "
-            f"{report.suppressed:,} suppressed ({report.seconds:.2f}s)", highlight=False))
+            f"{report.suppressed:,} suppressed ({report.seconds:.2f}s)"))
         return
     try:
-        report = publish_ke(tstore, path, qi, sensitive, k, e, keep)
+        report = publish_ke(tstore, path, qi, sensitive, distinct, value_range, keep)
     except Infeasible as exc:
         raise ValueError(f"{path}: column {sensitive!r}: {exc}; nothing was "
                          f"written") from None
@@ -96,7 +111,8 @@ def publish_cmd(path: str | None, append_path: str | None, qi: str | None,
 
 
 # what each model reads of the options it may be given
-_USES = {"ke": {"--k", "--e"}, "rho-clone": {"--k", "--id"}, "l-diverse": {"--l", "--id"}}
+_USES = {"ke": {"--distinct", "--range"}, "rho-clone": {"--class-size", "--id"},
+         "l-diverse": {"--distinct", "--id"}}
 
 
 def _note_ignored(model: str, given: dict[str, object]) -> None:
@@ -104,14 +120,14 @@ def _note_ignored(model: str, given: dict[str, object]) -> None:
     ignored = [flag for flag, value in given.items()
                if value is not None and flag not in _USES[model]]
     if ignored:
-        err.print(f"note: --model {model} ignores {', '.join(ignored)}", highlight=False)
+        warn(f"--model {model} ignores {', '.join(ignored)}")
 
 
 def _print_ke(report: KeReport, as_json: bool) -> None:
-    emit(as_json, report.as_dict(), lambda: out.print(
+    confirm(as_json, report.as_dict(), (
         f"{report.version} ({report.kind}): {report.tuples:,} tuples in {report.partitions:,} "
         f"partitions, sum of ranges {report.sum_of_errors:,}; {report.buffered:,} buffered "
-        f"({report.seconds:.2f}s)", highlight=False))
+        f"({report.seconds:.2f}s)"))
 
 
 @table_group.command("audit")
@@ -130,7 +146,6 @@ def _print_ke(report: KeReport, as_json: bool) -> None:
               help="With --chain: the owner's membership file [default: owner/membership.csv "
               "beside the files].")
 @json_option
-@fail_cleanly
 def audit_cmd(files: tuple[str, ...], store_spec: str, name: str, whole_history: bool,
               is_chain: bool, delta: float | None, membership: str | None,
               as_json: bool) -> None:
@@ -142,10 +157,10 @@ def audit_cmd(files: tuple[str, ...], store_spec: str, name: str, whole_history:
         chain = audit_chain([Path(f) for f in files], delta,
                             Path(membership) if membership else None)
         emit(as_json, chain.as_dict(), lambda: _print_chain_audit(chain))
-        sys.exit(0 if chain.ok else 1)
+        verdict(chain.ok)
     report = audit_table(table_store(open_store(store_spec), name), whole_history)
     emit(as_json, report.as_dict(), lambda: _print_audit(report, whole_history))
-    sys.exit(0 if report.ok else 1)
+    verdict(report.ok)
 
 
 def _print_audit(report: TableAuditReport, whole_history: bool) -> None:
@@ -212,7 +227,6 @@ def _offender(nested: dict) -> str:
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Where hop1.csv … hopL.csv, chain.json and owner/membership.csv go.")
 @json_option
-@fail_cleanly
 def chain_cmd(path: str, qi: str, sensitive: str, hops: int, delta: float,
               weights: str | None, strategy: str, min_size: int, out_dir: str,
               as_json: bool) -> None:
@@ -226,23 +240,23 @@ def chain_cmd(path: str, qi: str, sensitive: str, hops: int, delta: float,
 
 
 def _print_chain(report: ChainReport) -> None:
+    """What was written: a confirmation, so on stderr."""
     for h in report.hops:
-        out.print(f"hop {h.hop}: {h.classes:,} classes, P = {h.privacy:.4f} < {h.threshold:g}, "
+        err.print(f"hop {h.hop}: {h.classes:,} classes, P = {h.privacy:.4f} < {h.threshold:g}, "
                   f"utility loss {h.utility_loss:.4f}, cell loss {h.cell_loss:g} "
                   f"({h.seconds:.2f}s)", highlight=False)
-    out.print(f"{report.strategy}: Σ utility loss {report.sum_utility_loss:.4f}; files in "
+    err.print(f"{report.strategy}: Σ utility loss {report.sum_utility_loss:.4f}; files in "
               f"{report.out}", highlight=False)
 
 
 @table_group.command("query")
-@click.argument("aggregate", type=click.Choice(AGGREGATES))
+@click.argument("aggregate", type=click.Choice(AGGREGATES, case_sensitive=False))
 @click.option("--where", default="", help="QI conditions, e.g. 'sex=Male,age>=40'.")
 @click.option("--exact", is_flag=True, help=f"Also the true answer and the midpoint's "
               f"relative error. {OWNER}")
 @store_option
 @name_option
 @json_option
-@fail_cleanly
 def query_cmd(aggregate: str, where: str, exact: bool, store_spec: str, name: str,
               as_json: bool) -> None:
     """COUNT, SUM, AVG, MIN or MAX of the sensitive column over the tuples the QI conditions

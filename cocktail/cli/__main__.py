@@ -1,0 +1,5 @@
+"""``python -m cocktail.cli``."""
+
+from . import main
+
+main()

@@ -1,0 +1,172 @@
+"""The owner's administration: roles, users, budgets, the ledger, the owner token and the signing
+key.  Each refuses a store that holds no publication yet, unless --create says making one is
+meant (roles and users may be set up before the first publish)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..private_config import (ledger_location, open_ledger, require_set_up,
+                              set_ledger_location)
+from ..releases import signing
+from ..store import open_store
+from .contract import confirm, emit, out
+from .options import OWNER, create_option, json_option, store_option
+
+
+@click.command("owner-token")
+@store_option
+@create_option
+@json_option
+def owner_token_cmd(store_spec: str, create: bool, as_json: bool) -> None:
+    """A new credential for the owner's dashboard (`cocktail serve`, /owner); the previous one
+    stops working.  Shown once: only its hash is kept, in the ledger.  Owner command."""
+    token = open_ledger(open_store(store_spec), create).new_owner_token()
+    emit(as_json, {"token": token}, lambda: click.echo(token))
+
+
+@click.command("signing-key", help="Show the key that signs the store's versions: its "
+               "fingerprint and public key, for recipients to pin with --trust-key (made on "
+               f"first use; the private key stays in private/{signing.KEY_FILE}). {OWNER}")
+@store_option
+@click.option("--out", "out_path", type=click.Path(dir_okay=False),
+              help="Also write the public key (PEM) there, to hand to recipients.")
+@create_option
+@json_option
+def signing_key_cmd(store_spec: str, out_path: str | None, create: bool,
+                    as_json: bool) -> None:
+    store = open_store(store_spec)
+    require_set_up(store, create)
+    key = signing.signing_key(store)
+    pem = signing.public_pem(key)
+    if out_path:
+        Path(out_path).write_bytes(pem)
+    fingerprint = signing.fingerprint(key.public_key())
+    emit(as_json, {"store": store_spec, "fingerprint": fingerprint,
+                   "public_key_pem": pem.decode(), "out": out_path},
+         lambda: out.print(f"{fingerprint}\n{pem.decode().rstrip()}", highlight=False,
+                           markup=False))
+
+
+@click.group("roles", help=f"Roles: the per-query α and total budget their users get. {OWNER}")
+def roles_group() -> None:
+    pass
+
+
+@roles_group.command("add")
+@click.argument("name")
+@click.option("--alpha", type=click.FloatRange(min=0, min_open=True), required=True,
+              help="Privacy parameter α spent by each query.")
+@click.option("--budget", type=click.FloatRange(min=0), required=True,
+              help="Total α each user of the role may spend.")
+@store_option
+@create_option
+@json_option
+def roles_add(name: str, alpha: float, budget: float, store_spec: str, create: bool,
+              as_json: bool) -> None:
+    """Create or update a role (owner command)."""
+    open_ledger(open_store(store_spec), create).add_role(name, alpha, budget)
+    confirm(as_json, {"role": name, "alpha": alpha, "budget": budget},
+            f"role {name}: α={alpha:g} per query, budget {budget:g} per user")
+
+
+@roles_group.command("list")
+@store_option
+@json_option
+def roles_list(store_spec: str, as_json: bool) -> None:
+    """List roles (owner command)."""
+    roles = open_ledger(open_store(store_spec)).roles()
+    emit(as_json, {"roles": roles}, lambda: [out.print(
+        f"{r['name']}: α={r['alpha']:g} per query, budget {r['budget']:g}", markup=False)
+        for r in roles])
+
+
+@click.group("users", help=f"Analysts: each has a role and a token. {OWNER}")
+def users_group() -> None:
+    pass
+
+
+@users_group.command("add")
+@click.argument("name")
+@click.option("--role", required=True, help="The role (`cocktail roles add`) it spends under.")
+@store_option
+@create_option
+@json_option
+def users_add(name: str, role: str, store_spec: str, create: bool, as_json: bool) -> None:
+    """Create a user and print its token, shown once: it is stored only as a hash (owner
+    command)."""
+    token = open_ledger(open_store(store_spec), create).add_user(name, role)
+    emit(as_json, {"user": name, "role": role, "token": token}, lambda: out.print(token))
+
+
+@users_group.command("list")
+@store_option
+@json_option
+def users_list(store_spec: str, as_json: bool) -> None:
+    """List users with the α they have spent (owner command)."""
+    users = open_ledger(open_store(store_spec)).users()
+    emit(as_json, {"users": users}, lambda: [out.print(
+        f"{u['name']} ({u['role']}{'' if u['active'] else ', disabled'}): spent {u['spent']:g}",
+        markup=False) for u in users])
+
+
+def _set_active(name: str, store_spec: str, active: bool, as_json: bool) -> None:
+    open_ledger(open_store(store_spec)).set_active(name, active)
+    confirm(as_json, {"user": name, "active": active},
+            f"user {name} {'enabled' if active else 'disabled'}")
+
+
+@users_group.command("disable")
+@click.argument("name")
+@store_option
+@json_option
+def users_disable(name: str, store_spec: str, as_json: bool) -> None:
+    """Refuse the user's token from now on, 403 (owner command)."""
+    _set_active(name, store_spec, False, as_json)
+
+
+@users_group.command("enable")
+@click.argument("name")
+@store_option
+@json_option
+def users_enable(name: str, store_spec: str, as_json: bool) -> None:
+    """Accept the user's token again (owner command)."""
+    _set_active(name, store_spec, True, as_json)
+
+
+@click.command("budget", help="Show (or --set) the dataset-wide privacy budget and what has been "
+               f"spent. {OWNER}")
+@click.option("--set", "total", type=click.FloatRange(min=0),
+              help="Set the dataset-wide budget that caps all users together.")
+@store_option
+@create_option
+@json_option
+def budget_cmd(total: float | None, store_spec: str, create: bool, as_json: bool) -> None:
+    ledger = open_ledger(open_store(store_spec), create)
+    if total is not None:
+        ledger.set_dataset_budget(total)
+    status = ledger.budget_status()
+    emit(as_json, status, lambda: out.print(
+        f"dataset budget {status['dataset_budget']}, spent {status['dataset_spent']:g}"))
+
+
+@click.group("ledger", help=f"Where the budget ledger lives. {OWNER}")
+def ledger_group() -> None:
+    pass
+
+
+@ledger_group.command("path")
+@click.argument("path", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@store_option
+@create_option
+@json_option
+def ledger_path_cmd(path: Path | None, store_spec: str, create: bool, as_json: bool) -> None:
+    """Print the ledger's path, or record PATH as the ledger of this store (in its private
+    zone; needed once for HDFS stores, whose ledger is a file on the overlay host: there, before
+    the first publish, with --create). Owner command."""
+    store = open_store(store_spec)
+    require_set_up(store, create)
+    location = set_ledger_location(store, path) if path else ledger_location(store)
+    emit(as_json, {"ledger": str(location)}, lambda: click.echo(str(location)))

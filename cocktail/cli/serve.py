@@ -1,0 +1,95 @@
+"""``cocktail serve``: the analysts' HTTP API."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+
+import click
+
+from ..dp.deadline import DEFAULT_DEADLINES, Deadlines
+from ..extras import require
+from ..private_config import open_ledger, require_set_up
+from ..query import BACKENDS
+from ..query.backends import check_backend
+from ..store import open_store
+from .contract import confirm
+from .options import OWNER, json_option, store_option
+
+
+@click.command("serve", help="Serve the analysts' HTTP API: token auth, JSON, noisy answers "
+               f"only; OpenAPI docs at /docs. With --json, one object on stdout once it "
+               f"listens (its url), logs on stderr. {OWNER}")
+@store_option
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535),
+              help="0: any free port (--json says which).")
+@click.option("--runner", type=click.Choice(list(BACKENDS)), default="fast", show_default=True)
+@click.option("--deadline-base-ms", type=click.FloatRange(min=0, min_open=True),
+              help="Reply time of refusals and reused answers, and the base of fresh ones "
+                   "(default per runner; fast: 30).")
+@click.option("--deadline-count-ms", type=click.FloatRange(min=0),
+              help="Added to a fresh answer's reply time per conjunctive count it needs, "
+                   "counts rounded up to a power of two (default per runner; fast: 1).")
+@click.option("--deadline-rank-ms", type=click.FloatRange(min=0, min_open=True),
+              default=Deadlines.rank_ms, show_default=True,
+              help="Reply time of every POST /v1/rank (top-k over a ranking).")
+@click.option("--deadline-search-ms", type=click.FloatRange(min=0, min_open=True),
+              default=Deadlines.search_ms, show_default=True,
+              help="When, after arrival, a batch's strategy search must be done; its fresh "
+                   "answer leaves this plus base plus a count per cell of its terms.")
+@click.option("--rank-slots", type=click.IntRange(1, 1000), default=Deadlines.rank_slots,
+              show_default=True, help="POST /v1/rank: rankings booked per rank deadline, each "
+                                      "for 1/SLOTS of it on one worker; the deadline must "
+                                      "cover SLOTS worst cases.")
+@click.option("--access-log", is_flag=True, help="Log every request.")
+@json_option
+def serve_cmd(store_spec: str, host: str, port: int, runner: str,
+              deadline_base_ms: float | None, deadline_count_ms: float | None,
+              deadline_rank_ms: float, deadline_search_ms: float, rank_slots: int,
+              access_log: bool, as_json: bool) -> None:
+    uvicorn = require("uvicorn")
+    require("fastapi")  # before the service's own import, so a missing [serve] is one line
+
+    from ..rank.service import Rankings
+    from ..service import CurrentPublication, create_app
+
+    default = DEFAULT_DEADLINES[runner]
+    deadlines = Deadlines(deadline_base_ms or default.base_ms,
+                          default.count_ms if deadline_count_ms is None else deadline_count_ms,
+                          deadline_rank_ms, deadline_search_ms, rank_slots)
+    store = open_store(store_spec)
+    require_set_up(store, can_create=False)  # a mistyped --store would answer 503 forever
+    check_backend(runner, store)
+    listening = _listen(host, port)
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    rankings = Rankings(store)
+    logging.getLogger("cocktail.serve").info("rankings open: %s",
+                                             ", ".join(rankings.warm()) or "none")
+    app = create_app(CurrentPublication(store, runner), open_ledger(store), deadlines,
+                     rankings, store)
+    bound = listening.getsockname()
+    url = f"http://{f'[{bound[0]}]' if ':' in bound[0] else bound[0]}:{bound[1]}"
+    confirm(as_json, {"url": url, "store": store.url, "runner": runner, "pid": os.getpid()},
+            f"serving {store.url} at {url} (Ctrl-C stops)")
+    sys.setswitchinterval(0.001)  # many short requests: hand the GIL over often (tail latency)
+    config = uvicorn.Config(app, host=host, port=bound[1], log_level="info",
+                            access_log=access_log)
+    uvicorn.Server(config).run(sockets=[listening])
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """Bind before anything starts, so that a port in use is one clear error (exit status 5)
+    rather than a server that logs it and exits."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind((host, port))
+    except OSError as exc:
+        listening.close()
+        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    return listening

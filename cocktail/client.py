@@ -1,0 +1,49 @@
+"""The analysts' client of ``cocktail serve``: what ``cocktail query --url`` and ``cocktail rank
+query --url`` send, and the refusals they get back as typed errors."""
+
+from __future__ import annotations
+
+import json
+
+TIMEOUT = 900  # seconds: a batch on a cluster runner may take minutes
+
+
+class ServiceUnreachable(Exception):
+    """No answer at all: the address is wrong or the service is down."""
+
+
+class ServiceRefused(Exception):
+    """The service answered with an error; ``http_status`` says which kind."""
+
+    def __init__(self, detail: str, http_status: int) -> None:
+        super().__init__(detail)
+        self.http_status = http_status
+
+
+def query(url: str, token: str, text: str, objective: str) -> dict:
+    """Noisy answers to counting or linear queries (one, or a batch in ``text``)."""
+    return _post(url, "/v1/query", token, {"query": text, "objective": objective})
+
+
+def rank(url: str, token: str, name: str, query: str, top: int) -> dict:
+    """The ``top`` results of ranking ``name`` for ``query`` ('col=value,...')."""
+    return _post(url, "/v1/rank", token, {"query": query, "k": top, "name": name})
+
+
+def _post(url: str, path: str, token: str, body: dict) -> dict:
+    import httpx  # only the analysts' commands pay for the HTTP client
+
+    try:
+        response = httpx.post(url.rstrip("/") + path, json=body,
+                              headers={"Authorization": f"Bearer {token}"}, timeout=TIMEOUT)
+    except httpx.HTTPError as exc:
+        raise ServiceUnreachable(f"cannot reach the overlay service at {url}: {exc}") from None
+    try:
+        answer = response.json()
+    except ValueError:
+        answer = {"detail": response.text[:200]}
+    if response.status_code != 200:
+        detail = answer.get("detail", answer) if isinstance(answer, dict) else answer
+        raise ServiceRefused(detail if isinstance(detail, str) else json.dumps(detail),
+                             response.status_code)
+    return answer
