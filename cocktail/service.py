@@ -37,7 +37,6 @@ from fastapi import Depends, FastAPI
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, model_validator
-from starlette.concurrency import run_in_threadpool
 
 from .dp.deadline import Deadlines
 from .dp.ledger import Ledger, LedgerError
@@ -249,9 +248,12 @@ class RankSchedule:
 def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
                rankings: Rankings, store: Store, limits: Limits = LIMITS) -> FastAPI:
     pool = ThreadPoolExecutor(4, thread_name_prefix="counts")
-    # A request that waits (for a search, its counts, or another request's answer) waits in
-    # threads of its own, never in those that answer refusals, reused answers, /v1/budget and
-    # the other routes; strategy searches run in one thread, at most one per user at a time.
+    # Queries run in threads of their own, never in those /v1/budget and the other routes
+    # run in: the steps that never wait (refusals, reused answers) in some, and a request
+    # that waits (for a search, its counts, or another request's answer) in others, so a
+    # storm of waiters holds up neither; strategy searches run in one thread, at most one per
+    # user at a time.
+    admitting = ThreadPoolExecutor(16, thread_name_prefix="admit")
     waiting = ThreadPoolExecutor(64, thread_name_prefix="query")
     searches = Searches(workers=1, per_user=1)
     # Rankings run in a thread of their own, in the order RankSchedule booked them: a flood
@@ -266,7 +268,7 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
     async def lifespan(_: FastAPI):
         yield
         source.close()
-        for executor in (pool, waiting, rank_pool):
+        for executor in (pool, admitting, waiting, rank_pool):
             executor.shutdown(wait=False, cancel_futures=True)
         searches.shutdown()
 
@@ -307,10 +309,10 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
         """Noisy answers with their expected squared errors; charges the caller's budget.
         The reply leaves at a time fixed by the request alone."""
         arrival = time.monotonic()
-        reply = await run_in_threadpool(answer, lambda: begin(
+        reply = await asyncio.wrap_future(admitting.submit(answer, lambda: begin(
             ledger, source.get(), bearer_token, request.text, limits=limits,
             deadlines=deadlines, pool=pool, searches=searches, arrival=arrival,
-            objective=request.objective), arrival)
+            objective=request.objective), arrival))
         if callable(reply):
             reply = await asyncio.wrap_future(waiting.submit(answer, reply, arrival))
         status, body, release_at = reply

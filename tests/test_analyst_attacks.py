@@ -198,8 +198,7 @@ def test_a_storm_of_waiters_costs_one_search_and_starves_no_other_route(target):
     batch = [f"{n + 17}*count(storm{n})" for n in range(8)]  # a shape no other test asks
 
     def ask(token: str) -> httpx.Response:
-        return httpx.post(url + "/v1/query", json={"batch": batch}, headers=auth(token),
-                          timeout=120)
+        return asker.post(url + "/v1/query", json={"batch": batch}, headers=auth(token))
 
     def timed_budget() -> float:
         started = time.perf_counter()
@@ -211,10 +210,10 @@ def test_a_storm_of_waiters_costs_one_search_and_starves_no_other_route(target):
 
     searched = searches()
     with httpx.Client(headers=auth(target["tokens"]["funded"]), timeout=120) as watcher, \
+            httpx.Client(timeout=120, limits=httpx.Limits(max_connections=64)) as asker, \
             ThreadPoolExecutor(len(broke) + 1) as pool:
-        # The machine's own load slows every reply alike: the same GETs before the storm
-        calm = [timed_budget() for _ in range(10)]
-        cpu = cpu_seconds(target["pid"])
+        timed_budget()  # connected
+        cpu, started = cpu_seconds(target["pid"]), time.monotonic()
         paid = pool.submit(ask, payer)
         time.sleep(0.2)  # it reserves, and pays, first
         storm = [pool.submit(ask, token) for token in broke]
@@ -225,6 +224,7 @@ def test_a_storm_of_waiters_costs_one_search_and_starves_no_other_route(target):
                 time.sleep(0.05)
             budget_times = [probe.result() for probe in timed]
         replies = [paid.result()] + [reply.result() for reply in storm]
+        lasted = time.monotonic() - started
     # One search; cut short by its time on a loaded machine, it may end after the replies.
     assert until(lambda: searches() > searched) and searches() == searched + 1
     cpu = cpu_seconds(target["pid"]) - cpu
@@ -235,10 +235,12 @@ def test_a_storm_of_waiters_costs_one_search_and_starves_no_other_route(target):
     # One search is at most SEARCH_CPU_SECONDS (1.2 s; ~0.5 s here); the 45 requests' own
     # work (HTTP, the ledger, polling) is a few tenths more.  The storm cost 91 s before.
     assert cpu < 2.5, cpu
-    # Before, every request thread searched, and no GET was answered within 120 s; now they
-    # answer as fast as without the storm (a few ms here when the machine is quiet).
-    assert np.median(budget_times) < 2 * np.median(calm) + 0.05, (calm, budget_times)
-    assert max(budget_times) < 10, budget_times
+    # Before, every request thread searched, and no GET was answered within 120 s.  Now none
+    # waits for the storm: 4-6 ms at the median here.  A machine loaded far past its cores
+    # (this server runs niced) stretches every reply, so the bounds are the storm's own
+    # length, which waiting for it would take.
+    assert np.median(budget_times) < lasted / 4 and max(budget_times) < lasted, \
+        (lasted, budget_times)
 
 
 def test_a_fresh_answers_time_does_not_tell_whether_another_role_asked_its_shape(target):

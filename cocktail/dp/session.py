@@ -11,7 +11,7 @@ noise, store, release.
 :class:`Answered` says when the answer may leave (``release_at``, monotonic seconds): the
 service holds the reply until then, so its timing depends on the request alone.  :func:`begin`
 does the steps that never wait (1-3), so that the service can answer refusals and reused
-answers in its request threads and run the rest, which may wait, in a pool of its own.
+answers in threads that never wait, and run the rest, which may, in a pool of its own.
 """
 
 from __future__ import annotations
