@@ -165,7 +165,8 @@ def test_append_on_spark_on_the_command_line(tmp_path):
     failed = CliRunner().invoke(main, ["publish", str(bad), "--store", str(store),
                                        "--append", "--engine", "spark", "--json"])
     assert failed.exit_code == 2
-    assert json.loads(failed.stdout) == {"error": str(loader.value), "code": 2}
+    assert json.loads(failed.stdout) == {"error": str(loader.value), "code": 2,
+                                         "type": "usage-error"}
 
 
 def test_a_missing_pyspark_is_one_line_naming_the_extra(tmp_path, monkeypatch):
