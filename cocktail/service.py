@@ -37,6 +37,7 @@ from fastapi import Depends, FastAPI
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, model_validator
+from starlette.concurrency import run_in_threadpool
 
 from .dp.deadline import Deadlines
 from .dp.ledger import Ledger, LedgerError
