@@ -684,7 +684,8 @@ def test_http_rank_answers_analysts_only_with_public_attributes_at_a_fixed_time(
     ledger.add_role("analyst", alpha=0.5, budget=1.0)
     token = ledger.add_user("ann", "analyst")
     ask = {"query": "city=a,age=22,religion=x", "k": 5}
-    with serve(store, "--deadline-rank-ms", "300") as (url, _):
+    # 1 s, each of its 4 slots 250 ms: a loaded machine does not miss it (a 503)
+    with serve(store, "--deadline-rank-ms", "1000") as (url, _):
         def post(body: dict, headers: dict | None = None) -> tuple[int, dict, float]:
             started = time.monotonic()
             reply = httpx.post(url + "/v1/rank", json=body, headers=headers or {}, timeout=30)
@@ -700,9 +701,9 @@ def test_http_rank_answers_analysts_only_with_public_attributes_at_a_fixed_time(
         assert body["results"] == expected                   # what the CLI gives
         for refused in ({**ask, "name": "other"}, {**ask, "query": "faith=x"}, {**ask, "k": 0}):
             code, _, slow = post(refused, auth(token))
-            assert code in (400, 404) and slow >= 0.3        # refusals leave at the same time
+            assert code in (400, 404) and slow >= 1.0        # refusals leave at the same time
         assert post({**ask, "name": "other"}, auth(token))[0] == 404
-        assert seconds >= 0.3
+        assert seconds >= 1.0
         # dp: charged once per query; the same question gets the same answer for free
         code, first, _ = post({**ask, "name": "noisy"}, auth(token))
         assert code == 200 and first["charged"] == 0.5
