@@ -6,8 +6,12 @@ the API (``/v1/...``) and every JSON reply anywhere is well-formed, strict JSON 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import random
+from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from starlette.routing import Route
@@ -26,10 +30,9 @@ HEADERS = {"content-security-policy", "x-frame-options", "x-content-type-options
            "referrer-policy"}
 
 
-@pytest.fixture(scope="module")
-def client(tmp_path_factory):
-    """A published store with a ranking, two analysts (one disabled) and an owner token."""
-    root = tmp_path_factory.mktemp("fuzz")
+def fuzz_store(root: Path) -> tuple[Path, list[str], list[str]]:
+    """A published store with two rankings (estt and dp), two analysts (one disabled) and an
+    owner token: (the store, [ann, bob, owner], the published terms)."""
     data, store, people = root / "d.dat", root / "s", root / "people.csv"
     RUN.invoke(main, ["generate", str(data), "--records", "1500", "--seed", "7"])
     assert RUN.invoke(main, ["publish", str(data), "--store", str(store), "--k", "5",
@@ -37,15 +40,28 @@ def client(tmp_path_factory):
     people.write_text("id,city,age,religion,income,smoker\n" + "".join(
         f"p{i},{'ab'[i % 2]},{20 + i % 7},{'xyz'[i % 3]},{(i * 7) % 5},{i % 2}\n"
         for i in range(60)))
-    built = RUN.invoke(main, ["rank", "build", str(people), "--public", "city,age", "--private",
-                              "religion,income,smoker", "--id", "id", "--numeric", "age",
-                              "--defense", "estt", "--store", str(store)])
-    assert built.exit_code == 0, built.output
+    for name, defense in (("ranking", "estt"), ("noisy", "dp")):
+        built = RUN.invoke(main, ["rank", "build", str(people), "--public", "city,age",
+                                  "--private", "religion,income,smoker", "--id", "id",
+                                  "--numeric", "age", "--defense", defense, "--name", name,
+                                  "--store", str(store)])
+        assert built.exit_code == 0, built.output
     ledger = Ledger(ledger_location(LocalStore(str(store))))
     ledger.add_role("analyst", alpha=0.01, budget=1e6)
     tokens = [ledger.add_user("ann", "analyst"), ledger.add_user("bob", "analyst"),
               ledger.new_owner_token()]
     ledger.set_active("bob", False)
+    return store, tokens, sorted(set(data.read_text().split()))
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    return fuzz_store(tmp_path_factory.mktemp("fuzz"))
+
+
+@pytest.fixture(scope="module")
+def client(built):
+    store, tokens, _ = built
     with in_process(store) as served:
         yield served, tokens
 
@@ -189,3 +205,76 @@ def test_every_reply_carries_the_security_headers(client):
         assert reply.headers["x-frame-options"] == "DENY"
         assert "frame-ancestors 'none'" in reply.headers["content-security-policy"]
         assert reply.headers["referrer-policy"] == "same-origin"
+
+
+# -- memory ------------------------------------------------------------------------------------
+
+MEMORY_REQUESTS = 3_000  # after a warm-up of 1,000; benchmarks/serve_memory.py runs 20,000
+
+
+def hostile(n: int, rng: random.Random, tokens: list[str], terms: list[str],
+            routes_: tuple[list, list]) -> dict:
+    """The n-th request of a long hostile run, for TestClient.request: the fuzzer's malformed
+    ones, and valid ones that each ask something new (fresh answers, terms nobody holds,
+    top ks with new values and k, tokens nobody issued) or read the budget and the pages."""
+    pairs, others = routes_
+    auth = {"Authorization": f"Bearer {tokens[0]}"}
+    kind = n % 8
+    if kind < 2:
+        method, path = others[n // 5 % len(others)] if n % 5 == 4 else pairs[n % len(pairs)]
+        return {"method": method, "url": path + rng.choice(QUERIES),
+                "headers": headers(rng, tokens),
+                "content": body(rng) if method in ("POST", "PUT", "PATCH") else None}
+    a, b, c = rng.sample(terms, 3)
+    texts = {2: f"{1 + n % 3}*count({a} & {b})", 3: f"count({a})\n2*count({b} & {c})",
+             4: f"count(zz{n})"}
+    if kind in texts:
+        return {"method": "POST", "url": "/v1/query", "json": {"query": texts[kind]},
+                "headers": auth}
+    if kind == 5:
+        return {"method": "POST", "url": "/v1/rank", "headers": auth, "json": {
+            "query": f"city={rng.choice('abc')},religion={rng.choice('xyzw')},age={n % 90}",
+            "k": 1 + n % 60, "name": rng.choice(["noisy", "ranking"])}}
+    if kind == 6:
+        return {"method": "POST", "url": rng.choice(["/v1/query", "/v1/rank"]),
+                "json": {"query": "count(a)"}, "headers": {"Authorization": f"Bearer t{n}"}}
+    return {"method": "GET", "url": rng.choice(["/v1/budget", "/v1/limits", "/analyst"]),
+            "headers": auth}
+
+
+def resident_mb() -> float:
+    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") \
+        / 2 ** 20
+
+
+def memory_run(store: Path, tokens: list[str], terms: list[str], requests: int,
+               warm_up: int = 1_000, every: int = 500) -> list[tuple[int, float]]:
+    """(requests sent, this process's resident MB) every ``every`` requests after ``warm_up``,
+    the app served in process (its memory is this process's).  Logging is off meanwhile: a
+    held reply that misses its deadline on a loaded machine is logged, and a test runner
+    keeps every record it captures."""
+    rng, samples = random.Random(37), []
+    logging.disable(logging.WARNING)
+    try:
+        with in_process(store, rank_ms=20) as served:
+            routes_ = routes(served.app)
+            for n in range(warm_up + requests):
+                served.request(**hostile(n, rng, tokens, terms, routes_))
+                if n + 1 >= warm_up and (n + 1 - warm_up) % every == 0:
+                    samples.append((n + 1 - warm_up, resident_mb()))
+    finally:
+        logging.disable(logging.NOTSET)
+    return samples
+
+
+def test_server_memory_stays_flat_over_a_long_hostile_run(built):
+    """A probing run of tens of thousands of requests once took a server from 438 to 814 MB.
+    After a warm-up, the resident memory stays within 10% of its median: every cache the
+    server keeps is bounded (docs/dp.md, memory)."""
+    samples = memory_run(*built, MEMORY_REQUESTS)
+    assert flat(samples), samples
+
+
+def flat(samples: list[tuple[int, float]], within: float = 0.1) -> bool:
+    middle = float(np.median([mb for _, mb in samples]))
+    return all(abs(mb - middle) <= within * middle for _, mb in samples)

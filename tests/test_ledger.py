@@ -267,6 +267,22 @@ def test_refusals_are_counted_not_listed(tmp_path):
     assert row["first_at"] == before["refusals"][0]["first_at"] < row["last_at"]
 
 
+
+def test_the_pages_views_of_the_ledger_are_its_last_rows(tmp_path):
+    """What the dashboard pages read is bounded: the last charges (each with the user's total
+    after it, counted from the first) and the last answers, however long the ledger."""
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.add_role("analyst", alpha=0.25, budget=10.0)
+    alice = ledger.authenticate(ledger.add_user("alice", "analyst"))
+    bob = ledger.authenticate(ledger.add_user("bob", "analyst"))
+    for n in range(5):
+        ask(ledger, alice if n != 2 else bob, "v1", f"count(a{n})", float(n))
+    view = ledger.overview(last=2)
+    assert view["charge_count"] == 5 and [c["spent"] for c in view["charges"]] == [0.75, 1.0]
+    assert [c["spent"] for c in ledger.overview()["charges"]] == [0.25, 0.5, 0.25, 0.75, 1.0]
+    assert [h["answer"]["answers"] for h in ledger.history(alice, last=2)] == [[3.0], [4.0]]
+    assert len(ledger.history(alice)) == 4
+
 V4_REFUSALS = """
 CREATE TABLE refusals (id INTEGER PRIMARY KEY, user TEXT NOT NULL, status INTEGER NOT NULL,
                        reason TEXT NOT NULL, at REAL NOT NULL);

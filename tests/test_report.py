@@ -244,6 +244,18 @@ def test_the_dashboard_refuses_analyst_tokens(owned):
         assert "count(1)" not in theirs and "ann" not in theirs
 
 
+def test_the_pages_show_the_last_rows_of_the_ledger_only(owned, monkeypatch):
+    """Built on every load, the pages read the whole ledger: a server's memory grew with the
+    answers it stored.  They show the last PAGE_ROWS (here 1) charges and answers."""
+    from cocktail.report import dashboard
+    monkeypatch.setattr(dashboard, "PAGE_ROWS", 1)
+    with in_process(owned["store"]) as client:
+        mine = client.get("/analyst", headers=auth(owned["token"])).text
+        assert "count(2)" in mine and "count(1)" not in mine
+        theirs = client.get("/owner", headers=auth(owned["owner"])).text
+        assert "The last 1 of 2 charges, cumulated per user." in theirs
+
+
 def test_a_cross_site_sign_in_is_refused_and_sets_no_cookie(owned):
     """The attacker's page posts the victim's browser to the sign-in form (login CSRF: the
     victim then works under the attacker's account, or the reverse): refused 403 and no session

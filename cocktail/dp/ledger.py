@@ -29,6 +29,7 @@ import socket
 import sqlite3
 import threading
 import time
+from collections import Counter, deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -283,34 +284,42 @@ class Ledger:
             "SELECT name, role, active, spent FROM users ORDER BY name").fetchall()
         return [{"name": n, "role": r, "active": bool(a), "spent": s} for n, r, a, s in rows]
 
-    def overview(self) -> dict:
+    def overview(self, last: int | None = None) -> dict:
         """The owner's view: roles, users with what they spent and have left, the dataset's
-        budget, every charge (when, who, how much) and the refusals, counted per user, status
-        and reason."""
+        budget, the charges (when, who, how much, and the user's total after it; the ``last``
+        ones only, if given: a page must not grow with the ledger) with how many there are,
+        and the refusals, counted per user, status and reason."""
         db = self._connection()
         roles = {r["name"]: r for r in self.roles()}
         users = [u | {"budget": roles[u["role"]]["budget"], "alpha": roles[u["role"]]["alpha"],
                       "remaining": max(0.0, _exact(roles[u["role"]]["budget"] - u["spent"]))}
                  for u in self.users()]
-        charges = [{"at": at, "user": user, "role": role, "alpha": alpha, "version": version}
-                   for at, user, role, alpha, version in db.execute(
-                       "SELECT at, user, role, alpha, version FROM charges ORDER BY at, id")]
+        charges: deque[dict] = deque(maxlen=last)  # the cursor streams; only these are kept
+        running: Counter[str] = Counter()
+        for at, user, role, alpha, version in db.execute(
+                "SELECT at, user, role, alpha, version FROM charges ORDER BY at, id"):
+            running[user] += alpha
+            charges.append({"at": at, "user": user, "role": role, "alpha": alpha,
+                            "version": version, "spent": running[user]})
         refusals = [{"user": user, "status": status, "reason": reason, "count": count,
-                     "first_at": first, "last_at": last}
-                    for user, status, reason, count, first, last in db.execute(
+                     "first_at": first, "last_at": latest}
+                    for user, status, reason, count, first, latest in db.execute(
                         "SELECT * FROM refusals ORDER BY last_at, user, status, reason")]
-        return {"roles": list(roles.values()), "users": users, "charges": charges,
+        return {"roles": list(roles.values()), "users": users, "charges": list(charges),
+                "charge_count": db.execute("SELECT COUNT(*) FROM charges").fetchone()[0],
                 "refusals": refusals, **self._status(db, None)}
 
-    def history(self, user: User) -> list[dict]:
-        """A user's own charged answers, oldest first (what the analyst page shows them)."""
+    def history(self, user: User, last: int | None = None) -> list[dict]:
+        """A user's own charged answers, oldest first (what the analyst page shows them): the
+        ``last`` ones only, if given."""
         rows = self._connection().execute(
             "SELECT c.at, c.alpha, c.version, a.answer FROM charges c LEFT JOIN answers a ON "
             "a.role = c.role AND a.version = c.version AND a.workload_sha256 = c.workload_sha256 "
-            "WHERE c.user = ? ORDER BY c.at, c.id", (user.name,)).fetchall()
+            "WHERE c.user = ? ORDER BY c.at DESC, c.id DESC LIMIT ?",
+            (user.name, -1 if last is None else last)).fetchall()
         return [{"at": at, "alpha": alpha, "version": version,
                  "answer": json.loads(answer) if answer else None}
-                for at, alpha, version, answer in rows]
+                for at, alpha, version, answer in reversed(rows)]
 
     def new_owner_token(self) -> str:
         """A fresh owner credential for the dashboard (the previous one stops working); only

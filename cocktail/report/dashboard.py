@@ -17,6 +17,7 @@ from __future__ import annotations
 import html
 import threading
 from collections.abc import Callable
+from functools import cache
 from urllib.parse import parse_qs
 
 from fastapi import FastAPI, Request
@@ -31,6 +32,9 @@ from .numbers import ledger_numbers, store_numbers
 from .page import document, get_plotlyjs, render, utc
 
 PLOTLY = "/static/plotly.js"
+# The pages show the latest charges and answers only: built on every load, a page of the
+# whole ledger grew with it, and so did the server's memory (it never gives the peak back).
+PAGE_ROWS = 1_000
 OWNER_COOKIE, ANALYST_COOKIE = "cocktail_owner", "cocktail_analyst"
 
 
@@ -93,7 +97,7 @@ def add_dashboard(app: FastAPI, store: Store, ledger: Ledger) -> None:
 
     @app.get(PLOTLY)
     def plotly_js() -> Response:
-        return Response(get_plotlyjs(), media_type="application/javascript",
+        return Response(_plotly(), media_type="application/javascript",
                         headers={"Cache-Control": "max-age=86400"})
 
     @app.get("/owner", response_class=HTMLResponse)
@@ -102,7 +106,7 @@ def add_dashboard(app: FastAPI, store: Store, ledger: Ledger) -> None:
             ledger.check_owner(_credential(request, OWNER_COOKIE))
         except LedgerError as exc:
             return _login(request, "/owner", exc.status, f"The owner's dashboard: {exc}.")
-        numbers = report.numbers() | {"ledger": ledger_numbers(ledger)}
+        numbers = report.numbers() | {"ledger": ledger_numbers(ledger, PAGE_ROWS)}
         return page(request, render(numbers, script=PLOTLY, refresh="/owner/state"))
 
     @app.post("/owner/login")
@@ -133,19 +137,27 @@ def add_dashboard(app: FastAPI, store: Store, ledger: Ledger) -> None:
         return await _sign_in(request, "/analyst", ANALYST_COOKIE, ledger.authenticate)
 
 
+@cache
+def _plotly() -> bytes:
+    """plotly.js (4.6 MB), read and encoded once: per request, anyone could make the server
+    read and copy it (no credential is needed for a script)."""
+    return get_plotlyjs().encode()
+
+
 def _analyst_html(user: User, ledger: Ledger) -> str:
     status = ledger.budget_status(user)
     rows = "".join(
         f"<tr><td>{utc(h['at'])}</td><td>{html.escape(h['version'])}</td>"
         f"<td>{h['alpha']:g}</td><td>{html.escape(_summary(h['answer']))}</td></tr>"
-        for h in ledger.history(user))
+        for h in ledger.history(user, PAGE_ROWS))
     return document(
         f"Cocktail: {user.name}",
         f"<h1>{html.escape(user.name)}</h1><p class='meta'>role {html.escape(user.role)}, "
         f"α = {user.alpha:g} per query</p><div class='cards'>"
         f"<div class='card' id='remaining'><b>{status['remaining']:g}</b>remaining of "
         f"{status['budget']:g}</div><div class='card'><b>{status['spent']:g}</b>spent</div>"
-        "</div><h2>Your answers</h2><table class='data' id='answers'><thead><tr>"
+        f"</div><h2>Your answers</h2><p class='meta'>the last {PAGE_ROWS:,} at most</p>"
+        "<table class='data' id='answers'><thead><tr>"
         "<th>time (UTC)</th><th>version</th><th>α</th><th>answer</th></tr></thead>"
         f"<tbody>{rows}</tbody></table>")
 

@@ -190,9 +190,10 @@ def ranking_numbers(audited: dict[str, RankingAuditReport]) -> list[dict]:
             for name, r in audited.items()]
 
 
-def ledger_numbers(ledger: Ledger) -> dict:
-    """Budgets per role and user, what was spent and when, and the refused requests."""
-    return ledger.overview()
+def ledger_numbers(ledger: Ledger, last: int | None = None) -> dict:
+    """Budgets per role and user, what was spent and when (the ``last`` charges only, if
+    given), and the refused requests."""
+    return ledger.overview(last)
 
 
 def owner_ledger(store: Store) -> Ledger | None:

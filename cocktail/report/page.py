@@ -287,10 +287,9 @@ def _ledger(ledger: dict) -> list[Chart]:
                              "active"],
                     [[u["name"], u["role"], u["alpha"], u["budget"], u["spent"],
                       u["remaining"], "yes" if u["active"] else "no"] for u in users])]
-    spent, running = [], Counter()
-    for charge in ledger["charges"]:
-        running[charge["user"]] += charge["alpha"]
-        spent.append((charge["at"], charge["user"], charge["alpha"], running[charge["user"]]))
+    spent = [(c["at"], c["user"], c["alpha"], c["spent"]) for c in ledger["charges"]]
+    shown = "Every charge" if len(spent) == ledger["charge_count"] else \
+        f"The last {len(spent):,} of {ledger['charge_count']:,} charges"
     over_time = go.Figure([go.Scatter(name=name, mode="lines+markers",
                                       x=[utc(at) for at, user, _, _ in spent if user == name],
                                       y=[total for _, user, _, total in spent if user == name],
@@ -298,7 +297,7 @@ def _ledger(ledger: dict) -> list[Chart]:
                            for name in dict.fromkeys(u for _, u, _, _ in spent)])
     over_time.update_layout(yaxis_title="α spent", xaxis_title="time (UTC)")
     charts.append(Chart("spent-over-time", "Budget spent over time",
-                        "Every charge, cumulated per user.", over_time,
+                        f"{shown}, cumulated per user.", over_time,
                         ["time (UTC)", "user", "α", "spent so far"],
                         [[utc(at), user, alpha, round(total, 12)]
                          for at, user, alpha, total in spent]))
