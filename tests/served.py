@@ -64,11 +64,14 @@ def until(condition: Callable[[], bool], seconds: float = 30, every: float = 0.2
     return True
 
 
-def in_process(store: Path, deadline_ms: float = 0.5, rank_ms: float = 100):
+def in_process(store: Path, deadline_ms: float = 0.5, rank_ms: float = 100,
+               search_ms: float = 20):
     """`cocktail serve`'s app on ``store`` in this process (Starlette's test client): for the
     tests that send thousands of requests or read every route.  Replies are held
-    ``deadline_ms`` instead of the runner's tens of milliseconds, and ranks ``rank_ms``: a top
-    k not ready by its deadline is a 503, and a worker thread needs more than 0.5 ms to start."""
+    ``deadline_ms`` instead of the runner's tens of milliseconds, ranks ``rank_ms`` (a top
+    k not ready by its deadline is a 503, and a worker thread needs more than 0.5 ms to
+    start), and a searched strategy is due ``search_ms`` after arrival (2 s by default: a
+    thousand new shapes would take half an hour; cut short, the answer takes NOQ or NOT)."""
     from starlette.testclient import TestClient
 
     from cocktail.dp.deadline import Deadlines
@@ -80,5 +83,5 @@ def in_process(store: Path, deadline_ms: float = 0.5, rank_ms: float = 100):
 
     opened = LocalStore(str(store))
     app = create_app(CurrentPublication(opened, "fast"), Ledger(ledger_location(opened)),
-                     Deadlines(deadline_ms, 0, rank_ms), Rankings(opened), opened)
+                     Deadlines(deadline_ms, 0, rank_ms, search_ms), Rankings(opened), opened)
     return TestClient(app, base_url="http://127.0.0.1:8080", raise_server_exceptions=False)

@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from cocktail.dp import optimize, session, strategies
+from cocktail.dp import optimize, search, session, strategies
 from cocktail.dp.ledger import BudgetExhausted, Ledger
 from cocktail.dp.limits import LIMITS, Limits
 from cocktail.dp.noise import laplace
@@ -85,6 +85,22 @@ def test_the_search_reaches_hdmm_on_its_own_workloads():
     assert one_way.fixed.expected_error(1.0) == pytest.approx(1024)
     assert one_way.optimized.name.startswith("cells: weighted marginals")
     assert one_way.optimized.expected_error(1.0) <= 320
+
+
+@pytest.mark.parametrize("text", [
+    # found by the fuzzer: the unscaled search stepped Θ into overflow, and /v1/query
+    # answered 500 (numpy's "Singular matrix")
+    "329948*count(b & a)\n857523*count(a & f)\n174458*count(f & c)",
+    "0.000001*count(a)\n1000000*count(a & b)\ncount(b & c)\n-1000000*count(c)",
+])
+def test_extreme_weights_are_searched_like_their_scaled_workload(text):
+    m = Matrices(LIMITS.parse(text))
+    choice = choose(m)
+    delta, variances = brute_force(choice.optimized.A, m)
+    assert choice.optimized.sensitivity == pytest.approx(delta, rel=1e-9)
+    assert variances == pytest.approx(choice.optimized.variances(1.0), rel=1e-6)
+    assert np.all(variances <= choice.fixed.variances(1.0) * (1 + 1e-9))
+    assert choice.optimized.expected_error(1.0) <= choice.fixed.expected_error(1.0)
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -198,10 +214,24 @@ def test_the_cpu_ceiling_stops_a_search_its_units_would_not():
     assert kept.complete and searches.choose(m, 2_000) is kept
 
 
+def test_the_kept_choices_are_bounded_in_bytes_least_recently_used_first():
+    shapes = [Matrices(parse_batch("; ".join(f"count(t{i})" for i in range(n))))
+              for n in (2, 3, 4)]
+    sizes = [search._nbytes(choose(m, 0)) for m in shapes]
+    assert sizes[0] < sizes[1] < sizes[2]
+    searches = Searches(max_bytes=sizes[0] + sizes[2])
+    kept = [searches.choose(m, 0) for m in shapes[:2]]
+    assert searches.kept_bytes == sizes[0] + sizes[1]
+    assert searches.choose(shapes[0], 0) is kept[0]  # used: shapes[1] is now the oldest
+    searches.choose(shapes[2], 0)
+    assert searches.kept_bytes == sizes[0] + sizes[2]
+    assert searches.choose(shapes[0], 0) is kept[0]
+    assert searches.choose(shapes[1], 0) is not kept[1]  # evicted, searched again
+
+
 def test_one_search_per_shape_shared_in_a_pool_with_one_per_user(monkeypatch):
     from concurrent.futures import ThreadPoolExecutor
 
-    from cocktail.dp import search
     calls = []
 
     def slow(m, units, objective, until=float("inf")):

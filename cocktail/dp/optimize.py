@@ -115,7 +115,7 @@ def minimise(loss: Loss, start: np.ndarray, budget: Budget, cost: int,
 
     def charged(x: np.ndarray) -> tuple[float, np.ndarray]:
         budget.spend(cost)
-        value, grad = loss(x)
+        value, grad = _finite(loss, x)
         if value < best[0]:
             best[:] = [value, x.copy()]
         return value, grad
@@ -125,9 +125,27 @@ def minimise(loss: Loss, start: np.ndarray, budget: Budget, cost: int,
         minimize()(charged, start, jac=True, method="L-BFGS-B",
                    bounds=[(0, None)] * start.size,
                    options={"maxiter": iterations, "ftol": _FTOL})
-    except Exhausted:
+    except (Exhausted, _Diverged):
         pass
     return best[0], best[1]
+
+
+class _Diverged(Exception):
+    """A run left the region where its objective is computable: it ends, keeping its best."""
+
+
+def _finite(loss: Loss, x: np.ndarray) -> tuple[float, np.ndarray]:
+    """``loss(x)``, or :class:`_Diverged` when it is not finite (a run that stepped to a Θ so
+    large that K = I + ΘΘᵀ overflowed): a hostile workload's weights must not turn a search
+    into a server error."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        try:
+            value, grad = loss(x)
+        except np.linalg.LinAlgError:
+            raise _Diverged from None
+    if not np.isfinite(grad).all() or np.isnan(value):
+        raise _Diverged
+    return value, grad
 
 
 @dataclass(frozen=True)

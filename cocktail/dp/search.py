@@ -1,7 +1,7 @@
 """Strategy searches as shared, charged work: one per shape at a time, in a pool of their own.
 
 A searched workload's strategy (:func:`.strategies.choose`) depends on its shape and objective
-alone, so the choices are kept by shape (the last ``size``), and while one shape is searched
+alone, so the choices are kept by shape (the most recently used, up to a bound in bytes), and while one shape is searched
 every other request of that shape waits on the same future instead of searching again.
 
 The service gives :class:`Searches` a bounded pool: searches never run in the threads that
@@ -40,16 +40,24 @@ def fallback(m: Matrices) -> Choice:
     return Choice(*plain, best, best, complete=False)
 
 
-class Searches:
-    """The kept choices (the last ``size``: at most ~3 MB each, 256 cells) and the searches in
-    flight; searches run in ``workers`` threads of their own (none: in the caller's thread),
-    at most ``per_user`` at a time for each user."""
+def _nbytes(choice: Choice) -> int:
+    """The memory a kept choice holds: its strategies' matrices (up to ~3 MB at 256 cells)."""
+    strategies = {id(s): s for s in (choice.noq, choice.not_, choice.fixed, choice.optimized)}
+    return sum(s.A.nbytes + s.R.nbytes for s in strategies.values())
 
-    def __init__(self, workers: int = 0, per_user: int = 1, size: int = 64) -> None:
+
+class Searches:
+    """The kept choices (the most recently used, at most ``max_bytes`` of matrices) and the
+    searches in flight; searches run in ``workers`` threads of their own (none: in the
+    caller's thread), at most ``per_user`` at a time for each user."""
+
+    def __init__(self, workers: int = 0, per_user: int = 1,
+                 max_bytes: int = 32 << 20) -> None:
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="search") if workers else None
-        self._per_user, self._size = per_user, size
+        self._per_user, self._max_bytes = per_user, max_bytes
         self._lock = threading.Lock()
-        self._kept: OrderedDict[tuple, Choice] = OrderedDict()
+        self._kept: OrderedDict[tuple, tuple[Choice, int]] = OrderedDict()
+        self._kept_bytes = 0
         self._running: dict[tuple, Future] = {}
         self._users: Counter[str] = Counter()
 
@@ -64,7 +72,7 @@ class Searches:
         with self._lock:
             if key in self._kept:
                 self._kept.move_to_end(key)
-                return self._kept[key]
+                return self._kept[key][0]
             future = self._running.get(key)
             start = future is None and (self._pool is None
                                         or self._users[user] < self._per_user)
@@ -112,17 +120,28 @@ class Searches:
             if not self._users[user]:
                 del self._users[user]
             if choice is not None and choice.complete:
-                self._kept[key] = choice
-                while len(self._kept) > self._size:
-                    self._kept.popitem(last=False)
+                self._keep(key, choice)
         if error is None:
             future.set_result(choice)
         else:
             future.set_exception(error)
 
+    def _keep(self, key: tuple, choice: Choice) -> None:
+        """Keep ``choice`` (under the lock), dropping the least recently used over the bound."""
+        size = _nbytes(choice)
+        self._kept[key] = (choice, size)
+        self._kept_bytes += size
+        while self._kept_bytes > self._max_bytes and len(self._kept) > 1:
+            self._kept_bytes -= self._kept.popitem(last=False)[1][1]
+
+    @property
+    def kept_bytes(self) -> int:
+        return self._kept_bytes
+
     def clear(self) -> None:
         with self._lock:
             self._kept.clear()
+            self._kept_bytes = 0
 
     def shutdown(self, wait: bool = False) -> None:
         if self._pool is not None:

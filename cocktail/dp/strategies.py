@@ -134,8 +134,13 @@ def _blas() -> ThreadpoolController:
 
 def _searched(m: Matrices, bound: np.ndarray | None, budget: optimize.Budget,
               seed: int) -> list[Strategy]:
-    V, u = m.W_cells, len(m.terms)  # noqa: N806
-    half = None if bound is None else bound / 2  # optimize leaves out the Laplace variance's 2
+    # The workload scaled to entries of at most 1: the best strategy is the same for W and
+    # W / s (variances scale by 1/s²), and weights like 857523 drove the unscaled search's
+    # Θ to overflow.
+    scale = float(np.abs(m.W_cells).max()) or 1.0
+    V, u = m.W_cells / scale, len(m.terms)  # noqa: N806
+    # optimize leaves out the Laplace variance's 2
+    half = None if bound is None else bound / 2 / scale ** 2
     found = []
     third = budget.units // 3
     share = budget.portion(third)
