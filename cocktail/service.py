@@ -49,6 +49,7 @@ from .guards import guard
 from .private_config import store_identity
 from .query import BACKENDS, Engine, Publication
 from .querylang import QuerySyntaxError
+from .rank.model import MAX_K
 from .rank.service import NoRanking, Rankings, answer_rank
 from .report.dashboard import add_dashboard
 from .releases import current_version
@@ -354,10 +355,11 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
     async def rank(request: RankRequest, bearer_token: str | None = Depends(token)):
         """The top k of a ranking: ids and public attributes only.  A dp ranking charges the
         caller's α (once per query and k; asked again, the stored answer comes back).  Every
-        reply leaves at the ranking's deadline (``rank_ms`` per 300,000 tuples) after
-        arrival; one token has one ranking in flight (429), and one not booked at arrival
+        reply leaves at the ranking's deadline (``rank_ms`` per 300,000 tuples, longer for a
+        dp top k: ``cocktail.dp.deadline``) after arrival; one token has one ranking in flight (429), and one not booked at arrival
         (the server is busy) or not ready by its deadline is 503, never late."""
-        until = time.monotonic() + deadlines.rank(rankings.tuples(request.name))
+        tuples, noisy = rankings.cost(request.name)
+        until = time.monotonic() + deadlines.rank(tuples, min(max(request.k, 1), MAX_K), noisy)
         try:
             await run_in_threadpool(ledger.authenticate, bearer_token)  # before any booking
             booked, share = schedule.book(bearer_token, time.monotonic(), until)

@@ -13,7 +13,8 @@ analyst who times replies learns what the noise hides (Haeberlen, Pierce and Nar
   short by the load (a search not done by then gives way to NOQ or NOT);
 * a refusal or a reused answer, which does no work on the data, leaves ``base`` after arrival;
 * every reply of ``POST /v1/rank`` (a top-k answer or a refusal) leaves ``rank_ms`` per
-  started 300,000 tuples of the ranking after arrival (its size is public), and a top k not
+  started 300,000 tuples of the ranking after arrival (its size is public; a dp ranking's
+  ``RANK_DP_FACTOR`` times that per started ``RANK_DP_RESULTS`` results), and a top k not
   ready by then is not sent late: the reply is 503 "ask again" (a late reply's time would tell
   how long the private scores took to rank).  Each admitted ranking is booked a share of
   1/``rank_slots`` of that deadline on the one rank worker (``cocktail.service.RankSchedule``):
@@ -34,6 +35,11 @@ from .limits import Limits
 from .workload import MAX_CELL_TERMS
 
 RANK_TUPLES = 300_000  # a top 10 over 300,000 tuples takes ~50-300 ms
+# A dp top k is OpenDP's noisy top k over every tuple: ~0.45 s for a top 10 over 300,000
+# tuples here (8x a ranking without dp at its worst), and ~9 ms more per result (9.6 s for a
+# top 1,000).  Both are public (the ranking's defense, k), so its deadline grows with them.
+RANK_DP_FACTOR = 8
+RANK_DP_RESULTS = 50  # each started 50 results of a dp top k: another step of its deadline
 
 
 @dataclass(frozen=True)
@@ -73,16 +79,15 @@ class Deadlines:
         """Seconds from arrival to a refusal or a reused answer."""
         return self.base_ms / 1000
 
-    def rank(self, tuples: int) -> float:
-        """Seconds from arrival to any reply of POST /v1/rank on a ranking of ``tuples``
-        tuples (answer or refusal alike): the work grows with the ranking, and the deadline
-        with it, so that a large one is not answered whenever it is done."""
-        return self.rank_ms * max(1, -(-tuples // RANK_TUPLES)) / 1000
-
-    def rank_share(self, tuples: int) -> float:
-        """Seconds of the rank worker booked for one ranking of ``tuples`` tuples: what its
-        worst case must fit in."""
-        return self.rank(tuples) / self.rank_slots
+    def rank(self, tuples: int, k: int = 1, noisy: bool = False) -> float:
+        """Seconds from arrival to any reply of POST /v1/rank for a top ``k`` of a ranking of
+        ``tuples`` tuples, ``noisy`` if its defense is dp (answer or refusal alike): the work
+        grows with these public quantities, and the deadline with it, so that a large one is
+        not answered whenever it is done, nor a dp top 1,000 always too late."""
+        steps = max(1, -(-tuples // RANK_TUPLES))
+        if noisy:
+            steps *= RANK_DP_FACTOR * max(1, -(-k // RANK_DP_RESULTS))
+        return self.rank_ms * steps / 1000
 
     def schedule(self, limits: Limits) -> dict:
         largest = max(limits.counts, (1 << MAX_CELL_TERMS))
@@ -91,6 +96,7 @@ class Deadlines:
                 "fresh_ms": {str(c): self.base_ms + self.count_ms * c for c in classes},
                 "search_ms": self.search_ms,
                 "rank_ms": self.rank_ms, "rank_ms_per_tuples": RANK_TUPLES,
+                "rank_dp_factor": RANK_DP_FACTOR, "rank_dp_results_per_step": RANK_DP_RESULTS,
                 "rank_slots": self.rank_slots}
 
 

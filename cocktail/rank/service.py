@@ -72,11 +72,12 @@ class Rankings:
             known.checked = now
             return known.version, known.index
 
-    def tuples(self, name: str) -> int:
-        """The size of an open ranking (public: its table is published), 0 if not open; read
+    def cost(self, name: str) -> tuple[int, bool]:
+        """The size of an open ranking and whether its defense is dp (both public: its table
+        is published, and every answer names its defense), (0, False) if not open; read
         without the lock, which a load may hold for long."""
         known = self._open.get(name)
-        return len(known.index.ids) if known else 0
+        return (len(known.index.ids), known.index.defense == "dp") if known else (0, False)
 
 
 def answer_rank(index: RankIndex, version: str, name: str, text: str, k: int,
