@@ -18,6 +18,7 @@ EXTRAS = {
     "plotly": "report",     # cocktail report, the demo's report
     "fastapi": "serve",     # cocktail serve
     "uvicorn": "serve",
+    "fastapi_offline": "serve",  # /docs and /redoc without a CDN
     "scipy": "search",      # the strategy search of noisy answers (else the best fixed one)
     "ortools": "solver",    # publish --method optimal, the exact cover of table chains
     "networkx": "rank",     # cocktail rank build (the ESVT and ESTT matchings)

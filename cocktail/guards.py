@@ -3,11 +3,14 @@
 * A body the API cannot read (malformed JSON, wrong types, ``1e999``, NaN, bytes that are not
   UTF-8) is refused 422, naming each field at fault and never echoing the input back: FastAPI's
   default reply echoes it, and an infinite number or undecodable bytes then broke the reply
-  itself (a 500).
+  itself (a 500).  It, and the 404 of an unknown path and the 405 of a wrong method, are
+  problem details like every other error (:mod:`cocktail.problems`).
 * Every reply, errors and 404s included, carries a Content-Security-Policy (scripts from this
   server or inline with the request's nonce only; no framing; forms post here only),
   X-Frame-Options, X-Content-Type-Options: nosniff and Referrer-Policy.  A page's inline
   scripts get the nonce through :func:`page`; a route may set a policy of its own (``/docs``).
+* ``/docs`` (Swagger UI) and ``/redoc`` load their scripts from this server (the
+  ``fastapi-offline`` package's copies), never from a CDN: offline, they still work.
 * A sign-in form resists cross-site posts twice over (:func:`form_page`, :func:`posted_here`):
   the post's Origin (or, lacking one, its Referer) must name this server, and it must carry the
   token of a form this server gave the same browser.
@@ -21,13 +24,19 @@ import secrets
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
+from importlib.resources import files
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
 from starlette.datastructures import MutableHeaders
+from starlette.exceptions import HTTPException
 
-SWAGGER = "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/"
+from .problems import problem
+
+ASSETS = "/static/docs/"  # Swagger UI's and Redoc's scripts, from fastapi-offline
 FORM_COOKIE = "cocktail_form"
 _FORM_KEY = secrets.token_bytes(32)  # per process: a form does not outlive a restart
 
@@ -36,14 +45,26 @@ def guard(app: FastAPI) -> None:
     """Install the guards on ``app`` (after its other middleware: the headers go outermost,
     onto the 413 of a body limit too)."""
     app.add_exception_handler(RequestValidationError, _unreadable)
+    app.add_exception_handler(HTTPException, _http_error)
     app.add_middleware(SecurityHeaders)
+    app.mount(ASSETS.rstrip("/"), StaticFiles(directory=str(files("fastapi_offline") / "static")),
+              name="docs-assets")
     app.add_api_route("/docs", _docs(app), include_in_schema=False)
+    app.add_api_route("/redoc", _redoc(app), include_in_schema=False)
 
 
 async def _unreadable(_: Request, exc: RequestValidationError) -> JSONResponse:
-    return JSONResponse({"detail": [{"loc": [_text(part) for part in error["loc"]],
-                                     "msg": _text(error["msg"]), "type": error["type"]}
-                                    for error in exc.errors()]}, status_code=422)
+    errors = [{"loc": [_text(part) for part in error["loc"]], "msg": _text(error["msg"]),
+               "type": error["type"]} for error in exc.errors()]
+    fields = ", ".join(".".join(str(part) for part in error["loc"]) for error in errors)
+    return problem(422, f"the request cannot be read: {fields or 'its body'} (see errors)",
+                   errors=errors)
+
+
+async def _http_error(_: Request, exc: HTTPException) -> JSONResponse:
+    response = problem(exc.status_code, str(exc.detail))
+    response.headers.update(exc.headers or {})  # a 405's Allow
+    return response
 
 
 def _text(value) -> str | int:
@@ -96,14 +117,24 @@ def page(request: Request, html: str, status_code: int = 200, headers=None) -> H
 
 def _docs(app: FastAPI):
     def docs(request: Request) -> HTMLResponse:
-        """Swagger UI, its two files from the CDN FastAPI names and nothing else from there."""
-        nonce = request.state.nonce
-        rules = policy(nonce, scripts=SWAGGER + "swagger-ui-bundle.js",
-                       styles=SWAGGER + "swagger-ui.css",
-                       images="'self' data: https://fastapi.tiangolo.com/img/favicon.png")
-        html = get_swagger_ui_html(openapi_url=app.openapi_url, title=f"{app.title} - API")
-        return page(request, html.body.decode(), headers={"Content-Security-Policy": rules})
+        """Swagger UI, from this server's own copy."""
+        html = get_swagger_ui_html(
+            openapi_url=app.openapi_url, title=f"{app.title} - API",
+            swagger_js_url=ASSETS + "swagger-ui-bundle.js",
+            swagger_css_url=ASSETS + "swagger-ui.css", swagger_favicon_url=ASSETS + "favicon.png")
+        return page(request, html.body.decode())
     return docs
+
+
+def _redoc(app: FastAPI):
+    def redoc(request: Request) -> HTMLResponse:
+        """Redoc, from this server's own copy; it renders in a worker it makes from a blob."""
+        html = get_redoc_html(openapi_url=app.openapi_url, title=f"{app.title} - API",
+                              redoc_js_url=ASSETS + "redoc.standalone.js",
+                              redoc_favicon_url=ASSETS + "favicon.png", with_google_fonts=False)
+        rules = policy(request.state.nonce) + "; worker-src 'self' blob:"
+        return page(request, html.body.decode(), headers={"Content-Security-Policy": rules})
+    return redoc
 
 
 def form_page(request: Request, action: str, render: Callable[[str], str],

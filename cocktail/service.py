@@ -8,9 +8,12 @@ GET  /v1/budget
 GET  /v1/limits (no token needed: the limits and the response-time schedule are public)
 GET  /owner (the owner's dashboard, behind the owner's credential), /analyst (an analyst's own
      budget and answers): :mod:`cocktail.report.dashboard`
+GET  /health (no token: whether a publication is served, and which version)
 Authorization: Bearer <token>.  401 unknown or missing token, 403 disabled user, 429 budget
 spent, 400 malformed query or a limit exceeded (the body names it), 413 request too large,
-503 no publication yet or the counts failed; a refused request spends nothing.
+422 a body that cannot be read, 503 no publication yet or the counts failed; a refused
+request spends nothing.  Every error is a problem details object (:mod:`cocktail.problems`),
+and the OpenAPI document (/openapi.json, /docs, /redoc) lists every status each route returns.
 
 Analysts hold tokens, never the owner's powers: no route answers exactly, manages roles or
 users, or reads the ledger beyond the caller's own budget and answers (the owner's dashboard
@@ -26,19 +29,28 @@ import asyncio
 import gc
 import heapq
 import logging
+import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from typing import Literal
+from typing import Annotated, Literal
 
-from fastapi import Depends, FastAPI
-from fastapi.responses import JSONResponse
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, model_validator
-from starlette.concurrency import run_in_threadpool
+from .extras import require
 
+require("fastapi")  # a missing [serve] is one line naming it, not an ImportError
+require("fastapi_offline")
+
+from fastapi import Body, Depends, FastAPI  # noqa: E402
+from fastapi.openapi.utils import get_openapi  # noqa: E402
+from fastapi.responses import JSONResponse  # noqa: E402
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer  # noqa: E402
+from pydantic import BaseModel, ConfigDict, Field  # noqa: E402
+from starlette.concurrency import run_in_threadpool  # noqa: E402
+
+from . import problems  # noqa: E402
 from .dp.deadline import Deadlines
 from .dp.ledger import Ledger, LedgerError
 from .dp.limits import LIMITS, LimitExceeded, Limits
@@ -46,7 +58,7 @@ from .dp.search import Searches
 from .dp.session import Answered, ComputeFailed, Source, begin
 from .dp.strategies import OBJECTIVES, PER_QUERY
 from .guards import guard
-from .private_config import store_identity
+from .private_config import open_ledger, store_identity
 from .query import BACKENDS, Engine, Publication
 from .querylang import QuerySyntaxError
 from .rank.model import MAX_K
@@ -59,26 +71,95 @@ bearer = HTTPBearer(auto_error=False)
 log = logging.getLogger("cocktail.serve")
 
 
-class QueryRequest(BaseModel):
-    query: str | None = None
-    batch: list[str] | None = None
-    objective: Literal[OBJECTIVES] = PER_QUERY  # type: ignore[valid-type]
+_TEXT = Field(min_length=1, max_length=LIMITS.text_bytes,
+              description="The query language: docs/dp.md (at most text_bytes UTF-8 bytes).")
 
-    @model_validator(mode="after")
-    def one_of(self) -> QueryRequest:
-        if (self.query is None) == (self.batch is None):
-            raise ValueError("send exactly one of 'query' and 'batch'")
-        return self
+
+class _Asked(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    objective: Literal[OBJECTIVES] = Field(  # type: ignore[valid-type]
+        PER_QUERY, description="per-query: no query worse than the best fixed strategy; "
+                               "total: the lowest total error.")
+
+
+class OneQuery(_Asked):
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"query": "2*count(a) - count(b & c)"}]})
+    query: str = _TEXT
 
     @property
     def text(self) -> str:
-        return self.query if self.query is not None else "\n".join(self.batch)
+        return self.query
+
+
+class Batch(_Asked):
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"batch": ["count(a)", "count(a & b)"], "objective": "per-query"}]})
+    batch: list[Annotated[str, Field(min_length=1)]] = Field(
+        min_length=1, max_length=LIMITS.queries,
+        description="Linear queries answered together (one charge).")
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.batch)
 
 
 class RankRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"query": "city=a,religion=x", "k": 10, "name": "ranking"}]})
+    query: str = Field(min_length=1, max_length=LIMITS.text_bytes,
+                       description="column=value pairs, comma-separated: docs/ranked-retrieval.md")
+    k: int = Field(10, ge=1, le=MAX_K)
+    name: str = Field("ranking", min_length=1, max_length=LIMITS.term_bytes)
+
+
+class Budget(BaseModel):
+    user: str
+    role: str
+    alpha_per_query: float
+    budget: float
+    spent: float
+    remaining: float
+    dataset_budget: float | None
+    dataset_spent: float
+
+
+class Answer(BaseModel):
+    """A noisy answer (docs/dp.md: every field)."""
+    model_config = ConfigDict(extra="allow")
+    workload: str
+    answers: list[float]
+    expected_squared_error: list[float]
+    expected_rms_error: list[float]
+    alpha: float
+    strategy: str
+    answer_id: str
+    reused: bool
+    charged: float
+    budget: Budget
+    version: str
+
+
+class TopK(BaseModel):
+    """A ranking's top k: ids and public attributes only (docs/ranked-retrieval.md)."""
+    model_config = ConfigDict(extra="allow")
+    name: str
+    version: str
+    defense: str
     query: str
-    k: int = 10
-    name: str = "ranking"
+    k: int
+    results: list[dict[str, str]]
+    alpha: float | None = Field(None, description="dp rankings: the α charged for it.")
+
+
+class Published(BaseModel):
+    limits: dict[str, float]
+    deadlines: dict[str, float | dict[str, float]]
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    version: str = Field(description="The publication served.")
 
 
 class NoPublication(Exception):
@@ -161,8 +242,8 @@ class _BodyTooLarge(Exception):
 
 
 async def _too_large(send, limit: int) -> None:
-    response = JSONResponse({"detail": f"the request body is over {limit:,} bytes",
-                             "limit": "body_bytes"}, status_code=413)
+    response = problems.problem(413, f"the request body is over {limit:,} bytes",
+                                limit="body_bytes")
     await response({"type": "http"}, None, send)
 
 
@@ -275,11 +356,20 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
         searches.shutdown()
 
     app = FastAPI(title="Cocktail", version="1", lifespan=lifespan,
-                  docs_url=None, redoc_url=None,  # guard() serves /docs under its own policy
+                  docs_url=None, redoc_url=None,  # guard() serves them under its own policy
                   description="Differentially private counting, linear and batch linear queries "
-                              "over a k^m-anonymous hybrid-cloud publication.")
+                              "over a k^m-anonymous hybrid-cloud publication. Every error is a "
+                              "problem details object (RFC 9457).")
     app.add_middleware(BodyLimit, limit=4 * limits.text_bytes)
     guard(app)
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            app.openapi_schema = problems.add_to(get_openapi(
+                title=app.title, version=app.version, description=app.description,
+                routes=app.routes))
+        return app.openapi_schema
+    app.openapi = openapi
 
     def token(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> str | None:
         return credentials.credentials if credentials else None
@@ -306,8 +396,9 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
             log.exception("internal error answering a query")
             return 500, {"detail": "internal error (logged for the owner)"}, refusal_at
 
-    @app.post("/v1/query")
-    async def query(request: QueryRequest, bearer_token: str | None = Depends(token)):
+    @app.post("/v1/query", response_model=Answer,
+              responses=problems.documented(400, 401, 403, 413, 422, 429, 503))
+    async def query(request: OneQuery | Batch = Body(), bearer_token: str | None = Depends(token)):
         """Noisy answers with their expected squared errors; charges the caller's budget.
         The reply leaves at a time fixed by the request alone."""
         arrival = time.monotonic()
@@ -319,7 +410,7 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
             reply = await asyncio.wrap_future(waiting.submit(answer, reply, arrival))
         status, body, release_at = reply
         await releaser.at(release_at)
-        return JSONResponse(body, status_code=status)
+        return problems.reply(status, body)
 
     def rank_answer(bearer_token: str, request: RankRequest, until: float, booked: float,
                     share: float) -> tuple[int, dict]:
@@ -351,15 +442,17 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
                             "--deadline-rank-ms or lower --rank-slots)", request.name,
                             late * 1000, share * 1000)
 
-    @app.post("/v1/rank")
+    @app.post("/v1/rank", response_model=TopK,
+              responses=problems.documented(400, 401, 403, 404, 413, 422, 429, 503))
     async def rank(request: RankRequest, bearer_token: str | None = Depends(token)):
         """The top k of a ranking: ids and public attributes only.  A dp ranking charges the
         caller's α (once per query and k; asked again, the stored answer comes back).  Every
         reply leaves at the ranking's deadline (``rank_ms`` per 300,000 tuples, longer for a
-        dp top k: ``cocktail.dp.deadline``) after arrival; one token has one ranking in flight (429), and one not booked at arrival
-        (the server is busy) or not ready by its deadline is 503, never late."""
+        dp top k: ``cocktail.dp.deadline``) after arrival; one token has one ranking in
+        flight (429), and one not booked at arrival (the server is busy) or not ready by its
+        deadline is 503, never late."""
         tuples, noisy = rankings.cost(request.name)
-        until = time.monotonic() + deadlines.rank(tuples, min(max(request.k, 1), MAX_K), noisy)
+        until = time.monotonic() + deadlines.rank(tuples, request.k, noisy)
         try:
             await run_in_threadpool(ledger.authenticate, bearer_token)  # before any booking
             booked, share = schedule.book(bearer_token, time.monotonic(), until)
@@ -375,21 +468,73 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
                         "--deadline-rank-ms / --rank-slots")
             status, body = 503, {"detail": BUSY}
         await releaser.at(until)
-        return JSONResponse(body, status_code=status)
+        return problems.reply(status, body)
 
-    @app.get("/v1/budget")
+    @app.get("/v1/budget", response_model=Budget, responses=problems.documented(401, 403))
     def budget(bearer_token: str | None = Depends(token)):
         """What the caller has spent and has left, and the dataset-wide budget."""
         try:
-            return ledger.budget_status(ledger.authenticate(bearer_token))
+            return JSONResponse(ledger.budget_status(ledger.authenticate(bearer_token)))
         except LedgerError as exc:
-            return JSONResponse({"detail": str(exc)}, status_code=exc.status)
+            return problems.problem(exc.status, str(exc))
 
-    @app.get("/v1/limits")
-    def published_limits() -> dict:
+    @app.get("/v1/limits", response_model=Published)
+    def published_limits() -> JSONResponse:
         """The limits every request is checked against, and when replies leave."""
-        return {"limits": limits.as_dict() | {"rank_in_flight_per_token": 1},
-                "deadlines": deadlines.schedule(limits)}
+        return JSONResponse({"limits": limits.as_dict() | {"rank_in_flight_per_token": 1},
+                             "deadlines": deadlines.schedule(limits)})
+
+    @app.get("/health", response_model=Health, responses=problems.documented(503))
+    def health() -> JSONResponse:
+        """For a load balancer or a supervisor: 200 while a publication is served (no
+        token; the version is in every answer anyway), 503 before the first one."""
+        try:
+            return JSONResponse({"status": "ok", "version": source.get().version})
+        except NoPublication as exc:
+            return problems.problem(503, str(exc))
 
     add_dashboard(app, store, ledger)
     return app
+
+
+class Server:
+    """`cocktail serve`: the socket bound first (a port in use is one clear error, exit
+    status 5, rather than a server that logs it and exits), then the rankings opened and the
+    app made; :meth:`run` serves until Ctrl-C."""
+
+    def __init__(self, app: FastAPI, listening: socket.socket) -> None:
+        self.app, self._listening = app, listening
+        bound = listening.getsockname()
+        self.url = f"http://{f'[{bound[0]}]' if ':' in bound[0] else bound[0]}:{bound[1]}"
+
+    @classmethod
+    def start(cls, store: Store, runner: str, deadlines: Deadlines, host: str,
+              port: int) -> Server:
+        listening = _listen(host, port)
+        logging.basicConfig(level=logging.INFO,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        rankings = Rankings(store)
+        log.info("rankings open: %s", ", ".join(rankings.warm()) or "none")
+        return cls(create_app(CurrentPublication(store, runner), open_ledger(store), deadlines,
+                              rankings, store), listening)
+
+    def run(self, access_log: bool = False) -> None:
+        import uvicorn
+
+        sys.setswitchinterval(0.001)  # many short requests: hand the GIL over often (tails)
+        config = uvicorn.Config(self.app, host=self._listening.getsockname()[0],
+                                port=self._listening.getsockname()[1], log_level="info",
+                                access_log=access_log)
+        uvicorn.Server(config).run(sockets=[self._listening])
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind((host, port))
+    except OSError as exc:
+        listening.close()
+        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    return listening

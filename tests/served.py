@@ -82,6 +82,8 @@ def in_process(store: Path, deadline_ms: float = 0.5, rank_ms: float = 100,
     from cocktail.store import LocalStore
 
     opened = LocalStore(str(store))
+    rankings = Rankings(opened)
+    rankings.warm()  # as `cocktail serve` does: a ranking's deadline needs its size
     app = create_app(CurrentPublication(opened, "fast"), Ledger(ledger_location(opened)),
-                     Deadlines(deadline_ms, 0, rank_ms, search_ms), Rankings(opened), opened)
+                     Deadlines(deadline_ms, 0, rank_ms, search_ms), rankings, opened)
     return TestClient(app, base_url="http://127.0.0.1:8080", raise_server_exceptions=False)

@@ -175,13 +175,16 @@ def test_no_fuzzed_request_gets_a_5xx_or_a_malformed_error(client):
             problem = "5xx"
         elif HEADERS - set(reply.headers):
             problem = f"no {HEADERS - set(reply.headers)}"
-        elif method != "HEAD" and ((reply.status_code >= 400 and path in api) or
-                                   reply.headers.get("content-type", "").startswith(
-                                       "application/json")):
-            try:
-                assert "detail" in strict_json(reply.text) or reply.status_code < 400
-            except (ValueError, AssertionError, TypeError) as exc:
-                problem = f"not a JSON error: {exc!r}"
+        elif method != "HEAD" and reply.status_code >= 400 and (
+                path in api or reply.headers.get("content-type", "").startswith(
+                    ("application/json", "application/problem+json"))):
+            try:  # the one error model: RFC 9457 problem details
+                error = strict_json(reply.text)
+                assert reply.headers["content-type"] == "application/problem+json"
+                assert error["status"] == reply.status_code and isinstance(error["detail"], str)
+                assert reply.status_code != 401 or "www-authenticate" in reply.headers
+            except (ValueError, AssertionError, TypeError, KeyError) as exc:
+                problem = f"not a problem: {exc!r}"
         if problem:
             failures.append((problem, reply.status_code, request, reply.text[:200]))
     kinds = {(p, s, r["method"], r["url"].split("?")[0]) for p, s, r, _ in failures}

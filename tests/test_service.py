@@ -83,7 +83,8 @@ def test_answers_and_errors(server):
     assert huge.status_code == 413 and huge.json()["limit"] == "body_bytes"
     surrogate = httpx.post(url + "/v1/query", content=b'{"query": "count(\\ud800)"}',
                            headers=auth(tokens["alice"]) | {"Content-Type": "application/json"})
-    assert surrogate.status_code == 400 and "surrogate" in surrogate.json()["detail"]
+    # a lone surrogate is no text: the body cannot be read (422, naming where)
+    assert surrogate.status_code == 422 and surrogate.json()["errors"][0]["type"] == "string_unicode"
     batch = httpx.post(url + "/v1/query", headers=auth(tokens["alice"]), timeout=SEARCHED,
                        json={"batch": ["count(no-such-term)", f"2*count({top}) - count(x)"]})
     assert batch.status_code == 200 and len(batch.json()["answers"]) == 2
@@ -153,11 +154,9 @@ def test_a_dp_top_1000_is_answered_not_refused_for_its_size(tmp_path):
     ledger.add_role("analyst", alpha=0.5, budget=100.0)
     token = ledger.add_user("ann", "analyst")
     with in_process(store, rank_ms=5) as served:
-        for k in (10, 1000, 1000):
+        for k in (1000, 10, 1000):  # the first also imports OpenDP: k = 10 has 40 ms
             reply = served.post("/v1/rank", json={"query": "city=a,religion=x", "k": k},
                                 headers=auth(token))
-            if reply.status_code == 404 or (k == 10 and reply.status_code == 503):
-                continue  # the first request opens the ranking: its size was not known yet
             assert reply.status_code == 200, reply.text
             assert len(reply.json()["results"]) == k
 

@@ -42,7 +42,13 @@ def demo_cmd(workdir: Path, records: int, seed: int, k: int, m: int, method: str
 
 
 def _this_command() -> str:
-    """``cocktail`` if that is what the shell finds, else the path that ran this one."""
+    """``cocktail`` if that is what the shell finds, else what ran this one: ``python -m
+    cocktail.cli`` (sys.argv[0] is then the package's ``__main__.py``, not a command), or the
+    script's path."""
     here = Path(sys.argv[0]).resolve()
     found = shutil.which("cocktail")
-    return "cocktail" if found and Path(found).resolve() == here else str(here)
+    if found and Path(found).resolve() == here:
+        return "cocktail"
+    if here.name == "__main__.py":
+        return f"{Path(sys.executable).name} -m cocktail.cli"
+    return str(here)

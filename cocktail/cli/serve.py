@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import logging
 import os
-import socket
-import sys
 
 import click
 
 from ..dp.deadline import DEFAULT_DEADLINES, Deadlines
 from ..extras import require
-from ..private_config import open_ledger, require_set_up
+from ..private_config import require_set_up
 from ..query import BACKENDS
 from ..query.backends import check_backend
 from ..store import open_store
@@ -50,11 +47,8 @@ def serve_cmd(store_spec: str, host: str, port: int, runner: str,
               deadline_base_ms: float | None, deadline_count_ms: float | None,
               deadline_rank_ms: float, deadline_search_ms: float, rank_slots: int,
               access_log: bool, as_json: bool) -> None:
-    uvicorn = require("uvicorn")
-    require("fastapi")  # before the service's own import, so a missing [serve] is one line
-
-    from ..rank.service import Rankings
-    from ..service import CurrentPublication, create_app
+    require("uvicorn")
+    from ..service import Server  # names the [serve] extra if it is missing
 
     default = DEFAULT_DEADLINES[runner]
     deadlines = Deadlines(deadline_base_ms or default.base_ms,
@@ -63,33 +57,7 @@ def serve_cmd(store_spec: str, host: str, port: int, runner: str,
     store = open_store(store_spec)
     require_set_up(store, can_create=False)  # a mistyped --store would answer 503 forever
     check_backend(runner, store)
-    listening = _listen(host, port)
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    rankings = Rankings(store)
-    logging.getLogger("cocktail.serve").info("rankings open: %s",
-                                             ", ".join(rankings.warm()) or "none")
-    app = create_app(CurrentPublication(store, runner), open_ledger(store), deadlines,
-                     rankings, store)
-    bound = listening.getsockname()
-    url = f"http://{f'[{bound[0]}]' if ':' in bound[0] else bound[0]}:{bound[1]}"
-    confirm(as_json, {"url": url, "store": store.url, "runner": runner, "pid": os.getpid()},
-            f"serving {store.url} at {url} (Ctrl-C stops)")
-    sys.setswitchinterval(0.001)  # many short requests: hand the GIL over often (tail latency)
-    config = uvicorn.Config(app, host=host, port=bound[1], log_level="info",
-                            access_log=access_log)
-    uvicorn.Server(config).run(sockets=[listening])
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    """Bind before anything starts, so that a port in use is one clear error (exit status 5)
-    rather than a server that logs it and exits."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listening = socket.socket(family, socket.SOCK_STREAM)
-    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        listening.bind((host, port))
-    except OSError as exc:
-        listening.close()
-        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    return listening
+    server = Server.start(store, runner, deadlines, host, port)
+    confirm(as_json, {"url": server.url, "store": store.url, "runner": runner,
+                      "pid": os.getpid()}, f"serving {store.url} at {server.url} (Ctrl-C stops)")
+    server.run(access_log)

@@ -99,22 +99,30 @@ def answer_rank(index: RankIndex, version: str, name: str, text: str, k: int,
     draw = index.noisy_sampler(query, k, user.alpha)  # refuses a noise scale past any float
     if index.sensitivity(query) == 0:  # no private column asked: nothing to protect or charge
         return body | {"results": [index.row(i) for i in draw()],
-                       "epsilon": 0.0, "charged": 0.0, "reused": False,
+                       "alpha": 0.0, "charged": 0.0, "reused": False,
                        "budget": ledger.budget_status(user)}
     while True:
         ticket = ledger.reserve(user, f"{store}#rank:{name}:{version}",
                                 f"top {k}: {query.canonical()}")
         if ticket.state == "answered":
-            return body | ledger.result(ticket)
+            return body | _alpha(ledger.result(ticket))
         if ticket.state == "reserved":
             break
         stored = ledger.wait(ticket, until)
         if stored is not None:
-            return body | stored
+            return body | _alpha(stored)
         if until is not None and time.monotonic() >= until:
             raise ComputeFailed("another request is still computing this answer; ask again "
                                 "(free)")
     rows = draw()
     stored = ledger.fulfil(ticket, {"results": [index.row(i) for i in rows],
-                                    "epsilon": user.alpha})
+                                    "alpha": user.alpha})
     return body | stored
+
+
+def _alpha(stored: dict) -> dict:
+    """A stored answer under today's names: answers stored before the privacy parameter
+    was called α everywhere hold it as ``epsilon``."""
+    if "epsilon" in stored:
+        stored = {("alpha" if key == "epsilon" else key): value for key, value in stored.items()}
+    return stored

@@ -25,6 +25,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 
 from ..dp.ledger import Ledger, LedgerError, User
 from ..guards import form_page, page, posted_here
+from ..problems import documented, problem
 from ..releases import current_version
 from ..releases.layout import AREAS, named_store, parts
 from ..store import Store
@@ -95,12 +96,15 @@ async def _sign_in(request: Request, path: str, cookie: str,
 def add_dashboard(app: FastAPI, store: Store, ledger: Ledger) -> None:
     report = OwnerReport(store)
 
-    @app.get(PLOTLY)
+    # The pages, their sign-in forms and plotly.js are for browsers, not API clients: they
+    # stay out of the OpenAPI document (docs/report.md describes them); /owner/state is the
+    # pages' JSON and is in it.
+    @app.get(PLOTLY, include_in_schema=False)
     def plotly_js() -> Response:
         return Response(_plotly(), media_type="application/javascript",
                         headers={"Cache-Control": "max-age=86400"})
 
-    @app.get("/owner", response_class=HTMLResponse)
+    @app.get("/owner", response_class=HTMLResponse, include_in_schema=False)
     def owner_page(request: Request) -> HTMLResponse:
         try:
             ledger.check_owner(_credential(request, OWNER_COOKIE))
@@ -109,22 +113,24 @@ def add_dashboard(app: FastAPI, store: Store, ledger: Ledger) -> None:
         numbers = report.numbers() | {"ledger": ledger_numbers(ledger, PAGE_ROWS)}
         return page(request, render(numbers, script=PLOTLY, refresh="/owner/state"))
 
-    @app.post("/owner/login")
+    @app.post("/owner/login", include_in_schema=False)
     async def owner_login(request: Request) -> Response:
         return await _sign_in(request, "/owner", OWNER_COOKIE, ledger.check_owner)
 
-    @app.get("/owner/state")
+    @app.get("/owner/state", responses=documented(401, 403))
     def owner_state(request: Request) -> JSONResponse:
+        """The store's current version and each table's and ranking's: the owner's page
+        reloads when one moves (the owner's token, never an analyst's)."""
         try:
             ledger.check_owner(_credential(request, OWNER_COOKIE))
         except LedgerError as exc:
-            return JSONResponse({"detail": str(exc)}, status_code=exc.status)
+            return problem(exc.status, str(exc))
         version, parts = report.state()
         return JSONResponse({"version": version} | {
             area.folder: {name: at for folder, name, at in parts if folder == area.folder}
             for area in AREAS})
 
-    @app.get("/analyst", response_class=HTMLResponse)
+    @app.get("/analyst", response_class=HTMLResponse, include_in_schema=False)
     def analyst_page(request: Request) -> HTMLResponse:
         try:
             user = ledger.authenticate(_credential(request, ANALYST_COOKIE))
@@ -132,7 +138,7 @@ def add_dashboard(app: FastAPI, store: Store, ledger: Ledger) -> None:
             return _login(request, "/analyst", exc.status, f"Your budget and answers: {exc}.")
         return page(request, _analyst_html(user, ledger))
 
-    @app.post("/analyst/login")
+    @app.post("/analyst/login", include_in_schema=False)
     async def analyst_login(request: Request) -> Response:
         return await _sign_in(request, "/analyst", ANALYST_COOKIE, ledger.authenticate)
 
