@@ -699,9 +699,11 @@ def test_http_rank_answers_analysts_only_with_public_attributes_at_a_fixed_time(
         version, index, _ = load_ranking(LocalStore(str(store)), "ranking")
         expected = [index.row(i) for i in index.top(parse_query(index.schema, ask["query"]), 5)]
         assert body["results"] == expected                   # what the CLI gives
-        for refused in ({**ask, "name": "other"}, {**ask, "query": "faith=x"}, {**ask, "k": 0}):
+        for refused in ({**ask, "name": "other"}, {**ask, "query": "faith=x"}):
             code, _, slow = post(refused, auth(token))
             assert code in (400, 404) and slow >= 1.0        # refusals leave at the same time
+        # outside the schema (k in 1..1000): refused on arrival, before anything is read
+        assert post({**ask, "k": 0}, auth(token))[0] == 422
         assert post({**ask, "name": "other"}, auth(token))[0] == 404
         assert seconds >= 1.0
         # dp: charged once per query; the same question gets the same answer for free
