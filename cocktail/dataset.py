@@ -16,6 +16,7 @@ import json
 import os
 import re
 from array import array
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,9 +160,21 @@ class Dataset:
         return {names[i] for i in np.unique(self.records.indices).tolist()}
 
     def count_containing(self, terms: Iterable[str]) -> int:
-        """Brute force over the raw records: the oracle exact answers are checked against."""
+        """Brute force over the raw records: the oracle exact answers are checked against.  A
+        scan of every stored term (no index, nothing of the publication's): a record holds
+        each term once, so it holds them all when as many of its terms are wanted.  Vectorised,
+        as a Python loop over frozensets took 16 s for 200 queries on BMS-WebView-2."""
         wanted = set(terms)
-        return sum(1 for r in self.records if wanted <= r)
+        records = self.records
+        if not wanted:
+            return len(records)
+        names = records.names
+        ids = [bisect_left(names, term) for term in wanted]
+        if any(i == len(names) or names[i] != term for i, term in zip(ids, wanted)):
+            return 0  # a term no record holds
+        rows = np.repeat(np.arange(len(records)), np.diff(records.indptr))
+        held = np.bincount(rows[np.isin(records.indices, ids)], minlength=len(records))
+        return int(np.count_nonzero(held == len(ids)))
 
     def head(self, n: int) -> Dataset:
         """The first ``n`` records with their ids (a subsample for tests and experiments)."""
