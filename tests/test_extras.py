@@ -6,6 +6,7 @@ makes its import fail, as if it were not installed) in a fresh interpreter."""
 from __future__ import annotations
 
 import configparser
+import importlib
 import json
 import subprocess
 import sys
@@ -121,3 +122,14 @@ def test_require_names_the_extra_and_passes_installed_packages_through(monkeypat
     assert (str(missing.value), missing.value.extra) == (
         "this needs plotly: pip install 'cocktail[report]'", "report")
     assert isinstance(missing.value, ModuleNotFoundError)  # what `except ImportError` expects
+
+
+def test_the_service_module_names_its_extra_when_fastapi_is_missing(monkeypatch):
+    """A library user's `import cocktail.service` on the core: one line naming [serve], not
+    FastAPI's bare ImportError."""
+    for name in [m for m in sys.modules if m == "cocktail.service" or m.startswith("fastapi")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "fastapi", None)
+    with pytest.raises(MissingExtra) as missing:
+        importlib.import_module("cocktail.service")
+    assert str(missing.value) == "this needs fastapi: pip install 'cocktail[serve]'"
