@@ -352,3 +352,69 @@ def test_one_ledger_keeps_two_stores_dp_rankings_apart(tmp_path):
     assert [b["version"] for b in bodies] == ["v000001", "v000001"]
     assert [(b["charged"], b["reused"]) for b in bodies] == [(0.5, False), (0.5, False)]
     assert {r["id"] for r in bodies[1]["results"]} <= {f"p{i}" for i in range(100, 140)}
+
+
+def spend(ledger: Ledger, token: str, times: int, tag: str) -> None:
+    for n in range(times):
+        ticket = ledger.reserve(ledger.authenticate(token), "s#v1", f"count({tag}{n})")
+        ledger.fulfil(ticket, {"answers": [n]})
+
+
+def test_a_backup_is_a_consistent_private_copy_and_restores_onto_a_lost_ledger(tmp_path):
+    ledger = Ledger(tmp_path / "l.sqlite")
+    ledger.add_role("analyst", alpha=0.1, budget=1.0)
+    token = ledger.add_user("ann", "analyst")
+    spend(ledger, token, 3, "a")
+    summary = ledger.backup(tmp_path / "b" / "backup.sqlite")
+    assert summary["users"] == {"ann": pytest.approx(0.3)} and summary["charges"] == 3
+    assert stat.S_IMODE((tmp_path / "b" / "backup.sqlite").stat().st_mode) == 0o600
+    with pytest.raises(LedgerError, match="never overwrites"):
+        ledger.backup(tmp_path / "b" / "backup.sqlite")
+    # the ledger is lost: restored, ann has spent what she had, and her token still works
+    lost = tmp_path / "new" / "l.sqlite"
+    restored = Ledger.restore(tmp_path / "b" / "backup.sqlite", lost)
+    assert restored["users"] == summary["users"] and restored["charges"] == 3
+    again = Ledger(lost)
+    assert again.budget_status(again.authenticate(token))["remaining"] == pytest.approx(0.7)
+    assert again.reserve(again.authenticate(token), "s#v1", "count(a0)").state == "answered"
+
+
+def test_restoring_an_older_backup_cannot_hand_budget_back(tmp_path):
+    """The attack: an analyst with the owner's ear (or a careless owner) restores last week's
+    backup over today's ledger, and the budget spent since is there to spend again."""
+    ledger = Ledger(tmp_path / "l.sqlite")
+    ledger.add_role("analyst", alpha=0.1, budget=1.0)
+    token = ledger.add_user("ann", "analyst")
+    spend(ledger, token, 2, "a")
+    old = ledger.backup(tmp_path / "old.sqlite")
+    spend(ledger, token, 5, "b")
+    with pytest.raises(Forbidden, match="hand budget back"):
+        Ledger.restore(tmp_path / "old.sqlite", tmp_path / "l.sqlite")
+    assert Ledger(tmp_path / "l.sqlite").users()[0]["spent"] == pytest.approx(0.7)
+    newer = ledger.backup(tmp_path / "new.sqlite")  # as much spent: restoring it is allowed
+    assert Ledger.restore(tmp_path / "new.sqlite", tmp_path / "l.sqlite")["users"] == \
+        newer["users"] != old["users"]
+    (tmp_path / "junk.sqlite").write_bytes(b"not a database at all" * 100)
+    with pytest.raises(LedgerError, match="not a ledger"):
+        Ledger.restore(tmp_path / "junk.sqlite", tmp_path / "l.sqlite")
+
+
+def test_the_cli_backs_up_and_restores_with_the_exit_table(tmp_path):
+    from click.testing import CliRunner
+
+    from cocktail.cli import main
+
+    run = CliRunner()
+    store = tmp_path / "s"
+    assert run.invoke(main, ["roles", "add", "analyst", "--alpha", "0.1", "--budget", "1",
+                             "--store", str(store), "--create"]).exit_code == 0
+    token = json.loads(run.invoke(main, ["users", "add", "ann", "--role", "analyst", "--store",
+                                         str(store), "--json"]).stdout)["token"]
+    ledger = Ledger(store / "private" / "ledger.sqlite")
+    backed = run.invoke(main, ["ledger", "backup", str(tmp_path / "b.sqlite"), "--store",
+                               str(store), "--json"])
+    assert backed.exit_code == 0 and json.loads(backed.stdout)["users"] == {"ann": 0.0}
+    spend(ledger, token, 1, "a")
+    refused = run.invoke(main, ["ledger", "restore", str(tmp_path / "b.sqlite"), "--store",
+                                str(store), "--json"])
+    assert refused.exit_code == 3 and "hand budget back" in json.loads(refused.stdout)["error"]

@@ -152,7 +152,7 @@ def budget_cmd(total: float | None, store_spec: str, create: bool, as_json: bool
         f"dataset budget {status['dataset_budget']}, spent {status['dataset_spent']:g}"))
 
 
-@click.group("ledger", help=f"Where the budget ledger lives. {OWNER}")
+@click.group("ledger", help=f"Where the budget ledger lives, its backups and restores. {OWNER}")
 def ledger_group() -> None:
     pass
 
@@ -170,3 +170,36 @@ def ledger_path_cmd(path: Path | None, store_spec: str, create: bool, as_json: b
     require_set_up(store, create)
     location = set_ledger_location(store, path) if path else ledger_location(store)
     emit(as_json, {"ledger": str(location)}, lambda: click.echo(str(location)))
+
+
+@ledger_group.command("backup")
+@click.argument("target", type=click.Path(dir_okay=False, path_type=Path))
+@store_option
+@json_option
+def ledger_backup_cmd(target: Path, store_spec: str, as_json: bool) -> None:
+    """Copy the ledger to TARGET, consistently while `cocktail serve` answers (SQLite's online
+    backup), readable by the owner only, and read it back. Charges made after it are not in
+    it: back up often, and keep backups off the overlay host. Owner command."""
+    summary = open_ledger(open_store(store_spec)).backup(target)
+    emit(as_json, summary, lambda: out.print(
+        f"backed up {len(summary['users'])} users, {summary['charges']} charges "
+        f"(dataset spent {summary['dataset_spent']:g}) to {target}"))
+
+
+@ledger_group.command("restore")
+@click.argument("source", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@store_option
+@create_option
+@json_option
+def ledger_restore_cmd(source: Path, store_spec: str, create: bool, as_json: bool) -> None:
+    """Restore the ledger from the backup SOURCE: onto a lost ledger, or over one that has spent
+    no more than the backup (exit status 3 otherwise: restoring an older backup would hand
+    budget back). Owner command."""
+    from ..dp.ledger import Ledger
+
+    store = open_store(store_spec)
+    require_set_up(store, create)
+    summary = Ledger.restore(source, ledger_location(store))
+    emit(as_json, summary, lambda: out.print(
+        f"restored {len(summary['users'])} users, {summary['charges']} charges "
+        f"(dataset spent {summary['dataset_spent']:g}) from {source}"))

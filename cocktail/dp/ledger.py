@@ -189,6 +189,39 @@ def private_file(path: Path) -> None:
     os.chmod(path, 0o600)
 
 
+def _copy(source: sqlite3.Connection, target: Path) -> None:
+    copy = sqlite3.connect(target)
+    try:
+        source.backup(copy)
+    finally:
+        copy.close()
+
+
+def ledger_summary(path: str | Path) -> dict:
+    """What a ledger file holds, read only and checked whole (``PRAGMA integrity_check``):
+    its schema version, each user's spending, the dataset's, and how many charges."""
+    path = Path(path)
+    if not path.is_file():
+        raise LedgerError(f"{path}: no such file")
+    try:
+        db = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+        try:
+            if db.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
+                raise LedgerError(f"{path}: the ledger is damaged (integrity check failed)")
+            schema = db.execute("PRAGMA user_version").fetchone()[0]
+            if not 1 <= schema <= SCHEMA_VERSION:
+                raise LedgerError(f"{path}: not a ledger this version reads (schema {schema})")
+            users = dict(db.execute("SELECT name, spent FROM users ORDER BY name"))
+            row = db.execute("SELECT value FROM settings WHERE key = 'dataset_spent'").fetchone()
+            charges = db.execute("SELECT count(*) FROM charges").fetchone()[0]
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as exc:
+        raise LedgerError(f"{path}: not a ledger ({exc})") from None
+    return {"path": str(path), "schema": schema, "users": users, "charges": charges,
+            "dataset_spent": float(row[0]) if row else 0.0}
+
+
 class Ledger:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -244,6 +277,45 @@ class Ledger:
         if "owner" not in {row[1] for row in db.execute("PRAGMA table_info(answers)")}:
             db.execute("ALTER TABLE answers ADD COLUMN owner TEXT")  # version 4 and before
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    # -- backup and restore (owner) --------------------------------------------------------
+
+    def backup(self, target: str | Path) -> dict:
+        """A consistent copy of the ledger at ``target`` (SQLite's online backup: requests go on
+        meanwhile), readable by its owner only and checked by reading it back; what it holds.
+        Never over an existing file."""
+        target = Path(target)
+        if target.exists():
+            raise LedgerError(f"{target} exists: a backup never overwrites a file")
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_file(target)
+        _copy(self._connection(), target)
+        return ledger_summary(target)
+
+    @staticmethod
+    def restore(source: str | Path, target: str | Path) -> dict:
+        """Copy the backup ``source`` over the ledger at ``target`` (absent, or still in use).
+        Refused when the backup has spent less than the ledger, for any user or the dataset:
+        it would hand budget back, and the analysts could spend it again on the same data."""
+        backup, target = ledger_summary(source), Path(target)
+        if target.exists() and target.stat().st_size:
+            current = ledger_summary(target)
+            less = sorted(user for user, spent in current["users"].items()
+                          if spent > backup["users"].get(user, 0.0) * (1 + 1e-12))
+            if less or current["dataset_spent"] > backup["dataset_spent"] * (1 + 1e-12):
+                who = ", ".join(less) or "the dataset"
+                raise Forbidden(f"the backup has spent less than the ledger ({who}): restoring "
+                                "it would hand budget back. Restore only onto a lost ledger, "
+                                "or from a newer backup")
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_file(target)
+        source_db = sqlite3.connect(f"file:{Path(source).resolve()}?mode=ro", uri=True)
+        try:
+            _copy(source_db, target)
+        finally:
+            source_db.close()
+        Ledger(target)  # brought to this schema if the backup is older
+        return ledger_summary(target)
 
     # -- administration (owner) ----------------------------------------------------------
 
