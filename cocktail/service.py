@@ -28,14 +28,17 @@ from __future__ import annotations
 import asyncio
 import gc
 import heapq
+import ipaddress
 import logging
 import socket
+import ssl
 import sys
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from .extras import require
@@ -497,34 +500,57 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
     return app
 
 
+@dataclass(frozen=True)
+class Tls:
+    """The certificate chain and key `cocktail serve` speaks HTTPS with, checked on load (a
+    wrong key or an unreadable file is one clear error before anything listens)."""
+
+    cert: str
+    key: str
+
+    @classmethod
+    def load(cls, cert: str, key: str) -> Tls:
+        try:
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+        except (ssl.SSLError, OSError) as exc:
+            raise ValueError(f"cannot use {cert} with {key} for TLS: {exc}") from None
+        return cls(cert, key)
+
+
 class Server:
     """`cocktail serve`: the socket bound first (a port in use is one clear error, exit
     status 5, rather than a server that logs it and exits), then the rankings opened and the
-    app made; :meth:`run` serves until Ctrl-C."""
+    app made; :meth:`run` serves until Ctrl-C, over HTTPS when given :class:`Tls`."""
 
-    def __init__(self, app: FastAPI, listening: socket.socket) -> None:
-        self.app, self._listening = app, listening
+    def __init__(self, app: FastAPI, listening: socket.socket, tls: Tls | None = None) -> None:
+        self.app, self._listening, self._tls = app, listening, tls
         bound = listening.getsockname()
-        self.url = f"http://{f'[{bound[0]}]' if ':' in bound[0] else bound[0]}:{bound[1]}"
+        host = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+        self.url = f"{'https' if tls else 'http'}://{host}:{bound[1]}"
 
     @classmethod
     def start(cls, store: Store, runner: str, deadlines: Deadlines, host: str,
-              port: int) -> Server:
+              port: int, tls: Tls | None = None) -> Server:
         listening = _listen(host, port)
         logging.basicConfig(level=logging.INFO,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        if tls is None and not ipaddress.ip_address(listening.getsockname()[0]).is_loopback:
+            log.warning("serving plain HTTP on %s: tokens and answers cross the network in "
+                        "the clear (give --tls-cert and --tls-key)", host)
         rankings = Rankings(store)
         log.info("rankings open: %s", ", ".join(rankings.warm()) or "none")
         return cls(create_app(CurrentPublication(store, runner), open_ledger(store), deadlines,
-                              rankings, store), listening)
+                              rankings, store), listening, tls)
 
     def run(self, access_log: bool = False) -> None:
         import uvicorn
 
         sys.setswitchinterval(0.001)  # many short requests: hand the GIL over often (tails)
-        config = uvicorn.Config(self.app, host=self._listening.getsockname()[0],
-                                port=self._listening.getsockname()[1], log_level="info",
-                                access_log=access_log)
+        host, port = self._listening.getsockname()[:2]
+        config = uvicorn.Config(self.app, host=host, port=port, log_level="info",
+                                access_log=access_log,
+                                ssl_certfile=self._tls.cert if self._tls else None,
+                                ssl_keyfile=self._tls.key if self._tls else None)
         uvicorn.Server(config).run(sockets=[self._listening])
 
 

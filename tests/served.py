@@ -31,11 +31,13 @@ def serve(store: Path, *options: str, log: Path | None = None
     process = subprocess.Popen(
         [sys.executable, "-m", "cocktail.cli", "serve", "--store", str(store), "--port",
          str(port), *options], stdout=output, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+    tls = "--tls-cert" in options  # then the certificate is its own authority
+    url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+    verify = options[options.index("--tls-cert") + 1] if tls else True
     deadline = time.monotonic() + 60
     while True:
         try:
-            httpx.get(url + "/v1/limits", timeout=1)
+            httpx.get(url + "/v1/limits", timeout=1, verify=verify)
             break
         except httpx.TransportError:
             assert process.poll() is None, Path(output.name).read_text()

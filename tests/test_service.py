@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -317,3 +318,68 @@ def test_the_objective_is_the_analysts_choice_over_http_and_the_cli(server, tmp_
     wrong = subprocess.run([str(WRAPPER), "--url", url, "--token", token, "--objective", "mean",
                             "--batch", str(path)], capture_output=True, text=True, timeout=60)
     assert wrong.returncode == 2 and "malformed request" in wrong.stderr
+
+
+def self_signed(directory: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 that is its own authority, and its key."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "cocktail test")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    key_path.chmod(0o600)
+    return cert_path, key_path
+
+
+def test_serve_speaks_tls_and_the_analysts_cli_trusts_the_owners_authority(tmp_path):
+    """`cocktail serve --tls-cert --tls-key`: HTTPS only (plain HTTP on the port gets no
+    answer), and `cocktail query --url https://…` trusts a private authority through
+    SSL_CERT_FILE; a key that is not the certificate's is refused before anything listens."""
+    from click.testing import CliRunner
+
+    from cocktail.cli import main
+
+    store = tmp_path / "s"
+    publish(load(dataset_path("bms-webview-1.dat")).head(300), LocalStore(store),
+            PublishParams(k=5, m=3))
+    ledger = Ledger(ledger_location(LocalStore(store)))
+    ledger.add_role("analyst", alpha=0.1, budget=1.0)
+    token = ledger.add_user("ann", "analyst")
+    cert, key = self_signed(tmp_path)
+    with serve(store, "--tls-cert", str(cert), "--tls-key", str(key)) as (url, _):
+        assert url.startswith("https://")
+        budget = httpx.get(url + "/v1/budget", headers=auth(token), verify=str(cert))
+        assert budget.status_code == 200 and budget.json()["spent"] == 0
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(url.replace("https", "http") + "/v1/limits", timeout=5)
+        with pytest.raises(httpx.ConnectError):  # not trusted without the authority
+            httpx.get(url + "/v1/limits")
+        asked = CliRunner().invoke(main, ["query", "count(a)", "--url", url, "--json"],
+                                   env={"COCKTAIL_TOKEN": token, "SSL_CERT_FILE": str(cert)})
+        assert asked.exit_code == 0, asked.output
+        assert json.loads(asked.stdout)["charged"] == 0.1
+    (tmp_path / "other").mkdir()
+    other, _ = self_signed(tmp_path / "other")
+    wrong = subprocess.run([sys.executable, "-m", "cocktail.cli", "serve", "--store", str(store),
+                            "--port", "0", "--tls-cert", str(other), "--tls-key", str(key),
+                            "--json"], capture_output=True, text=True, timeout=60)
+    assert wrong.returncode == 2 and "for TLS" in json.loads(wrong.stdout)["error"]

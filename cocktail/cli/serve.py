@@ -41,14 +41,23 @@ from .options import OWNER, json_option, store_option
               show_default=True, help="POST /v1/rank: rankings booked per rank deadline, each "
                                       "for 1/SLOTS of it on one worker; the deadline must "
                                       "cover SLOTS worst cases.")
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False),
+              help="Serve HTTPS with this certificate chain (PEM); needs --tls-key. Without "
+                   "it, tokens cross the network in the clear.")
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False),
+              help="The certificate's private key (PEM, unencrypted; readable by the owner "
+                   "only).")
 @click.option("--access-log", is_flag=True, help="Log every request.")
 @json_option
 def serve_cmd(store_spec: str, host: str, port: int, runner: str,
               deadline_base_ms: float | None, deadline_count_ms: float | None,
               deadline_rank_ms: float, deadline_search_ms: float, rank_slots: int,
-              access_log: bool, as_json: bool) -> None:
+              tls_cert: str | None, tls_key: str | None, access_log: bool,
+              as_json: bool) -> None:
+    if (tls_cert is None) != (tls_key is None):
+        raise click.UsageError("--tls-cert and --tls-key go together")
     require("uvicorn")
-    from ..service import Server  # names the [serve] extra if it is missing
+    from ..service import Server, Tls  # names the [serve] extra if it is missing
 
     default = DEFAULT_DEADLINES[runner]
     deadlines = Deadlines(deadline_base_ms or default.base_ms,
@@ -57,7 +66,8 @@ def serve_cmd(store_spec: str, host: str, port: int, runner: str,
     store = open_store(store_spec)
     require_set_up(store, can_create=False)  # a mistyped --store would answer 503 forever
     check_backend(runner, store)
-    server = Server.start(store, runner, deadlines, host, port)
+    tls = Tls.load(tls_cert, tls_key) if tls_cert else None
+    server = Server.start(store, runner, deadlines, host, port, tls)
     confirm(as_json, {"url": server.url, "store": store.url, "runner": runner,
                       "pid": os.getpid()}, f"serving {store.url} at {server.url} (Ctrl-C stops)")
     server.run(access_log)
