@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -83,3 +84,39 @@ def test_streaming_scripts_as_hadoop_runs_them(tmp_path):
     answers = [count_matches(p, matched, publication.cluster_members) for p in plans]
     assert answers == [dataset.count_containing(q.terms) for q in queries]
     assert json.loads(tasks_file.read_text())[0]["chunk"] == tasks[0].chunk
+
+
+def test_a_hand_run_job_is_finished_by_plan_matches(tmp_path):
+    """The recipe of docs/overlay.md by hand, query by query: `cocktail plan --tasks-file`, the
+    two scripts in a pipe, `cocktail plan --matches` for the answer, which equals brute force;
+    the tasks file of another query, or of a version the store moved on from, is refused."""
+    from click.testing import CliRunner
+
+    from cocktail.cli import main
+
+    dataset = load(dataset_path("bms-webview-2.dat")).head(5000)
+    store = tmp_path / "s"
+    publish(dataset, LocalStore(store), PublishParams(k=5, m=2, cluster_size=1000))
+    run, python = CliRunner(), [sys.executable, "-I", "-S"]
+    texts = [f"count({' & '.join(q)})" for q in random_conjunctions(dataset.records, 8, seed=3)]
+    for n, text in enumerate(texts):
+        tasks = tmp_path / f"tasks{n}.json"
+        plan = json.loads(run.invoke(main, ["plan", text, "--store", str(store), "--tasks-file",
+                                            str(tasks), "--json"]).stdout)
+        lines = b"".join(Path(f).read_bytes() for f in plan["index_files"])
+        mapped = subprocess.run([*python, REPO / "mappers/match_index.py", tasks], input=lines,
+                                capture_output=True, check=True).stdout
+        shuffled = subprocess.run(["sort"], input=mapped, capture_output=True, check=True,
+                                  env={"LC_ALL": "C"}).stdout
+        matches = tmp_path / f"matches{n}.tsv"
+        matches.write_bytes(subprocess.run([*python, REPO / "reducers/complete_matches.py",
+                                            tasks], input=shuffled, capture_output=True,
+                                           check=True).stdout)
+        finished = run.invoke(main, ["plan", text, "--store", str(store), "--tasks-file",
+                                     str(tasks), "--matches", str(matches), "--json"])
+        terms = text[len("count("):-1].split(" & ")
+        assert json.loads(finished.stdout)["answer"] == dataset.count_containing(terms)
+    other = run.invoke(main, ["plan", texts[1], "--store", str(store), "--tasks-file",
+                              str(tmp_path / "tasks0.json"), "--matches",
+                              str(tmp_path / "matches0.tsv"), "--json"])
+    assert other.exit_code == 2 and "not this query's plan" in json.loads(other.stdout)["error"]

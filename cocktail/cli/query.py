@@ -12,6 +12,7 @@ from rich.table import Table
 from .. import client
 from ..dp.strategies import OBJECTIVES, PER_QUERY
 from ..query import BACKENDS, Engine, Publication, describe, plan_summary
+from ..query.engine import answer_from_matches
 from ..query.backends.streaming import tasks_json
 from ..querylang import Workload, parse_batch, parse_count
 from ..store import open_store
@@ -114,11 +115,25 @@ def _print_noisy(workload: Workload, result: dict) -> None:
 @store_option
 @click.option("--tasks-file", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the tasks as the streaming scripts' TASKS.json, for a "
-              "hand-run `hadoop jar hadoop-streaming.jar` (docs/overlay.md).")
+              "hand-run `hadoop jar hadoop-streaming.jar` (docs/overlay.md); with "
+              "--matches, the TASKS.json the job ran with (checked against this plan).")
+@click.option("--matches", "matches", multiple=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The hand-run job's output (`task TAB pseudonym` lines; repeat for several "
+                   "files): print the exact answer, the private cloud's final intersection.")
 @json_option
-def plan_cmd(expression: str, store_spec: str, tasks_file: Path | None, as_json: bool) -> None:
+def plan_cmd(expression: str, store_spec: str, tasks_file: Path | None,
+             matches: tuple[Path, ...], as_json: bool) -> None:
     query = parse_count(expression)
     publication = Publication.open(open_store(store_spec))
+    if matches:
+        if tasks_file is None:
+            raise click.UsageError("--matches needs the --tasks-file the job ran with")
+        lines = [line for path in matches for line in path.read_text().splitlines()]
+        answer = answer_from_matches(publication, query, tasks_file.read_text(), lines)
+        emit(as_json, {"query": str(query), "version": publication.version, "answer": answer},
+             lambda: out.print(f"{query} = {answer}", highlight=False))
+        return
     plan = Engine(publication).plan(query)
     if tasks_file:
         tasks_file.write_text(tasks_json(plan.tasks))

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from ..overlay.combine import count_matches, resolve
 from ..overlay.planner import Plan, plan_conjunction
 from ..querylang import CountQuery, Workload
 from .backends import BACKENDS, check_backend
+from .backends.streaming import tasks_json
 from .view import Publication
 
 
@@ -68,3 +70,27 @@ def plan_summary(plan: Plan, publication: Publication) -> dict:
                        "terms": list(t.terms),
                        "clusters": sorted(c for c, ts in plan.clusters.items() if t in ts)}
                       for t in plan.tasks]}
+
+
+def answer_from_matches(publication: Publication, query: CountQuery, tasks_text: str,
+                        lines: Sequence[str]) -> int:
+    """The exact answer of a hand-run streaming job (docs/overlay.md): its output lines
+    (``task TAB pseudonym``) resolved and intersected per cluster in the private cloud, as the
+    mrjob runners do.  ``tasks_text`` is the TASKS.json the job ran with; it must be this
+    query's plan on this version, or the task numbers would name other tasks."""
+    if not query.terms:
+        return publication.record_count
+    plan = plan_conjunction(query.terms, publication)
+    if tasks_text.strip() != tasks_json(plan.tasks):
+        raise ValueError("the tasks file is not this query's plan on the current version (the "
+                         "store moved, or another query's file): plan and run the job again")
+    matched: dict = {task: [] for task in plan.tasks}
+    for number, line in enumerate(lines, 1):
+        fields = line.rstrip("\r\n").split("\t")
+        if line.strip() == "":
+            continue
+        if len(fields) < 2 or not fields[0].isdigit() or int(fields[0]) >= len(plan.tasks):
+            raise ValueError(f"matches line {number}: not `task TAB pseudonym` of this plan")
+        matched[plan.tasks[int(fields[0])]].append(fields[1])
+    return count_matches(plan, resolve(matched, publication.record_positions),
+                         publication.cluster_members)
