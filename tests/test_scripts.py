@@ -22,6 +22,12 @@ def test_there_are_scripts():
     assert SCRIPTS
 
 
+def test_scripts_readme_lists_every_script_it_ships():
+    table = (REPO / "scripts" / "README.md").read_text()
+    listed = {line.split("`")[1] for line in table.splitlines() if line.startswith("| `")}
+    assert listed == {p.name for p in SCRIPTS if p.parent.name == "scripts"}
+
+
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
 def test_shellcheck_clean(script):
     shellcheck(script)
