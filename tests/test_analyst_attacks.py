@@ -37,7 +37,8 @@ from cocktail.querylang import QuerySyntaxError
 from cocktail.store import LocalStore
 
 from .conftest import dataset_path
-from .served import auth, serve, until
+from .served import auth, in_process, serve, until
+from .test_fuzz import routes
 
 SAMPLES = 200  # requests per side of each timing comparison
 
@@ -295,15 +296,23 @@ def test_no_route_gives_an_analyst_an_exact_answer_or_the_owners_powers(target):
     url, ledger = target["url"], target["ledger"]
     token = target["tokens"]["prober"]
     spec = httpx.get(url + "/openapi.json").json()
-    routes = {(path, method) for path, methods in spec["paths"].items() for method in methods}
+    documented = {(path, method.upper()) for path, methods in spec["paths"].items()
+                  for method in methods}
+    with in_process(target["store"].root) as served:  # every route, listed or not
+        served_routes = set((path, method) for method, path in routes(served.app)[0]
+                            if method != "HEAD")
     # A new route must be reviewed here before it ships.  /v1/rank: ids and public attributes
     # of a ranking's top k only (tests/test_rank.py checks the body and the deadline).  /owner*:
     # the owner's dashboard, refusing every analyst token; /analyst*: the caller's own budget
-    # and answers; /static/plotly.js: the charting library (tests/test_report.py).
-    assert routes == {("/v1/query", "post"), ("/v1/budget", "get"), ("/v1/limits", "get"),
-                      ("/v1/rank", "post"), ("/owner", "get"), ("/owner/login", "post"),
-                      ("/owner/state", "get"), ("/analyst", "get"), ("/analyst/login", "post"),
-                      ("/static/plotly.js", "get")}
+    # and answers; /static/plotly.js: the charting library (tests/test_report.py); /health:
+    # whether a version is served, and which; /docs, /redoc, /openapi.json: the contract.
+    api = {("/v1/query", "POST"), ("/v1/budget", "GET"), ("/v1/limits", "GET"),
+           ("/v1/rank", "POST"), ("/owner/state", "GET"), ("/health", "GET")}
+    assert documented == api
+    assert served_routes == api | {("/owner", "GET"), ("/owner/login", "POST"),
+                                   ("/analyst", "GET"), ("/analyst/login", "POST"),
+                                   ("/static/plotly.js", "GET"), ("/docs", "GET"),
+                                   ("/redoc", "GET"), ("/openapi.json", "GET")}
     dataset, rare = target["dataset"], target["rare"]
     top = max(dataset.terms(), key=lambda t: dataset.count_containing([t]))
     def powers():
