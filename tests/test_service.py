@@ -146,14 +146,7 @@ def test_a_dp_top_k_is_due_when_its_public_size_says():
 def test_a_dp_top_1000_is_answered_not_refused_for_its_size(tmp_path):
     """End to end, at a rank_ms that once answered a dp top 1,000 of 3,000 tuples 503."""
     from .served import in_process
-    from .test_rank import BUILD, HEADER, cli, people, table_file
-    store = tmp_path / "s"
-    data = table_file(tmp_path, HEADER, people(3000))
-    assert cli("rank", "build", str(data), *BUILD, "--defense", "dp", "--store", str(store))[0] == 0
-    publish(load(dataset_path("bms-webview-1.dat")).head(300), LocalStore(store),
-            PublishParams(k=5, m=3))
-    ledger = Ledger(ledger_location(LocalStore(store)))
-    ledger.add_role("analyst", alpha=0.5, budget=100.0)
+    store, ledger = dp_ranking_store(tmp_path, tuples=3000, records=300, budget=100.0)
     token = ledger.add_user("ann", "analyst")
     with in_process(store, rank_ms=5) as served:
         for k in (1000, 10, 1000):  # the first also imports OpenDP: k = 10 has 40 ms
@@ -230,21 +223,28 @@ answer_rank(index, version, name, text, 3, Ledger(ledger_location(store)), token
 """
 
 
+def dp_ranking_store(tmp_path: Path, tuples: int, records: int,
+                     budget: float) -> tuple[Path, Ledger]:
+    """A store with a dp ranking ("ranking") of ``tuples`` people and ``records`` records of
+    BMS-WebView-1 published, and its ledger with an "analyst" role (α 0.5)."""
+    from .test_rank import BUILD, HEADER, cli, people, table_file
+    store = tmp_path / "s"
+    data = table_file(tmp_path, HEADER, people(tuples))
+    assert cli("rank", "build", str(data), *BUILD, "--defense", "dp", "--store", str(store))[0] == 0
+    publish(load(dataset_path("bms-webview-1.dat")).head(records), LocalStore(store),
+            PublishParams(k=5, m=3))
+    ledger = Ledger(ledger_location(LocalStore(store)))
+    ledger.add_role("analyst", alpha=0.5, budget=budget)
+    return store, ledger
+
+
 def test_a_stuck_dp_ranking_holds_no_shared_worker_and_a_killed_one_is_taken_over(tmp_path):
     """A dp ranking reserved by a process that then hangs: 45 retries each answer 'ask
     again' at their deadline (they waited for the stale time before, 600 s, and froze every
     route once the shared threads were all waiting); /v1/query, /v1/budget and /v1/limits
     answer meanwhile.  Once the process is killed, the next retry computes the real answer
     at no second charge."""
-    import sys
-    from .test_rank import BUILD, HEADER, cli, people, table_file
-    store = tmp_path / "s"
-    data = table_file(tmp_path, HEADER, people(60))
-    assert cli("rank", "build", str(data), *BUILD, "--defense", "dp", "--store", str(store))[0] == 0
-    publish(load(dataset_path("bms-webview-1.dat")).head(500), LocalStore(store),
-            PublishParams(k=5, m=3))
-    ledger = Ledger(ledger_location(LocalStore(store)))
-    ledger.add_role("analyst", alpha=0.5, budget=1.0)
+    store, ledger = dp_ranking_store(tmp_path, tuples=60, records=500, budget=1.0)
     token = ledger.add_user("ann", "analyst")
     retriers = [ledger.add_user(f"r{n}", "analyst") for n in range(45)]  # one rate limit each
     ask = {"query": "city=a,religion=x", "k": 3}
