@@ -92,9 +92,7 @@ def documented(*statuses: int) -> dict:
 def add_to(openapi: dict) -> dict:
     """The problem model in the document's components (the routes refer to it)."""
     schemas = openapi.setdefault("components", {}).setdefault("schemas", {})
-    schemas.update(Problem.model_json_schema(ref_template="#/components/schemas/{model}")
-                   .pop("$defs", {}))
-    schemas["Problem"] = Problem.model_json_schema(
-        ref_template="#/components/schemas/{model}")
-    schemas["Problem"].pop("$defs", None)
+    problem_schema = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
+    schemas.update(problem_schema.pop("$defs", {}))  # FieldError
+    schemas["Problem"] = problem_schema
     return openapi
