@@ -18,6 +18,11 @@ Conventions (README.md, "Writing docs", says the same for doc writers):
 * A block preceded by ``<!-- not run: REASON -->`` (the last non-blank line before its fence) is
   not run; the test lists it as skipped with REASON. Keep these few: a cluster, a virtual
   machine, root, a long benchmark.
+* A block preceded by ``<!-- rehearsal STEP: HOSTS[, online][, given FILES by HOST] -->`` is a
+  cluster operator's command: tests/test_testbed.py runs it, as written, on the five-host
+  rehearsal (HOSTS is a host name or ``every host``; ``online``: on the machine's network, as
+  a VM provisions; ``given``: files handed over from that host's home first); here it is listed
+  as skipped.
 * A line that starts ``cocktail serve`` must give ``--port``; it is started in the background,
   the block goes on once the service answers, and the service is stopped after the
   document's last block. Port 8080 anywhere in a document is replaced by a free port, so
@@ -48,6 +53,7 @@ LINKED = ("scripts", "mappers", "reducers", "benchmarks", "hadoop_conf", "hdfs_e
 BLOCK_TIMEOUT = 600  # seconds; the slowest block (a Spark session) takes 1-2 minutes under load
 FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*([^\s`]*)")
 MARKER = re.compile(r"^\s*<!--\s*not run\s*:\s*(.*?)\s*-->\s*$")
+REHEARSAL = re.compile(r"^\s*<!--\s*rehearsal\s+(?P<step>[\w-]+)\s*:\s*(?P<how>.*?)\s*-->\s*$")
 EXITS = re.compile(r"^(?P<cmd>.*?\S)(?P<comment>\s+#\s*exits\s+(?P<n>\d+)\b.*)$")
 SERVE = re.compile(r"^\s*(?:[A-Z_][A-Z0-9_]*=\S*\s+)*cocktail\s+serve\b")
 
@@ -58,7 +64,8 @@ class Block:
     line: int            # the line of the opening fence, 1-based
     tag: str
     text: str            # the block's content as written
-    not_run: str | None  # the reason, when marked `not run`
+    not_run: str | None  # the reason, when marked `not run` (or rehearsed)
+    rehearsal: re.Match | None = None  # step and how, when the rehearsal runs it
 
     @property
     def where(self) -> str:
@@ -96,9 +103,12 @@ def fenced_blocks(doc: Path) -> list[Block]:
             i += 1
         i += 1
         before = next((line for line in reversed(lines[:start]) if line.strip()), "")
-        marker = MARKER.match(before)
-        blocks.append(Block(doc, start + 1, tag, "\n".join(body),
-                            marker.group(1) if marker else None))
+        marker, rehearsal = MARKER.match(before), REHEARSAL.match(before)
+        reason = marker.group(1) if marker else None
+        if rehearsal:
+            reason = (f"a cluster operator's command: tests/test_testbed.py runs it on the "
+                      f"five-host rehearsal (step {rehearsal['step']})")
+        blocks.append(Block(doc, start + 1, tag, "\n".join(body), reason, rehearsal))
     return blocks
 
 
@@ -149,7 +159,7 @@ def test_markers_have_reasons():
         lines = doc.read_text().split("\n")
         starts = {b.line for b in shell_blocks(doc)}
         for n, line in enumerate(lines, 1):
-            if MARKER.match(line):
+            if MARKER.match(line) or REHEARSAL.match(line):
                 nxt = next((k for k in range(n + 1, len(lines) + 1) if lines[k - 1].strip()), None)
                 assert nxt in starts, f"{doc.relative_to(REPO)}:{n}: marker not before a shell block"
 

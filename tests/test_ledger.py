@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import multiprocessing
 import sqlite3
 import stat
@@ -418,3 +419,25 @@ def test_the_cli_backs_up_and_restores_with_the_exit_table(tmp_path):
     refused = run.invoke(main, ["ledger", "restore", str(tmp_path / "b.sqlite"), "--store",
                                 str(store), "--json"])
     assert refused.exit_code == 3 and "hand budget back" in json.loads(refused.stdout)["error"]
+
+
+def test_a_ledger_root_makes_belongs_to_the_service_that_writes_it(tmp_path):
+    """On the overlay's host the owner runs commands as root, the service as its own user: a
+    ledger root makes or restores onto a lost one goes to the owner of its directory, and
+    SQLite's own -wal and -shm files follow the ledger."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: only root can make a file another user owns")
+    service = tmp_path / "data"
+    service.mkdir()
+    os.chown(service, 65534, 65534)  # nobody, as the service's user
+    ledger = Ledger(service / "ledger.sqlite")
+    ledger.add_role("analyst", 1.0, 10.0)
+    owners = {p.name: (p.stat().st_uid, p.stat().st_gid) for p in service.iterdir()}
+    assert owners and set(owners.values()) == {(65534, 65534)}, owners
+    backup = tmp_path / "backup.sqlite"
+    ledger.backup(backup)
+    assert backup.stat().st_uid == 0  # a backup stays the owner's
+    for part in service.iterdir():
+        part.unlink()
+    Ledger.restore(backup, service / "ledger.sqlite")
+    assert (service / "ledger.sqlite").stat().st_uid == 65534

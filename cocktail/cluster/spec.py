@@ -21,6 +21,8 @@ HEAPS = ("namenode", "resourcemanager", "historyserver", "datanode", "nodemanage
 HOSTNAME = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 PORTS = {"namenode_rpc": 8020, "namenode_http": 9870, "resourcemanager": 8032,
          "resourcemanager_http": 8088, "historyserver": 10020, "overlay": 8080}
+SITE_FILES = ("core-site.xml", "hdfs-site.xml", "yarn-site.xml", "mapred-site.xml",
+              "capacity-scheduler.xml")
 
 
 class SpecError(ValueError):
@@ -55,6 +57,9 @@ class ClusterSpec:
     container_mb: int
     nodemanager_mb: int
     hosts: tuple[Host, ...]
+    properties: dict[str, dict[str, str]]  # site file -> name -> value, set on every host
+    tls_cert: str | None  # the overlay service's certificate and key; none: plain HTTP
+    tls_key: str | None
     source: str = ""
 
     def with_roles(self, role: str) -> list[Host]:
@@ -120,10 +125,39 @@ def parse_spec(raw: object, source: str = "cluster.yaml") -> ClusterSpec:
         container_mb=_positive(hadoop.get("container_mb"), "hadoop.container_mb", fail),
         nodemanager_mb=_positive(hadoop.get("nodemanager_mb"), "hadoop.nodemanager_mb", fail),
         hosts=tuple(_host(h, i, network, fail) for i, h in enumerate(raw.get("hosts") or [])),
+        properties=_properties(hadoop.get("properties"), fail),
+        **_tls(raw.get("overlay"), fail),
         source=source,
     )
     _check_cluster(spec, fail)
     return spec
+
+
+def _properties(raw, fail) -> dict[str, dict[str, str]]:
+    """hadoop.properties: more site properties, for every host (they win over the rendered)."""
+    if raw is None:
+        return {}
+    raw = _mapping(raw, "hadoop.properties", fail)
+    out = {}
+    for file, values in raw.items():
+        if file not in SITE_FILES:
+            raise fail(f"hadoop.properties.{file}", f"not one of {', '.join(SITE_FILES)}")
+        values = _mapping(values, f"hadoop.properties.{file}", fail)
+        out[file] = {str(k): str(v).lower() if isinstance(v, bool) else str(v)
+                     for k, v in values.items()}
+    return out
+
+
+def _tls(raw, fail) -> dict[str, str | None]:
+    """overlay.tls_cert and overlay.tls_key: both absolute paths, or neither."""
+    raw = {} if raw is None else _mapping(raw, "overlay", fail)
+    unknown = sorted(set(raw) - {"tls_cert", "tls_key"})
+    if unknown:
+        raise fail(f"overlay.{unknown[0]}", "unknown key (known: tls_cert, tls_key)")
+    if ("tls_cert" in raw) != ("tls_key" in raw):
+        raise fail("overlay", "give both tls_cert and tls_key, or neither")
+    return {key: _absolute(raw[key], f"overlay.{key}", fail) if key in raw else None
+            for key in ("tls_cert", "tls_key")}
 
 
 def _host(raw: object, index: int, network, fail) -> Host:

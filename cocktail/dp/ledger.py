@@ -189,6 +189,17 @@ def private_file(path: Path) -> None:
     os.chmod(path, 0o600)
 
 
+def ledger_file(path: Path) -> None:
+    """`private_file` for a live ledger. One that root makes (an owner command run on the
+    service's host before the service, a restore onto a lost ledger) goes to the owner of its
+    directory: the service's user, which must write it."""
+    made = not path.exists()
+    private_file(path)
+    if made and os.geteuid() == 0:
+        directory = path.parent.stat()
+        os.chown(path, directory.st_uid, directory.st_gid)
+
+
 def _copy(source: sqlite3.Connection, target: Path) -> None:
     copy = sqlite3.connect(target)
     try:
@@ -226,7 +237,7 @@ class Ledger:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        private_file(self.path)
+        ledger_file(self.path)
         self._local = threading.local()
         self._writer = threading.Lock()
         with self._transaction() as db:
@@ -308,7 +319,7 @@ class Ledger:
                                 "it would hand budget back. Restore only onto a lost ledger, "
                                 "or from a newer backup")
         target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        private_file(target)
+        ledger_file(target)
         source_db = sqlite3.connect(f"file:{Path(source).resolve()}?mode=ro", uri=True)
         try:
             _copy(source_db, target)

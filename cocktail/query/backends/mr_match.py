@@ -8,6 +8,7 @@ script by mrjob's runners, hence absolute imports only.
 from __future__ import annotations
 
 import importlib.util
+import sysconfig
 from pathlib import Path
 
 from mrjob.job import MRJob
@@ -20,12 +21,16 @@ SCRIPTS = {"mapper": "match_index.py", "reducer": "complete_matches.py"}
 
 def script_path(name: str) -> Path:
     """A streaming script: in the task's working directory when a cluster shipped it there,
-    else in the checkout the installed package comes from (Spark ships this module alone)."""
+    else in the checkout the package runs from (an editable install; Spark ships this module
+    alone), else where a regular install put it (setup.cfg's data_files)."""
     shipped = Path.cwd() / SCRIPTS[name]
     if shipped.exists():
         return shipped
-    checkout = Path(cocktail.__file__).resolve().parents[1]
-    return checkout / ("mappers" if name == "mapper" else "reducers") / SCRIPTS[name]
+    where = "mappers" if name == "mapper" else "reducers"
+    checkout = Path(cocktail.__file__).resolve().parents[1] / where / SCRIPTS[name]
+    if checkout.exists():
+        return checkout
+    return Path(sysconfig.get_path("data")) / "share" / "cocktail" / where / SCRIPTS[name]
 
 
 def load_script(name: str):
