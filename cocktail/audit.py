@@ -307,9 +307,12 @@ def audit(store: Store, *, version: str | None = None, k: int | None = None,
     try:
         raw = zone.read(manifest_where)
         manifest = fmt.decode_json(raw, manifest_where)
+        fmt.check_format(manifest.get("format"), f"public/{manifest_where}")
         chunks = manifest["chunks"]
         report.k = k or int(manifest["k"])
         report.m = m or int(manifest["m"])
+    except fmt.UnknownFormat:
+        raise  # not a fault of the store: this auditor cannot check it (exit 2, not a pass)
     except (fmt.FormatError, StoreError, KeyError, TypeError, ValueError) as exc:
         report.violations.append(Violation("integrity", manifest_where, f"unreadable: {exc}"))
         return report
@@ -403,6 +406,7 @@ def _read_view(store: Store, version: str | None = None) -> tuple[str, str, dict
     where = fmt.manifest_path(version)
     raw = zone.read(where)
     manifest = fmt.decode_json(raw, where)
+    fmt.check_format(manifest.get("format"), f"public/{where}")
     chunks = []
     for entry in manifest["chunks"]:
         path = fmt.chunk_path(entry.get("home", version), entry["id"])

@@ -54,6 +54,8 @@ from dataclasses import dataclass
 import numpy as np
 
 FORMAT = "cocktail-publication/2"  # /1: one JSON document, every file in its version
+READS = ("cocktail-publication/1", FORMAT)  # the manifests this version reads (and appends to)
+UPGRADING = 'docs/publication-format.md, "Format versions and upgrading"'
 POINTER = "CURRENT"
 MANIFEST = "manifest.json"
 SIGNATURE = "signature.json"  # beside the public manifest: who signed it (releases.signing)
@@ -79,6 +81,34 @@ PSEUDONYM_RE = re.compile(rf"^[0-9a-f]{{{PSEUDONYM_HEX}}}$")
 
 class FormatError(ValueError):
     """A publication file does not follow the format."""
+
+
+class UnknownFormat(FormatError):
+    """A file in a format this version does not read, most likely a newer cocktail's: refused
+    whole (bad input, exit status 2), never read by the rules of an older format, nor appended
+    to."""
+
+
+def check_format(found: object, name: str, reads: Sequence[str] = READS) -> None:
+    """Refuse a document whose ``format`` is none of ``reads``, in one line that says what to
+    do."""
+    if found not in reads:
+        raise UnknownFormat(f"{name}: format {found!r}, which this cocktail does not read (it "
+                            f"reads {', '.join(reads)}): upgrade cocktail to a release that "
+                            f"reads it ({UPGRADING})")
+
+
+def check_magic(data: bytes, magic: bytes, name: str, what: str) -> None:
+    """A file that must start with the line ``magic`` (``cocktail-<kind>/<n>``): one of a
+    newer format of the same kind is refused as :class:`UnknownFormat`, anything else as not
+    being ``what``."""
+    if data.startswith(magic):
+        return
+    family = magic[:magic.rindex(b"/") + 1]
+    if data.startswith(family):
+        check_format(data[:64].split(b"\n", 1)[0].decode("ascii", "replace"), name,
+                     (magic.decode().rstrip("\n"),))
+    raise FormatError(f"{name}: not {what} (expected {magic.decode().rstrip()!r} first)")
 
 
 def version_name(number: int) -> str:
@@ -326,9 +356,10 @@ def encode_term_index(records: int, bitmaps: Iterable[tuple[str, bytes]], shard:
 def decode_term_index(data: bytes, name: str = TERM_INDEX) -> TermIndexFile:
     """A part's bitmaps file or an old shard, as stored; a reader deserializes only the terms
     it is asked about."""
+    check_magic(data, TERM_INDEX_MAGIC, name, "a term index")
     end = data.find(b"\n", len(TERM_INDEX_MAGIC))
-    if not data.startswith(TERM_INDEX_MAGIC) or end < 0:
-        raise FormatError(f"{name}: not a term index (expected {TERM_INDEX_MAGIC!r} first)")
+    if end < 0:
+        raise FormatError(f"{name}: not a term index (no header line)")
     view, offset, found = memoryview(data), end + 1, {}
     try:
         header = json.loads(data[len(TERM_INDEX_MAGIC):end].decode("utf-8"))
@@ -363,8 +394,7 @@ def encode_term_order(positions: np.ndarray) -> bytes:
 def decode_term_order(data: bytes, records: int, name: str = TERM_ORDER) -> np.ndarray:
     """The record position at each of ``records`` index positions (a read-only view into
     ``data``); that it numbers each record of its range once is the audit's to check."""
-    if not data.startswith(TERM_ORDER_MAGIC):
-        raise FormatError(f"{name}: not an index order (expected {TERM_ORDER_MAGIC!r} first)")
+    check_magic(data, TERM_ORDER_MAGIC, name, "an index order")
     body = memoryview(data)[len(TERM_ORDER_MAGIC):]
     if len(body) != 4 * records:
         raise FormatError(f"{name}: {len(body)} bytes for {records} records (4 each)")
@@ -392,7 +422,8 @@ def encode_record_keys(keys: np.ndarray) -> bytes:
 
 
 def decode_record_keys(data: bytes, name: str) -> np.ndarray:
-    if not data.startswith(RECORD_KEYS_MAGIC) or (len(data) - len(RECORD_KEYS_MAGIC)) % 8:
+    check_magic(data, RECORD_KEYS_MAGIC, name, "a file of record keys")
+    if (len(data) - len(RECORD_KEYS_MAGIC)) % 8:
         raise FormatError(f"{name}: not a file of record keys")
     return np.frombuffer(memoryview(data)[len(RECORD_KEYS_MAGIC):], dtype="<u8")
 
@@ -442,7 +473,8 @@ def encode_manifest(head: dict, entries: Iterable[bytes], listed: bool) -> Itera
 
 def split_manifest(data: bytes, name: str) -> tuple[dict, list[bytes]]:
     """A manifest's head (every field but ``chunks``) and its chunk entries, one line each.
-    A manifest of the first format, one indented document, has its entries re-encoded."""
+    A manifest of the first format, one indented document, has its entries re-encoded; one of
+    a format this version does not read is refused (:class:`UnknownFormat`)."""
     first, _, rest = data.partition(b"\n")
     try:
         head = json.loads(first[:-len(b',"chunks":{')] + b"}")
@@ -450,6 +482,7 @@ def split_manifest(data: bytes, name: str) -> tuple[dict, list[bytes]]:
         head = None
     if not isinstance(head, dict) or head.get("format") != FORMAT:
         whole = decode_json(data, name)
+        check_format(whole.get("format"), name)
         chunks = whole.pop("chunks", [])
         if isinstance(chunks, list):
             return whole, [chunk_line(c) for c in chunks]

@@ -441,3 +441,36 @@ def test_a_ledger_root_makes_belongs_to_the_service_that_writes_it(tmp_path):
         part.unlink()
     Ledger.restore(backup, service / "ledger.sqlite")
     assert (service / "ledger.sqlite").stat().st_uid == 65534
+
+
+def test_a_ledger_of_a_newer_schema_is_refused_not_used(tmp_path):
+    """A ledger a later cocktail migrated was opened, and charged, by an older one as if it
+    were its own; now every command refuses it in one line (exit status 2), and the backup
+    taken before the upgrade restores onto the ledger's place once it is moved aside."""
+    from click.testing import CliRunner
+
+    from cocktail.cli import main
+    from cocktail.dp.ledger import SCHEMA_VERSION
+
+    run = CliRunner()
+    store = tmp_path / "s"
+    assert run.invoke(main, ["roles", "add", "analyst", "--alpha", "0.1", "--budget", "1",
+                             "--store", str(store), "--create"]).exit_code == 0
+    assert run.invoke(main, ["ledger", "backup", str(tmp_path / "before.sqlite"), "--store",
+                             str(store)]).exit_code == 0
+    path = store / "private" / "ledger.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    newer = f"ledger schema {SCHEMA_VERSION + 1}, newer than this cocktail reads"
+    with pytest.raises(LedgerError, match=newer):
+        Ledger(path)
+    for command in (["roles", "list"], ["budget"], ["ledger", "backup", str(tmp_path / "b2")]):
+        result = run.invoke(main, [*command, "--store", str(store), "--json"])
+        assert result.exit_code == 2, (command, result.output)
+        error = json.loads(result.stdout)["error"]
+        assert newer in error and "upgrade cocktail" in error and "\n" not in error
+    path.rename(tmp_path / "newer.sqlite")
+    restored = run.invoke(main, ["ledger", "restore", str(tmp_path / "before.sqlite"),
+                                 "--store", str(store), "--create"])
+    assert restored.exit_code == 0, restored.output
+    assert Ledger(path).roles() == [{"name": "analyst", "alpha": 0.1, "budget": 1.0}]

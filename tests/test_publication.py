@@ -282,3 +282,60 @@ def test_a_refused_append_leaves_no_trace(tmp_path, command):
     refused = CliRunner().invoke(main, [*command, str(data), "--store", str(store)])
     assert refused.exit_code != 0 and "publish" in refused.output
     assert not store.exists()
+
+
+FUTURE = "cocktail-publication/3"
+
+
+def _future_format(root: Path, version: str) -> dict[Path, bytes]:
+    """Make ``version``'s manifests claim a format this version does not know, as a later
+    cocktail's would; the files as they then are."""
+    written = {}
+    for zone in ("public", "private"):
+        path = root / zone / version / fmt.MANIFEST
+        path.write_bytes(path.read_bytes().replace(fmt.FORMAT.encode(), FUTURE.encode(), 1))
+        written[path] = path.read_bytes()
+    return written
+
+
+@pytest.mark.parametrize("command", [["audit"], ["audit", "--releases"], ["plan", "count(a)"],
+                                     ["publish", "--append", "more.dat"]],
+                         ids=["audit", "audit-releases", "plan", "append"])
+def test_a_store_of_a_newer_format_is_refused_in_one_line_and_left_alone(tmp_path, command):
+    """An older cocktail once read a newer manifest by the first format's rules, and appended
+    a version of its own format on top of it; now every reader of the manifests refuses it,
+    exit status 2, naming the format and what to do, and writes nothing."""
+    store = LocalStore(tmp_path / "s")
+    publish(SMALL, store, PublishParams(k=2, m=2))
+    files = _future_format(tmp_path / "s", "v000001")
+    (tmp_path / "more.dat").write_text("a b\na c\n")
+    args = [tmp_path / a if a.endswith(".dat") else a for a in command]
+    result = CliRunner().invoke(main, [*map(str, args), "--store", str(tmp_path / "s"),
+                                       "--json"])
+    assert result.exit_code == 2, result.output
+    error = json.loads(result.stdout)
+    assert error["code"] == 2 and error["type"] == "usage-error"
+    assert f"format '{FUTURE}', which this cocktail does not read" in error["error"]
+    assert "upgrade cocktail" in error["error"] and "\n" not in error["error"]
+    assert "Traceback" not in result.output
+    assert {path: path.read_bytes() for path in files} == files
+    assert sorted(os.listdir(tmp_path / "s" / "public")) == ["CURRENT", "v000001"]
+
+
+def test_the_first_format_is_still_read_and_newer_index_files_are_refused(tmp_path):
+    """A `/1` manifest (one indented document) reads as the same manifest; a term index file
+    of a newer format is refused by name, whatever reads it."""
+    store = LocalStore(tmp_path / "s")
+    publish(SMALL, store, PublishParams(k=2, m=2))
+    before = Publication.open(store).manifest
+    path = tmp_path / "s" / "private" / "v000001" / fmt.MANIFEST
+    path.write_bytes(fmt.encode_json(before | {"format": "cocktail-publication/1"}))
+    assert Publication.open(store).manifest == before | {"format": "cocktail-publication/1"}
+    exact = ["query", "--exact", "count(a & b)", "--store", str(tmp_path / "s")]
+    assert CliRunner().invoke(main, exact).exit_code == 0
+    for part in (tmp_path / "s" / "private" / "v000001" / fmt.TERM_PART_DIR).glob("*.roaring"):
+        part.write_bytes(part.read_bytes().replace(b"cocktail-terms/1", b"cocktail-terms/2", 1))
+    refused = CliRunner().invoke(main, [*exact, "--json"])
+    assert refused.exit_code == 2
+    assert "format 'cocktail-terms/2', which this cocktail does not read" in \
+        json.loads(refused.stdout)["error"]

@@ -268,3 +268,18 @@ def test_an_unsigned_store_is_reported_and_republished_only_when_allowed(owner):
     assert derived["signature"]["signers"] == [body["signer"]]
     code, chain = cli("audit", "--chain", str(old), str(owner / "u2"))
     assert code == 0 and chain["ok"]  # the link names the unsigned source's manifest
+
+
+def test_a_signature_of_a_newer_format_fails_the_audit_saying_so(owner):
+    """Not verified (a `signature` violation, exit 1, as any signature it cannot check), but
+    named as a newer format to upgrade for, not as a malformed file."""
+    store = copy(owner, "s1", "s-future-signature")
+    path = store / "public" / fmt.signature_path(current(store))
+    path.write_bytes(path.read_bytes().replace(signing.FORMAT.encode(),
+                                               b"cocktail-signature/2", 1))
+    code, report = cli("audit", "--store", str(store))
+    assert code == 1
+    [violation] = report["violations"]
+    assert violation["kind"] == "signature"
+    assert "format 'cocktail-signature/2', which this cocktail does not read" in \
+        violation["detail"] and "upgrade cocktail" in violation["detail"]

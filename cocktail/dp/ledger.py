@@ -208,6 +208,13 @@ def _copy(source: sqlite3.Connection, target: Path) -> None:
         copy.close()
 
 
+def _newer(db: sqlite3.Connection, schema: int, path: str | Path | None = None) -> str:
+    path = path or db.execute("PRAGMA database_list").fetchone()[2]
+    return (f"{path}: ledger schema {schema}, newer than this cocktail reads ({SCHEMA_VERSION}): "
+            "upgrade cocktail (going back to this one needs the backup taken before the upgrade: "
+            "docs/publication-format.md, \"Format versions and upgrading\")")
+
+
 def ledger_summary(path: str | Path) -> dict:
     """What a ledger file holds, read only and checked whole (``PRAGMA integrity_check``):
     its schema version, each user's spending, the dataset's, and how many charges."""
@@ -220,7 +227,9 @@ def ledger_summary(path: str | Path) -> dict:
             if db.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
                 raise LedgerError(f"{path}: the ledger is damaged (integrity check failed)")
             schema = db.execute("PRAGMA user_version").fetchone()[0]
-            if not 1 <= schema <= SCHEMA_VERSION:
+            if schema > SCHEMA_VERSION:
+                raise LedgerError(_newer(db, schema, path))
+            if schema < 1:
                 raise LedgerError(f"{path}: not a ledger this version reads (schema {schema})")
             users = dict(db.execute("SELECT name, spent FROM users ORDER BY name"))
             row = db.execute("SELECT value FROM settings WHERE key = 'dataset_spent'").fetchone()
@@ -273,8 +282,12 @@ class Ledger:
     @staticmethod
     def _migrate(db: sqlite3.Connection) -> None:
         """Bring the file to this schema inside the caller's transaction (no executescript:
-        it would commit first)."""
-        if db.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
+        it would commit first).  A newer schema (a later cocktail's) is refused: this version
+        would charge and answer by rules that file no longer follows."""
+        schema = db.execute("PRAGMA user_version").fetchone()[0]
+        if schema > SCHEMA_VERSION:
+            raise LedgerError(_newer(db, schema))
+        if schema == SCHEMA_VERSION:
             return
         columns = {row[1] for row in db.execute("PRAGMA table_info(charges)")}
         listed = "at" in {row[1] for row in db.execute("PRAGMA table_info(refusals)")}

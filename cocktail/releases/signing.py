@@ -168,6 +168,9 @@ def verify(zone: ZoneReader, version: str, manifest: bytes,
     try:
         document = fmt.decode_json(zone.read(fmt.signature_path(version)), where)
         hops = document["hops"]
+        if isinstance(document.get("format"), str) and \
+                document["format"].startswith("cocktail-signature/"):
+            fmt.check_format(document["format"], where, (FORMAT,))  # a newer one's: say so
         if document.get("format") != FORMAT or not isinstance(hops, list) or not hops:
             raise SignatureError(f"{where}: not a {FORMAT} file with at least one hop")
         before = None
@@ -175,6 +178,8 @@ def verify(zone: ZoneReader, version: str, manifest: bytes,
             _check_hop(hop, before, f"{where}: hop {number} ({hop.get('signer')})")
             before = hop
         last = hops[-1]["statement"]
+    except fmt.UnknownFormat as exc:
+        raise SignatureError(str(exc)) from None
     except (fmt.FormatError, KeyError, TypeError, AttributeError) as exc:
         raise SignatureError(f"{where}: malformed ({exc!r})") from None
     if last["version"] != version or last["manifest_sha256"] != digest:
