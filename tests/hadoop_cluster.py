@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -41,17 +42,25 @@ def build() -> Path:
     """`mvn verify`: compile, run the shim's JUnit tests on MiniDFSCluster, package.
 
     Called once per session by a fixture; the lock keeps two pytest workers from building
-    into one target/ at the same time."""
+    into one target/ at the same time, and the second worker of a run reuses the first's
+    build (the run's id, stamped after a build that passed)."""
     require_toolchain()
     TARGET.mkdir(exist_ok=True)
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # the same in every worker of a run
+    stamp = TARGET / ".built-by-run"
     with open(TARGET / ".build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        if run and stamp.exists() and stamp.read_text() == run:
+            return TARGET
+        stamp.unlink(missing_ok=True)
         log = TARGET / "maven.log"
         with open(log, "w") as out:
             done = subprocess.run(["mvn", "-B", "verify"], cwd=HDFS_EXT, stdout=out,
                                   stderr=subprocess.STDOUT)
         if done.returncode != 0:
             pytest.fail(f"mvn verify failed in hdfs_ext (log {log}):\n{log.read_text()[-4000:]}")
+        if run:
+            stamp.write_text(run)
     return TARGET
 
 

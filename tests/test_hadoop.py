@@ -234,6 +234,7 @@ def bare_cluster(request, built, tmp_path_factory):
     running.stop()
 
 
+@pytest.mark.xdist_group("bare")  # clusters of its own: beside the YARN cluster's tests
 def test_placement_audit_fails_without_shim_and_policy(bare_cluster, sample):
     """The config-only route (COLD + ARCHIVE on private datanodes) passes; with neither it and
     the shim, private replicas land on public datanodes and the audit says so."""

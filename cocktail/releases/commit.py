@@ -13,13 +13,15 @@ pruned last.
 from __future__ import annotations
 
 import hashlib
-
 import secrets
 import tempfile
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import partial
 from typing import BinaryIO
 
 from .. import chunkformat as fmt
@@ -90,14 +92,41 @@ class Release:
     def _write_files(self) -> None:
         order = list(range(len(self._files)))
         secrets.SystemRandom().shuffle(order)
-        for i in order:
-            zone, path, source, size = self._files[i]
-            self._spool.seek(source)
-            self.store.write(zone, path, self._spool.read(size), pri_label=zone == "private")
+        shuffled = (self._files[i] for i in order)
+        _run(self.store, (partial(self.store.write, zone, path, self._read(start, size),
+                                  pri_label=zone == "private")
+                          for zone, path, start, size in shuffled))
         self.discard()
-        for zone, path, *_ in sorted(self._files):  # in path order: random ids, no history
-            if zone == "public":
-                self.store.stamp(zone, path, self.mtime)
+        in_path_order = sorted(self._files)  # random ids, no history
+        _run(self.store, (partial(self.store.stamp, zone, path, self.mtime)
+                          for zone, path, *_ in in_path_order if zone == "public"))
+
+    def _read(self, start: int, size: int) -> bytes:
+        self._spool.seek(start)
+        return self._spool.read(size)
+
+
+def _run(store: Store, calls: Iterable[Callable[[], None]]) -> None:
+    """Make each call, started in the order given, up to ``store.concurrent_writes`` at once;
+    ``calls`` is drawn from here (a file's bytes are read from the spool only when its turn
+    comes) and a few ahead, so a large version is never held whole."""
+    if store.concurrent_writes == 1:
+        for call in calls:
+            call()
+        return
+    with ThreadPoolExecutor(store.concurrent_writes) as pool:
+        in_flight: deque[Future] = deque()
+        try:
+            for call in calls:
+                in_flight.append(pool.submit(call))
+                if len(in_flight) >= 2 * store.concurrent_writes:
+                    in_flight.popleft().result()
+            while in_flight:
+                in_flight.popleft().result()
+        except BaseException:
+            for queued in in_flight:  # a failed write stops the rest that have not started
+                queued.cancel()
+            raise
 
 
 @contextmanager

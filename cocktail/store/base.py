@@ -34,6 +34,9 @@ def check_zone(zone: str) -> None:
 
 class Store(ABC):
     url: str
+    # Writes a writer may keep in flight at once: more than one where each write is a few
+    # network round trips (WebHDFS), so that latency, not bandwidth, is what they share.
+    concurrent_writes: int = 1
 
     @property
     def spec(self) -> str:
@@ -137,6 +140,7 @@ class Prefixed(Store):
         self.inner, self.prefix = store, prefix.strip("/")
         self.url = f"{store.url}#{self.prefix}"
         self.private_racks = store.private_racks
+        self.concurrent_writes = store.concurrent_writes
 
     def _in(self, path: str) -> str:
         return f"{self.prefix}/{path}" if path else self.prefix

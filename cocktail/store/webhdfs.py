@@ -167,6 +167,8 @@ def _single(query: dict[str, list[str]], key: str, default: str | None = None) -
 
 
 class WebHdfsStore(Store):
+    concurrent_writes = 8  # within the 10 connections requests pools per host
+
     def __init__(self, url: str) -> None:
         parts = urlsplit(url)
         if parts.scheme != "webhdfs" or not parts.netloc:
