@@ -27,3 +27,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return 1 if item.get_closest_marker("xdist_group") else 2
 
     items.sort(key=rank)  # stable: each module's tests keep their order
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Under `--dist loadgroup`, a worker's grouped tests must carry their group in their id
+    (how xdist keeps a group on one worker); a pytest that drops it would scatter the Hadoop
+    tests over both workers, each starting its own clusters."""
+    if not session.config.getoption("loadgroup", False):
+        return
+    lost = [item.nodeid for item in session.items
+            if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
+    if lost:
+        raise pytest.UsageError(f"pytest-xdist could not group {lost[0]} (and {len(lost) - 1} "
+                                "more): use a pytest it supports (setup.cfg, the test extra)")

@@ -11,6 +11,7 @@ import subprocess
 import threading
 import time
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
@@ -56,8 +57,10 @@ def sample():
 
 @pytest.fixture(scope="module")
 def published(cluster, sample):
+    """The sample's first release, its term index in parts of 2,500 records (three: the
+    index-hadoop job runs a map task per part's file)."""
     store = open_store(cluster.store_url())
-    report = publish(sample, store, PARAMS)
+    report = publish(sample, store, replace(PARAMS, index_shard=2500))
     return store, report
 
 
@@ -120,12 +123,12 @@ def test_streaming_jobs_on_yarn_equal_brute_force(cluster, published, sample, mo
     assert labels.count("private") >= 1 and labels.count("<Not set>") >= 1, labels
 
 
-def test_a_job_over_the_index_shards_runs_on_private_nodes_only(cluster, sample,
+def test_a_job_over_the_index_shards_runs_on_private_nodes_only(cluster, published, sample,
                                                                 monkeypatch):
     """`index-hadoop`: a map task per part of the private term index, each reading its part
     through WebHDFS, every container on the exclusive private label."""
-    store = open_store(cluster.store_url("/sharded"))
-    publish(sample, store, PublishParams(k=5, m=3, workers=1, index_shard=2500))
+    store, _ = published
+    assert len(Publication.open(store).index_layout.parts) == 3
     queries = [CountQuery(q) for q in random_conjunctions(sample.records, 40, seed=8)]
     for name, value in cluster.hadoop_env().items():
         monkeypatch.setenv(name, value)
