@@ -216,10 +216,7 @@ def provisioned(testbed: Rehearsal, out: dict[str, str]) -> None:
 def started(testbed: Rehearsal, out: dict[str, str]) -> None:
     assert "formatting HDFS" in out[NAMENODE] and "overlay started" in out[NAMENODE]
     wait_report(testbed, "-live", f"Live datanodes ({len(HOSTS)})")
-    deadline = time.monotonic() + 120
-    while "Total Nodes:4" not in testbed.on(NAMENODE, "yarn node -list -states RUNNING"):
-        assert time.monotonic() < deadline, "the nodemanagers never all registered"
-        time.sleep(2)
+    wait_until(testbed, "yarn node -list -states RUNNING", "Total Nodes:4")
     status = testbed.run("status")
     assert status.count(" running ") == 13 and "stopped" not in status
 
@@ -383,11 +380,16 @@ def check_nothing_left(testbed: Rehearsal, user_was_there: bool) -> None:
     assert status.returncode == 1 and "testbed down" in status.stdout
 
 
-def wait_report(testbed: Rehearsal, which: str, expected: str, timeout: float = 120) -> None:
+def wait_report(testbed: Rehearsal, which: str, expected: str) -> None:
     """Until `hdfs dfsadmin -report -live|-dead` says `expected`."""
+    wait_until(testbed, f"hdfs dfsadmin -report {which}", expected)
+
+
+def wait_until(testbed: Rehearsal, command: str, expected: str, timeout: float = 120) -> None:
+    """Until `command` on the namenode's host says `expected`."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if expected in testbed.on(NAMENODE, f"hdfs dfsadmin -report {which}"):
+        if expected in testbed.on(NAMENODE, command):
             return
         time.sleep(2)
-    raise AssertionError(f"the namenode never reported {expected!r} in {timeout} s")
+    raise AssertionError(f"{command!r} never said {expected!r} in {timeout} s")
