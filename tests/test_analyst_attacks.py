@@ -459,10 +459,14 @@ def test_a_request_waiting_on_a_live_reserver_stores_nothing_at_its_deadline(tmp
 
 def test_a_flood_of_free_rank_requests_does_not_time_private_ties(tmp_path):
     """16 clients of one token flood a 200,000-tuple ranking (no defense: every answer free)
-    with two queries: a value some tuples hold, and one nobody holds (every tuple ties, and
-    ranking them takes ~3x longer).  Replies came whenever the top k was done, late under the
-    flood, and their time told the two apart; now every reply leaves at the ranking's
-    deadline, and the token's one ranking in flight keeps the admitted ones inside it."""
+    for 30 s, each request asking at random for a value some tuples hold or one nobody holds
+    (every tuple ties, and ranking them takes ~2x longer).  Replies came whenever the top k
+    was done, late under the flood, and their time told the two apart; now every admitted
+    reply leaves at the ranking's deadline (the token's one ranking in flight keeps them
+    inside it) and a miss (503) is no likelier for the costly query.  Only admitted replies
+    are compared: a 429 is decided before the query is read, and would dilute the leak."""
+    from scipy.stats import fisher_exact
+
     from .test_rank import cli
     table = tmp_path / "big.csv"
     assert cli("rank", "generate", str(table), "--tuples", "200000")[0] == 0
@@ -472,26 +476,37 @@ def test_a_flood_of_free_rank_requests_does_not_time_private_ties(tmp_path):
     ledger = Ledger(ledger_location(LocalStore(store)))
     ledger.add_role("analyst", alpha=0.1, budget=1.0)
     token = ledger.add_user("flooder", "analyst")
-    with serve(store, "--deadline-rank-ms", "100") as (url, _), httpx.Client() as client:
-        def post(n: int) -> tuple[bool, float, int]:
-            held = n % 2 == 0
-            started = time.perf_counter()
-            reply = client.post(url + "/v1/rank", headers=auth(token), timeout=60,
-                                json={"query": "B2=1" if held else "B2=3", "k": 10})
-            return held, time.perf_counter() - started, reply.status_code
+    # 250 ms: ~6x the costly ranking's 40 ms here, headroom an operator gives a loaded host
+    with serve(store, "--deadline-rank-ms", "250") as (url, _), httpx.Client() as client:
+        stop = time.monotonic() + 30
+
+        def flood(worker: int) -> list[tuple[bool, float, int]]:
+            choose, replies = np.random.default_rng([41, worker]), []
+            while time.monotonic() < stop:
+                held = bool(choose.integers(2))
+                started = time.perf_counter()
+                reply = client.post(url + "/v1/rank", headers=auth(token), timeout=60,
+                                    json={"query": "B2=1" if held else "B2=3", "k": 10})
+                replies.append((held, time.perf_counter() - started, reply.status_code))
+            return replies
 
         with ThreadPoolExecutor(16) as pool:
-            replies = list(pool.map(post, range(2 * SAMPLES)))
-    held = [seconds for is_held, seconds, _ in replies if is_held]
-    absent = [seconds for is_held, seconds, _ in replies if not is_held]
+            replies = [r for worker in pool.map(flood, range(16)) for r in worker]
     statuses = Counter(status for _, _, status in replies)
-    # None late; a miss (503, at the deadline too) only when other work loads the machine.
-    assert statuses[200] >= 10 and statuses[429] > 0 and statuses[503] <= 4, statuses
+    admitted = [(is_held, seconds, status) for is_held, seconds, status in replies
+                if status != 429]
+    held = [seconds for is_held, seconds, _ in admitted if is_held]
+    absent = [seconds for is_held, seconds, _ in admitted if not is_held]
+    assert statuses[429] > 0 and len(held) >= 30 and len(absent) >= 30, statuses
+    assert set(statuses) <= {200, 429, 503}, statuses
+    misses = [[sum(1 for h, _, s in admitted if h == side and s == 503),
+               sum(1 for h, _, s in admitted if h == side and s != 503)] for side in (True, False)]
+    assert statuses[503] <= len(admitted) // 4 and fisher_exact(misses)[1] > 0.001, misses
     accuracy = threshold_accuracy(held, absent)
     p_value = ks_2samp(held, absent).pvalue
-    assert accuracy <= 0.65 and p_value > 0.001, (accuracy, p_value, np.median(held),
-                                                   np.median(absent))
-    assert min(held + absent) >= 0.1
+    assert accuracy <= 0.7 and p_value > 0.001, (accuracy, p_value, np.median(held),
+                                                  np.median(absent))
+    assert min(held + absent) >= 0.25
 
 
 def test_a_multi_token_rank_flood_does_not_tell_a_costly_probe_from_a_cheap_one(tmp_path):
