@@ -17,6 +17,7 @@ import os
 import re
 from array import array
 from bisect import bisect_left
+from itertools import compress
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ import numpy as np
 FORMATS = ("fimi", "spmf", "csv", "jsonl")
 _EXTENSIONS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
 _CSV_HEADER = ["record_id", "term"]
+_OTHER_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _NEGATIVE_NUMBER = re.compile(r"-\d+(?:\.\d*)?", re.ASCII)
 
 PathLike = str | os.PathLike[str]
@@ -128,6 +130,21 @@ class RecordsBuilder:
         return Records(tuple(names), indptr, indices)
 
 
+def records_from_tokens(tokens: list[str], rows: np.ndarray, count: int) -> Records:
+    """``count`` records from all their terms in a row (``rows``: each one's record, in
+    order), a term repeated within a record kept once; each record's term ids ascending."""
+    names = sorted(set(tokens))
+    rank = {name: i for i, name in enumerate(names)}
+    width = max(1, len(names))
+    ids = np.fromiter(map(rank.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+    pairs = np.sort(rows.astype(np.int64) * width + ids)  # by record, then term id
+    if len(pairs):
+        pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))]  # each once
+    indptr = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(np.bincount(pairs // width, minlength=count), out=indptr[1:])
+    return Records(tuple(names), indptr, (pairs % width).astype(np.int32))
+
+
 @dataclass(frozen=True)
 class Dataset:
     """Records in input order with their unique ids."""
@@ -204,6 +221,10 @@ class _Lines:
                 self.bad(number, f"not valid UTF-8 (byte 0x{raw[e.start]:02x} "
                                  f"at column {e.start + 1})")
 
+    @property
+    def data(self) -> bytes:
+        return self._data
+
     def bad(self, number: int, message: str) -> None:
         if not self._skip:
             raise InputError(f"{self.source}:{number}: {message}")
@@ -270,6 +291,10 @@ _Parsed = tuple[list[str], Records, int]  # ids, records, duplicate terms droppe
 
 
 def _read_fimi(lines: _Lines) -> _Parsed:
+    return _fimi_at_once(lines.data) or _fimi_by_line(lines)
+
+
+def _fimi_by_line(lines: _Lines) -> _Parsed:
     ids: list[str] = []
     records = RecordsBuilder()
     duplicates = 0
@@ -280,6 +305,41 @@ def _read_fimi(lines: _Lines) -> _Parsed:
         duplicates += len(tokens) - records.add(tokens)
         ids.append(str(number))
     return ids, records.build(), duplicates
+
+
+def _fimi_at_once(data: bytes) -> _Parsed | None:
+    """A FIMI file that is ASCII and breaks lines only at \\r, \\n or \\r\\n, read with
+    arrays: where each token starts says its line, and a line whose first token starts with
+    # or % is a comment.  None for any other file (the line-by-line reader takes it)."""
+    if not data.isascii():
+        return None
+    text = data.decode("ascii")
+    if _OTHER_BREAKS.search(text):
+        return None
+    raw = np.frombuffer(data, dtype=np.uint8)
+    cr, lf = raw == 13, raw == 10
+    ends = cr.copy()
+    ends[1:] |= lf[1:] & ~cr[:-1]  # \\r\\n ends one line
+    ends[:1] |= lf[:1]
+    line = np.cumsum(ends) - ends  # each byte's line, from 0
+    lines = int(ends.sum()) + (len(raw) > 0 and not ends[-1] and not lf[-1])
+    space = cr | lf | (raw == 32) | (raw == 9) | (raw == 31)  # str.split's, in ASCII
+    starts = np.flatnonzero(~space & np.concatenate(([True], space[:-1])))
+    tokens = text.split()
+    if len(tokens) != len(starts):
+        return None
+    token_line = line[starts]
+    first = np.concatenate(([True], token_line[1:] != token_line[:-1]))
+    kept = np.ones(lines, dtype=bool)
+    kept[token_line[first & ((raw[starts] == 35) | (raw[starts] == 37))]] = False  # # or %
+    if not kept.all():
+        keep = kept[token_line]
+        tokens = list(compress(tokens, keep.tolist()))
+        token_line = token_line[keep]
+    record = np.cumsum(kept) - 1
+    records = records_from_tokens(tokens, record[token_line], int(kept.sum()))
+    ids = [str(n) for n in (np.flatnonzero(kept) + 1).tolist()]
+    return ids, records, len(tokens) - records.pairs()
 
 
 def fimi_line(text: str) -> list[str] | None:

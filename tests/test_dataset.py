@@ -5,8 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from cocktail.dataset import FORMATS, Dataset, InputError, detect_format, load, write_fimi
+from cocktail.dataset import (FORMATS, Dataset, InputError, _fimi_at_once, _fimi_by_line,
+                              _Lines, detect_format, load, write_fimi)
 
 from .conftest import dataset_path
 
@@ -51,6 +54,23 @@ def test_fimi_final_newline_adds_no_record_but_a_blank_last_line_does(tmp_path):
     assert len(load(write(tmp_path, "a.dat", "1 2\n3"))) == 2
     assert len(load(write(tmp_path, "b.dat", "1 2\n3\n"))) == 2
     assert load(write(tmp_path, "c.dat", "1 2\n3\n\n")).records[2] == frozenset()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["1", "22", "ab", "#c", "%", "d#", " ", "  ", "\t", "\x1f",
+                                 "\n", "\r", "\r\n", "\n\n", "\x0b", "\u2028", "é",
+                                 "\xa0"]), max_size=40))
+def test_fimi_read_at_once_reads_what_line_by_line_reads(pieces):
+    """The array reader takes the files it can (ASCII, line breaks \\r \\n \\r\\n only)
+    and must then give what the line-by-line reader gives: ids, terms, duplicates."""
+    data = "".join(pieces).encode()
+    fast = _fimi_at_once(data)
+    slow = _fimi_by_line(_Lines("x.dat", data, skip_bad_lines=False))
+    if fast is None:
+        assert not data.isascii() or any(c in data for c in b"\x0b\x0c\x1c\x1d\x1e")
+        return
+    assert (fast[0], list(fast[1]), fast[2]) == (slow[0], list(slow[1]), slow[2])
+    assert fast[1].names == slow[1].names
 
 
 def test_crlf_and_bom(tmp_path):

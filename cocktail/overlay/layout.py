@@ -15,18 +15,23 @@ aggregation at most k-1 private subrecords contain any term (Theorem 5).
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
+
+import numpy as np
 
 from ..anonymity import Partition, partition
+from ..dataset import Records
 from .cloning import cloned_tree, cluster_rho
-from .tree import Node, Tree, grow_tree
+from .tree import Node, Tree, as_records, grow_tree
 
 Subrecords = list[tuple[int, frozenset[str]]]  # (record position, the terms to partition)
 PhaseProgress = Callable[[str, int, int], None]  # (phase, done, total): what a publish reports
 
 # (the clusters' records, read lazily; how many records in all) -> (partition, CPU seconds) each
-PartitionMany = Callable[[Iterable[list[frozenset[str]]], int],
+PartitionMany = Callable[[Iterable[Sequence[frozenset[str]]], int],
                          Iterator[tuple[Partition, float]]]
 
 
@@ -35,8 +40,21 @@ class LeafMembers(Sequence[tuple[int, frozenset[str]]]):
     """A leaf cluster's (record position, terms), read from the records on each pass rather
     than kept: the records are held once, compactly, and the clusters only name them."""
 
-    records: Sequence[frozenset[str]]
+    records: Records
     positions: list[int]
+
+    def restricted(self, terms: frozenset[str]) -> Subrecords:
+        """The (position, terms within ``terms``) of the members holding any of ``terms``,
+        from the records' term ids (no set is built for a member that holds none)."""
+        names = self.records.names
+        wanted = [i for i in map(partial(bisect_left, names), terms)
+                  if i < len(names) and names[i] in terms]
+        rows, ids = self.records.rows(np.asarray(self.positions, dtype=np.int64))
+        held = np.isin(ids, wanted)
+        found: dict[int, list[str]] = {}
+        for row, term in zip(rows[held].tolist(), ids[held].tolist()):
+            found.setdefault(row, []).append(names[term])
+        return [(self.positions[row], frozenset(part)) for row, part in found.items()]
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -99,8 +117,21 @@ def flat_tree(n_records: int, cluster_size: int) -> Tree:
                                    for s in range(0, n_records, cluster_size)])])
 
 
-def _private_parts(members: Subrecords, private: frozenset[str]) -> Subrecords:
+def _private_parts(members: LeafMembers | Subrecords, private: frozenset[str]) -> Subrecords:
+    if isinstance(members, LeafMembers):
+        return members.restricted(private)
     return [(p, terms & private) for p, terms in members if terms & private]
+
+
+def cluster_records(records: Records, positions: list[int]) -> Records:
+    """The records at ``positions`` as records of their own, numbered over their own terms:
+    what a partitioning worker is sent (a few arrays, not a set per record)."""
+    rows, ids = records.rows(np.asarray(positions, dtype=np.int64))
+    used, local = np.unique(ids, return_inverse=True)
+    indptr = np.zeros(len(positions) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=len(positions)), out=indptr[1:])
+    return Records(tuple(records.names[i] for i in used.tolist()), indptr,
+                   local.astype(np.int32))
 
 
 def _stats(parts: Iterable[Subrecords]) -> dict[str, int]:
@@ -115,6 +146,7 @@ def build_layout(records: Sequence[frozenset[str]], params: LayoutParams,
     progress = progress or (lambda phase, done, total: None)
     started = time.perf_counter()
     progress("tree", 0, 1)
+    records = as_records(records)
     if params.sensitive:
         tree = cloned_tree(records, params.cluster_size, params.sensitive)
     elif params.overlay:
@@ -128,7 +160,7 @@ def build_layout(records: Sequence[frozenset[str]], params: LayoutParams,
     layout.seconds["tree"] = time.perf_counter() - started
     progress("tree", 1, 1)
     started = time.perf_counter()
-    results = partition_many(([records[p] for p in positions] for _, positions in leaves),
+    results = partition_many((cluster_records(records, positions) for _, positions in leaves),
                              len(records))
     pending: dict[int, list[Subrecords]] = {}  # node -> remainders received, one per source
     for number, ((node, positions), (split, cpu)) in enumerate(zip(leaves, results)):

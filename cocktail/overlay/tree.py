@@ -101,15 +101,29 @@ class Tree:
                     for n in nodes], list(roots or [0]))
 
 
-def _entropy(sizes: np.ndarray) -> float:
-    p = sizes[sizes > 0] / sizes.sum()
-    return float(-(p * np.log2(p)).sum())
+def _entropies(sizes: np.ndarray) -> np.ndarray:
+    """The Shannon entropy (bits) of each row of child sizes, each summed in the order and
+    grouping numpy's sum of that row's non-zero shares would use (zeros add exactly nothing):
+    one by one, but pairwise for eight terms, so that a choice between near-equal splits is
+    the one a row-by-row computation makes."""
+    total = sizes.sum(axis=1, keepdims=True)
+    p = np.divide(sizes, total, out=np.zeros(sizes.shape), where=sizes > 0)
+    terms = np.zeros(sizes.shape)
+    np.multiply(p, np.log2(p, out=np.zeros(sizes.shape), where=p > 0), out=terms, where=p > 0)
+    one_by_one = np.zeros(len(sizes))
+    for column in terms.T:
+        one_by_one += column
+    if sizes.shape[1] == 8:
+        t = terms.T
+        pairwise = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]))
+        one_by_one = np.where((sizes > 0).all(axis=1), pairwise, one_by_one)
+    return -one_by_one
 
 
 def best_split(records: Sequence[frozenset[str]], max_terms: int = 3, pool: int = 32,
                combo_pool: int = 12) -> tuple[tuple[str, ...], float, list[int]] | None:
     """The candidate term set with the most balanced branching: (terms, entropy, child sizes)."""
-    records = _compact(records)
+    records = as_records(records)
     found = _best_split(records, np.arange(len(records)), SplitSearch(max_terms, pool,
                                                                       combo_pool))
     if found is None:
@@ -119,7 +133,8 @@ def best_split(records: Sequence[frozenset[str]], max_terms: int = 3, pool: int 
             [s for s in choice.sizes if s])
 
 
-def _compact(records: Sequence[frozenset[str]]) -> Records:
+def as_records(records: Sequence[frozenset[str]]) -> Records:
+    """``records`` held compactly (as they are if they already are)."""
     return records if isinstance(records, Records) else Records.build(records)
 
 
@@ -167,44 +182,68 @@ def rank_candidates(support: np.ndarray, n: int, pool: int) -> np.ndarray:
 
 def presence(records: Records, positions: np.ndarray, terms: np.ndarray) -> np.ndarray:
     """present[r, i]: whether the record at positions[r] holds terms[i]."""
-    column = np.full(len(records.names), -1)
+    return _presence(*records.rows(positions), len(positions), len(records.names), terms)
+
+
+def _presence(rows: np.ndarray, ids: np.ndarray, n: int, names: int,
+              terms: np.ndarray) -> np.ndarray:
+    column = np.full(names, -1)
     column[terms] = np.arange(len(terms))
-    rows, ids = records.rows(positions)
     held = column[ids] >= 0
-    present = np.zeros((len(positions), len(terms)), dtype=bool)
+    present = np.zeros((n, len(terms)), dtype=bool)
     present[rows[held], column[ids[held]]] = True
     return present
 
 
 def split_stats(present: np.ndarray, search: SplitSearch) -> SplitStats:
-    """Co-occurrence counts by matrix products, block by block (only a block is ever held as
-    floats); child sizes then follow by inclusion-exclusion, without a pass per candidate."""
+    """Co-occurrence counts: pairs by matrix products, block by block (only a block is ever
+    held as floats); triples of the first ``combo_pool`` candidates from how many records hold
+    each subset of them.  Child sizes then follow by inclusion-exclusion, without a pass per
+    candidate."""
     width, combos = present.shape[1], min(search.combo_pool, present.shape[1])
     pair = np.zeros((width, width), dtype=np.int64)
-    cube = np.zeros((combos,) * 3, dtype=np.int64)
     for start in range(0, len(present), BLOCK):
         block = present[start:start + BLOCK].astype(np.float32)
         pair += (block.T @ block).astype(np.int64)
-        if search.max_terms == 3:
-            sub = np.asfortranarray(block[:, :combos])
-            for a in range(combos):
-                for b in range(a + 1, combos):
-                    cube[a, b] += ((sub[:, a] * sub[:, b]) @ sub).astype(np.int64)
+    cube = np.zeros((combos,) * 3, dtype=np.int64)
+    if search.max_terms == 3:
+        holding = _superset_counts(present[:, :combos])
+        bit = 1 << np.arange(combos)
+        first, second = np.triu_indices(combos, 1)
+        cube[first, second] = holding[(bit[first] | bit[second])[:, None] | bit]
     return SplitStats(len(present), present.sum(axis=0, dtype=np.int64), pair, cube)
 
 
+def _superset_counts(present: np.ndarray) -> np.ndarray:
+    """[S]: how many rows hold every column of the bit set S (columns as bits, first lowest):
+    a histogram of the rows' column sets, summed over supersets one bit at a time."""
+    width = present.shape[1]
+    codes = present.astype(np.int64) @ (1 << np.arange(width))
+    counts = np.bincount(codes, minlength=1 << width)
+    for bit in range(width):
+        view = counts.reshape(-1, 2, 1 << bit)
+        view[:, 0, :] += view[:, 1, :]
+    return counts
+
+
 def choose_split(stats: SplitStats, ranked: np.ndarray, search: SplitSearch) -> SplitChoice:
-    """The candidate with the highest entropy of child sizes; ties to the first in id order."""
+    """The candidate with the highest entropy of child sizes; ties to the first in id order.
+    Every candidate's sizes and entropy are computed at once; the scan that picks keeps the
+    order and the tolerance of a one-by-one search."""
     column = {int(t): i for i, t in enumerate(ranked)}
-    best = None
+    best, best_score = None, 0.0
     for size in range(1, search.max_terms + 1):
         candidates = ranked if size == 1 else ranked[:search.combo_pool]
-        for split in combinations(sorted(candidates.tolist()), size):  # by id: by name
-            sizes = _pattern_sizes([column[t] for t in split], stats)
-            score = _entropy(sizes)
-            if best is None or score > best.entropy + 1e-12:
-                best = SplitChoice(split, score, [int(x) for x in sizes])
-    return best
+        splits = list(combinations(sorted(candidates.tolist()), size))  # by id: by name
+        if not splits:
+            continue
+        sizes = _pattern_sizes(np.array([[column[t] for t in split] for split in splits]),
+                               stats)
+        for number, score in enumerate(_entropies(sizes).tolist()):
+            if best is None or score > best_score + 1e-12:
+                best, best_score = (splits[number], sizes[number]), score
+    split, sizes = best
+    return SplitChoice(split, best_score, [int(x) for x in sizes])
 
 
 def pattern_codes(present: np.ndarray, ranked: np.ndarray, split: tuple[int, ...]) -> np.ndarray:
@@ -219,34 +258,36 @@ def pattern_codes(present: np.ndarray, ranked: np.ndarray, split: tuple[int, ...
 def _best_split(records: Records, positions: np.ndarray, search: SplitSearch
                 ) -> tuple[SplitChoice, np.ndarray] | None:
     """The split of the records at ``positions`` and each one's pattern code."""
-    support = np.bincount(records.rows(positions)[1], minlength=len(records.names))
-    ranked = rank_candidates(support, len(positions), search.pool)
+    rows, ids = records.rows(positions)
+    ranked = rank_candidates(np.bincount(ids, minlength=len(records.names)), len(positions),
+                             search.pool)
     if not len(ranked):
         return None
-    present = presence(records, positions, ranked)
+    present = _presence(rows, ids, len(positions), len(records.names), ranked)
     choice = choose_split(split_stats(present, search), ranked, search)
     return choice, pattern_codes(present, ranked, choice.terms)
 
 
-def _pattern_sizes(cols: list[int], stats: SplitStats) -> np.ndarray:
-    """How many records have each presence pattern of the split terms, indexed by the pattern
-    read as a binary number (first term highest)."""
+def _pattern_sizes(cols: np.ndarray, stats: SplitStats) -> np.ndarray:
+    """For each row of split columns, how many records have each presence pattern of its
+    terms, indexed by the pattern read as a binary number (first term highest)."""
     n, single, pair = stats.n, stats.single, stats.pair
-    if len(cols) == 1:
-        (i,) = cols
-        return np.array([n - single[i], single[i]])
-    if len(cols) == 2:
-        i, j = cols
+    if cols.shape[1] == 1:
+        i = cols[:, 0]
+        return np.stack([n - single[i], single[i]], axis=1)
+    if cols.shape[1] == 2:
+        i, j = cols.T
         both = pair[i, j]
-        return np.array([n - single[i] - single[j] + both, single[j] - both, single[i] - both,
-                         both])
-    i, j, k = cols
-    ijk = stats.cube[tuple(sorted(cols))]
+        return np.stack([n - single[i] - single[j] + both, single[j] - both, single[i] - both,
+                         both], axis=1)
+    i, j, k = cols.T
+    ijk = stats.cube[tuple(np.sort(cols, axis=1).T)]
     ij, ik, jk = pair[i, j], pair[i, k], pair[j, k]
     only_i, only_j, only_k = (single[i] - ij - ik + ijk, single[j] - ij - jk + ijk,
                               single[k] - ik - jk + ijk)
-    sizes = np.array([0, only_k, only_j, jk - ijk, only_i, ik - ijk, ij - ijk, ijk])
-    sizes[0] = n - sizes[1:].sum()
+    sizes = np.stack([np.zeros_like(ijk), only_k, only_j, jk - ijk, only_i, ik - ijk,
+                      ij - ijk, ijk], axis=1)
+    sizes[:, 0] = n - sizes[:, 1:].sum(axis=1)
     return sizes
 
 
@@ -283,7 +324,7 @@ def grow_tree(records: Sequence[frozenset[str]], leaf_size: int, *, max_terms: i
         raise ValueError(f"leaf size must be at least 1, got {leaf_size}")
     if not 1 <= max_terms <= 3:
         raise ValueError(f"a split uses 1 to 3 terms, got {max_terms}")
-    records = _compact(records)
+    records = as_records(records)
     search = SplitSearch(max_terms, pool, combo_pool)
     nodes = [Node(0)]
     pending = [(0, np.arange(len(records)))]
