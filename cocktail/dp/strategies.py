@@ -27,14 +27,12 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 
 import numpy as np
-from threadpoolctl import ThreadpoolController
 
+from ..blas import one_blas_thread
 from ..extras import MissingExtra
 from . import optimize
 from .limits import LIMITS
@@ -110,26 +108,6 @@ def searched_candidates(m: Matrices, bound: np.ndarray | None, budget: optimize.
     ``bound`` if given (penalised, then bounded or unpenalised with what the budget has left)."""
     with one_blas_thread():
         return _searched(m, bound, budget, seed)
-
-
-@contextmanager
-def one_blas_thread() -> Iterator[None]:
-    """One BLAS thread: on these small matrices threads only contend (on a busy machine they
-    spin: 7 CPU-s for a 1.5 s search), and their summation order would make the search's path
-    differ from run to run."""
-    with _blas().limit(limits=1, user_api="blas"):
-        yield
-
-
-@cache
-def _blas() -> ThreadpoolController:
-    """The BLAS libraries, found once (1 ms each time).  scipy brings its own, which a limit
-    set before it is loaded does not reach: it is loaded first."""
-    try:
-        optimize.minimize()
-    except MissingExtra:
-        pass  # a core install: numpy's BLAS is the only one
-    return ThreadpoolController()
 
 
 def _searched(m: Matrices, bound: np.ndarray | None, budget: optimize.Budget,

@@ -14,6 +14,7 @@ from typing import BinaryIO
 
 from .. import chunkformat as fmt
 from .. import releases
+from ..blas import one_thread
 from ..dataset import Dataset
 from ..overlay.layout import LayoutParams, PhaseProgress, build_layout
 from ..overlay.tree import Tree
@@ -165,6 +166,7 @@ def release(store: Store, params: PublishParams,
     manifests, the release log entry and the commit point, the same whichever engine
     partitioned.  Every public file gets ``mtime``."""
     started = time.perf_counter()
+    one_thread()
     # The lock first: a read-only store or a running publish is reported before the work.
     with releases.begin(store) as out, collector_paused():
         current = out.current

@@ -66,6 +66,7 @@ StorageLevel = require("pyspark").StorageLevel  # this module loads only with --
 from .. import chunkformat as fmt
 from .. import releases
 from ..anonymity import partition
+from ..blas import one_thread
 from ..dataset import (Dataset, InputError, MalformedLine, Records, detect_format,
                        format_by_name, parse_line, sniff_format, spmf_item_name)
 from ..overlay.layout import PhaseProgress, partitions_pool
@@ -345,6 +346,7 @@ def _choices(sc, blocks, ranked: dict, search: SplitSearch) -> dict:
     candidates = sc.broadcast({node: terms for node, terms in ranked.items() if len(terms)})
 
     def stats(block: Block) -> Iterator:
+        one_thread()  # an executor's Python worker, once
         for node, rows in block.by_node(candidates.value):
             yield node, split_stats(presence(block.records, rows, candidates.value[node]),
                                     search)
@@ -481,6 +483,7 @@ def partition_leaves(job_b, leaf_of_unit_b):
     """Per leaf unit: partition its records, write its chunks, pass its private part up."""
 
     def run(units: Iterator) -> Iterator[tuple]:
+        one_thread()  # an executor's Python worker, once
         job, leaf_of_unit = job_b.value, leaf_of_unit_b.value
         with collector_paused():
             for unit, rows in units:

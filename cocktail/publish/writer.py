@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, BinaryIO
 from .. import chunkformat as fmt
 from .. import releases
 from ..anonymity import Partition, partition
+from ..blas import one_thread
 from ..overlay.layout import Layout, LayoutParams, PhaseProgress
 from ..query.termindex import (SHARD_RECORDS, IndexPart, TermIndexBuilder, layout_from_manifest,
                                write_parts)
@@ -374,7 +375,8 @@ def partitions(clusters: Iterable[list[frozenset[str]]], params: LayoutParams,
         return
     # Spawned, not forked: a forked worker would inherit the publish lock and keep holding it
     # if this process were killed.
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=one_thread) as pool:
         in_flight: deque = deque()
         for job in jobs:
             in_flight.append(pool.submit(_partition_job, job))
