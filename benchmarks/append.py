@@ -53,10 +53,8 @@ import itertools
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -67,6 +65,7 @@ from rich.table import Table
 
 from cocktail.dataset import load
 from cocktail.synthetic import SyntheticSpec, generate
+from measure import measured
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ROOT.parent / "shared" / "datasets"
@@ -97,36 +96,15 @@ class Run:
                 "rss_mb": round(self.rss_mb, 1)}
 
 
-# A child's peak RSS as wait4 reports it includes the RSS of whatever process forked it (Linux
-# keeps the old image's high-water mark across exec), so each command is started by this small
-# launcher, itself started fresh, which reaps it and writes its rusage to the file in argv[1].
-LAUNCHER = """import json, os, sys
-pid = os.posix_spawn(sys.argv[2], sys.argv[2:], os.environ)
-_, status, usage = os.wait4(pid, 0)
-with open(sys.argv[1], "w") as out:
-    json.dump([os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime,
-               usage.ru_maxrss], out)
-"""
-
-
 def cli(*args: object, ok: tuple[int, ...] = (0,)) -> Run:
     """Run ``cocktail.cli ARGS --json`` from this checkout as a child process; its JSON, wall
-    seconds, CPU seconds and peak RSS (its own, from ``wait4`` in the launcher)."""
+    seconds, CPU seconds and peak RSS (its own, from ``wait4``)."""
     args = tuple(map(str, args))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1"}
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
-            tempfile.NamedTemporaryFile("r") as usage:
-        started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", LAUNCHER, usage.name, sys.executable, "-m",
-                        "cocktail.cli", *args, "--json"], stdout=out, stderr=err, env=env,
-                       check=True)
-        wall = time.perf_counter() - started
-        code, cpu, rss = json.load(usage)
-        if code not in ok:
-            err.seek(0)
-            raise CliError(args, code, err.read().decode(errors="replace"))
-        out.seek(0)
-        return Run(json.loads(out.read()), wall, cpu, rss / 1024)
+    done = measured([sys.executable, "-m", "cocktail.cli", *args, "--json"],
+                    {**os.environ, "PYTHONPATH": str(ROOT)})
+    if done.code not in ok:
+        raise CliError(args, done.code, done.err.decode(errors="replace"))
+    return Run(json.loads(done.out), done.wall, done.cpu, done.rss_mb)
 
 
 def progress(message: str) -> None:

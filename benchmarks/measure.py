@@ -1,0 +1,53 @@
+"""How the benchmarks time a whole command: wall seconds, CPU seconds (its own and its
+children's) and its peak RSS, from ``wait4``.
+
+A child's peak RSS as wait4 reports it includes the RSS of whatever process forked it (Linux
+keeps the old image's high-water mark across exec), so each command is started by a small
+launcher, itself started fresh, which reaps it and writes its rusage to a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+LAUNCHER = """import json, os, sys
+pid = os.posix_spawnp(sys.argv[2], sys.argv[2:], os.environ)
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as out:
+    json.dump([os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime,
+               usage.ru_maxrss], out)
+"""
+
+
+@dataclass(frozen=True)
+class Measured:
+    code: int
+    out: bytes
+    err: bytes
+    wall: float    # seconds, interpreter start included
+    cpu: float     # user + system seconds, the processes it waited for included
+    rss_mb: float  # the largest single process's peak
+
+    def costs(self) -> dict:
+        return {"wall": round(self.wall, 2), "cpu": round(self.cpu, 2),
+                "rss_mb": round(self.rss_mb, 1)}
+
+
+def measured(command: list[str], env: dict | None = None) -> Measured:
+    """Run ``command`` (found on PATH) to its end, its output kept."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.NamedTemporaryFile("r") as usage:
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", LAUNCHER, usage.name, *command], stdout=out,
+                       stderr=err, env=env or os.environ, check=True)
+        wall = time.perf_counter() - started
+        code, cpu, rss = json.load(usage)
+        out.seek(0)
+        err.seek(0)
+        return Measured(code, out.read(), err.read(), wall, cpu, rss / 1024)
