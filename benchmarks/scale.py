@@ -4,11 +4,11 @@
                                [--executors 1m] [--no-audit] [--json] [--data DIR]
 
 Each run is `cocktail publish --json` in its own process on data from `cocktail generate`
-(seed 1, k=5, m=3, improved), then `cocktail audit --json`.  The table gives wall time,
-records per second, the peak RSS of the largest process of the run's process tree (sampled
-from /proc every 0.2 s: the Python driver, Spark's JVM and its Python workers; ``--json``
-gives each one's peak), public
-chunks and the audit result.  ``--executors SIZE`` adds Spark runs on local[1] and local[2]
+(seed 1, k=5, m=3, improved), then `cocktail audit --json`.  The table gives wall time, CPU
+time (user + system of the run and every process it waited for), records per second, the peak
+RSS of the largest process of the run's process tree (sampled from /proc every 0.2 s: the
+Python driver, Spark's JVM and its Python workers; ``--json`` gives each one's peak), public
+chunks, the audit result and the publish's phases.  ``--executors SIZE`` adds Spark runs on local[1] and local[2]
 at that size (the throughput of one executor against two).  Generated data is kept in
 ``--data`` (default: a temporary directory) and reused.
 """
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -73,9 +74,10 @@ def role(pid: int, root: int) -> str:
         return "workers"
 
 
-def run_measured(command: list[str]) -> tuple[subprocess.CompletedProcess, float, dict]:
-    """The command's result, wall seconds and each role's largest single-process peak RSS
-    (KB)."""
+def run_measured(command: list[str]) -> tuple[subprocess.CompletedProcess, float, float, dict]:
+    """The command's result, wall seconds, CPU seconds (it and the processes it waited for)
+    and each role's largest single-process peak RSS (KB)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
@@ -95,7 +97,9 @@ def run_measured(command: list[str]) -> tuple[subprocess.CompletedProcess, float
     done.set()
     sampler.join()
     seconds = time.perf_counter() - started
-    return subprocess.CompletedProcess(command, process.returncode, out, err), seconds, peak
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return subprocess.CompletedProcess(command, process.returncode, out, err), seconds, cpu, peak
 
 
 def dataset(directory: Path, size: str) -> Path:
@@ -113,18 +117,19 @@ def one_run(data: Path, engine: str, master: str | None, audit: bool,
                "--engine", engine]
     if master:
         command += ["--master", master]
-    done, seconds, peak = run_measured(command)
+    done, seconds, cpu, peak = run_measured(command)
     if done.returncode != 0:
         return {"error": done.stderr[-500:]}
     report = json.loads(done.stdout)
     row = {"records": report["records"], "wall_seconds": round(seconds, 1),
+           "cpu_seconds": round(cpu, 1),
            "records_per_second": round(report["records"] / seconds),
            "peak_rss_mb": round(max(peak.values()) / 1024),
            "peak_rss_mb_by_process": {kind: round(kb / 1024) for kind, kb in peak.items()},
            "public_chunks": report["public_chunks"],
            "phase_seconds": report["phase_seconds"]}
     if audit:
-        checked, audit_seconds, _ = run_measured([*COCKTAIL, "audit", "--store", str(store),
+        checked, audit_seconds, _, _ = run_measured([*COCKTAIL, "audit", "--store", str(store),
                                                   "--json"])
         row["audit"] = "PASS" if checked.returncode == 0 and json.loads(checked.stdout)["ok"] \
             else "FAIL"
@@ -163,18 +168,20 @@ def main() -> None:
         print(json.dumps(rows))
         return
     table = Table(title="Publishing at scale (k=5, m=3, improved; synthetic, seed 1)")
-    for column in ("size", "engine", "wall s", "records/s", "peak RSS MB (largest process)",
-                   "public chunks", "audit"):
-        table.add_column(column, justify="right")
+    for column in ("size", "engine", "wall s", "CPU s", "records/s",
+                   "peak RSS MB (largest process)", "public chunks", "audit", "phases (s)"):
+        table.add_column(column, justify="left" if column == "phases (s)" else "right")
     for row in rows:
         if "error" in row:
-            table.add_row(row["size"], row["engine"], "error", row["error"][-60:], "", "", "")
+            table.add_row(row["size"], row["engine"], "error", row["error"][-60:], *[""] * 5)
             continue
         engine = row["engine"] + (f" {row['master']}" if row["master"] else "")
         table.add_row(row["size"], engine, f"{row['wall_seconds']:.1f}",
-                      f"{row['records_per_second']:,}", f"{row['peak_rss_mb']:,}",
-                      f"{row['public_chunks']:,}", row.get("audit", "-"))
-    Console().print(table)
+                      f"{row['cpu_seconds']:.1f}", f"{row['records_per_second']:,}",
+                      f"{row['peak_rss_mb']:,}", f"{row['public_chunks']:,}",
+                      row.get("audit", "-"), ", ".join(f"{k} {v:.1f}" for k, v in
+                                                       row["phase_seconds"].items()))
+    Console(width=240).print(table)
 
 
 if __name__ == "__main__":
