@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from cocktail.cli import main
-from cocktail.cli.contract import EXIT_STATUS, MEANING, ExitCode
+from cocktail.cli.contract import EXIT_STATUS, MEANING, ExitCode, classify
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -266,3 +266,27 @@ def test_analysts_rank_over_http_as_they_query(tmp_path):
             spent = wrapper("--token-file", str(token_file), "--rank", "city=b,religion=y")
             assert spent.returncode == 0
             assert wrapper("--rank", "city=a,religion=z", COCKTAIL_TOKEN=token).returncode == 4
+
+
+def test_every_failure_class_keeps_its_exit_status():
+    """The contract names the classes it maps by module and name, so that a command imports
+    only what it uses: a renamed or moved class would silently become an internal error."""
+    from cocktail.client import ServiceRefused, ServiceUnreachable
+    from cocktail.cluster.spec import SpecError
+    from cocktail.dataset import InputError
+    from cocktail.dp.ledger import BudgetExhausted, Forbidden, LedgerError, Unauthorized
+    from cocktail.querylang import QuerySyntaxError
+    from cocktail.releases import Refused
+    from cocktail.store import StoreError, StoreUnavailable
+
+    refused = ServiceRefused.__new__(ServiceRefused)
+    refused.http_status = 429
+    expected = {ServiceUnreachable("x"): ExitCode.PROBLEMS, refused: ExitCode.BUDGET,
+                BudgetExhausted("x"): ExitCode.BUDGET, Unauthorized("x"): ExitCode.REFUSED,
+                Forbidden("x"): ExitCode.REFUSED, Refused("x"): ExitCode.REFUSED,
+                StoreUnavailable("x"): ExitCode.FAILED, StoreError("x"): ExitCode.USAGE,
+                InputError("x"): ExitCode.USAGE, QuerySyntaxError("x"): ExitCode.USAGE,
+                LedgerError("x"): ExitCode.USAGE, SpecError("x"): ExitCode.USAGE,
+                RuntimeError("x"): ExitCode.INTERNAL}
+    assert {type(e).__name__: classify(e)[0] for e in expected} == \
+        {type(e).__name__: code for e, code in expected.items()}

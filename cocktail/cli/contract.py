@@ -24,14 +24,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from ..client import ServiceRefused, ServiceUnreachable
-from ..cluster.spec import SpecError
-from ..dataset import InputError
-from ..dp.ledger import BudgetExhausted, Forbidden, LedgerError, Unauthorized
 from ..extras import MissingExtra
-from ..querylang import QuerySyntaxError
-from ..releases import Refused
-from ..store import StoreError, StoreUnavailable
 
 err = Console(stderr=True, soft_wrap=True)  # never break a path or message in two
 out = Console(soft_wrap=True)
@@ -77,25 +70,37 @@ def classify(exc: BaseException) -> tuple[ExitCode, str]:
         return ExitCode.USAGE, TYPES[ExitCode.USAGE]
     if isinstance(exc, MissingExtra):
         return ExitCode.USAGE, "missing-extra"
-    if isinstance(exc, ServiceUnreachable):
+    if raised(exc, "client:ServiceUnreachable"):
         return ExitCode.PROBLEMS, "unreachable"
     if isinstance(exc, (click.Abort, KeyboardInterrupt)):
         code = ExitCode.INTERRUPTED
-    elif isinstance(exc, ServiceRefused):
+    elif raised(exc, "client:ServiceRefused"):
         code = HTTP_EXIT.get(exc.http_status, ExitCode.FAILED)
-    elif isinstance(exc, BudgetExhausted):
+    elif raised(exc, "dp.ledger:BudgetExhausted"):
         code = ExitCode.BUDGET
-    elif isinstance(exc, (Unauthorized, Forbidden, Refused)):
+    elif raised(exc, "dp.ledger:Unauthorized", "dp.ledger:Forbidden", "releases.layout:Refused"):
         code = ExitCode.REFUSED
-    elif isinstance(exc, StoreUnavailable) or (isinstance(exc, OSError)
-                                               and not isinstance(exc, FileNotFoundError)):
+    elif raised(exc, "store.base:StoreUnavailable") or (
+            isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError)):
         code = ExitCode.FAILED
-    elif isinstance(exc, (click.ClickException, InputError, StoreError, QuerySyntaxError,
-                          LedgerError, SpecError, ValueError, FileNotFoundError)):
+    elif isinstance(exc, (click.ClickException, ValueError, FileNotFoundError)) or raised(
+            exc, "dataset:InputError", "store.base:StoreError", "querylang:QuerySyntaxError",
+            "dp.ledger:LedgerError", "cluster.spec:SpecError"):
         code = ExitCode.USAGE
     else:
         code = ExitCode.INTERNAL
     return code, TYPES[code]
+
+
+def raised(exc: BaseException, *names: str) -> bool:
+    """Whether ``exc`` is one of the classes named ``module:Class`` (modules of this package):
+    a module not imported raised nothing, so a command imports only what it uses."""
+    for name in names:
+        module, _, attribute = name.partition(":")
+        loaded = sys.modules.get(f"{__package__.rpartition('.')[0]}.{module}")
+        if loaded is not None and isinstance(exc, getattr(loaded, attribute)):
+            return True
+    return False
 
 
 def wants_json(args: list[str]) -> bool:
@@ -147,7 +152,7 @@ def report_failure(exc: BaseException, as_json: bool) -> ExitCode:
     if code is ExitCode.INTERRUPTED:
         message = "interrupted"
     if as_json:
-        extra = {"http_status": exc.http_status} if isinstance(exc, ServiceRefused) else {}
+        extra = {"http_status": exc.http_status} if raised(exc, "client:ServiceRefused") else {}
         if isinstance(exc, MissingExtra):
             extra = {"extra": exc.extra}
         click.echo(json.dumps({"error": message or repr(exc), "code": int(code), "type": kind,
