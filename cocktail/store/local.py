@@ -16,21 +16,22 @@ from .base import Store, StoreError, StoreUnavailable, check_zone
 class LocalStore(Store):
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
-        self.url = str(self.root)
+        self.url = self._root = str(self.root)
         if self.root.exists() and not self.root.is_dir():
             raise StoreError(f"store {self.root} exists and is not a directory")
-        self._made: set[Path] = set()  # directories known to exist: publishing writes many files
+        self._made: set[str] = set()  # directories known to exist: publishing writes many files
 
     @property
     def spec(self) -> str:
         return str(self.root.resolve())  # a job's tasks run in directories of their own
 
-    def _path(self, zone: str, path: str) -> Path:
+    def _path(self, zone: str, path: str) -> str:
+        """As a string: a publish names thousands of files, and pathlib's parsing of each took
+        a fifth of the commit."""
         check_zone(zone)
-        rel = Path(path)
-        if rel.is_absolute() or ".." in rel.parts:
+        if path.startswith("/") or ".." in path.split("/"):
             raise ValueError(f"store paths are relative and stay inside the zone: {path!r}")
-        return self.root / zone / rel
+        return os.path.join(self._root, zone, path)
 
     def _ensure_zones(self) -> None:
         for zone, mode in (("private", 0o700), ("public", 0o755)):
@@ -40,11 +41,12 @@ class LocalStore(Store):
     def _write(self, zone: str, path: str, data: bytes | BinaryIO, pri_label: bool) -> None:
         target = self._path(zone, path)
         try:
-            if target.parent not in self._made:
+            parent = os.path.dirname(target)
+            if parent not in self._made:
                 self._ensure_zones()
-                target.parent.mkdir(mode=0o755 if zone == "public" else 0o700, parents=True,
-                                    exist_ok=True)
-                self._made.add(target.parent)
+                Path(parent).mkdir(mode=0o755 if zone == "public" else 0o700, parents=True,
+                                   exist_ok=True)
+                self._made.add(parent)
             mode = 0o644 if zone == "public" else 0o600  # the private zone is the owner's alone
             handle = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
             with open(handle, "wb") as stream:
@@ -73,11 +75,11 @@ class LocalStore(Store):
             raise StoreUnavailable(f"cannot read {target}: {exc.strerror}") from exc
 
     def exists(self, zone: str, path: str) -> bool:
-        return self._path(zone, path).exists()
+        return os.path.exists(self._path(zone, path))
 
     def list(self, zone: str, path: str = "") -> list[str]:
         target = self._path(zone, path)
-        return sorted(os.listdir(target)) if target.is_dir() else []
+        return sorted(os.listdir(target)) if os.path.isdir(target) else []
 
     def walk(self, zone: str, path: str) -> Iterator[str]:
         base = self.root / zone
@@ -92,16 +94,16 @@ class LocalStore(Store):
     def remove(self, zone: str, path: str) -> None:
         self._made.clear()
         target = self._path(zone, path)
-        if target.is_dir():
+        if os.path.isdir(target):
             shutil.rmtree(target)
         else:
-            target.unlink(missing_ok=True)
+            Path(target).unlink(missing_ok=True)
 
     def stamp(self, zone: str, path: str, mtime: float) -> None:
         os.utime(self._path(zone, path), (mtime, mtime))
 
     def location(self, zone: str, path: str) -> str:
-        return str(self._path(zone, path).resolve())
+        return str(Path(self._path(zone, path)).resolve())
 
     @contextmanager
     def publish_lock(self) -> Iterator[None]:
