@@ -30,6 +30,8 @@ import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from .conflicts import ConflictSpace, bits, find_conflicts
 from .model import Partition, Record, check_parameters, cluster_terms
 
@@ -41,23 +43,20 @@ DEFAULT_MAX_STEPS = 20_000
 
 def grow_concept(space: ConflictSpace, remaining: int) -> int:
     """One maximal concept inside ``remaining``, grown by the RLF rule."""
-    candidates, group, shut_out = remaining, 0, 0
-    reference = remaining  # the first term is the one with the most conflicts overall
+    candidates, group = remaining, 0
+    shut_out = np.zeros(len(space.terms), np.intp)  # per term: its conflicts with shut-out terms
+    reference = space.conflicts_with(remaining)  # the first term has the most conflicts overall
     while candidates:
-        term = max(bits(candidates), key=lambda t: ((space.conflict[t] & reference).bit_count(),
-                                                    -t))
+        # the most conflicts with the reference; ties: the lowest index (argmax takes the first)
+        term = int(np.argmax(np.where(space.flags(candidates), reference, -1)))
         still = space.joinable(term, group, candidates)
-        shut_out |= candidates & ~still & ~(1 << term)
+        newly_shut = candidates & ~still & ~(1 << term)
+        if newly_shut:
+            shut_out += space.conflicts_with(newly_shut)
         group |= 1 << term
         candidates = still
         reference = shut_out
     return group
-
-
-def _fits(space: ConflictSpace, term: int, chunk: int) -> bool:
-    if space.conflict[term] & chunk:
-        return False
-    return not any(rest & chunk == rest for rest in space.higher[term])
 
 
 def dissolve_redundant(space: ConflictSpace, chunks: list[int]) -> list[int]:
@@ -73,7 +72,7 @@ def dissolve_redundant(space: ConflictSpace, chunks: list[int]) -> list[int]:
         for victim in sorted(range(len(chunks)), key=lambda i: (chunks[i].bit_count(), i)):
             others = [c for i, c in enumerate(chunks) if i != victim]
             for term in bits(chunks[victim]):
-                home = next((i for i, c in enumerate(others) if _fits(space, term, c)), None)
+                home = next((i for i, c in enumerate(others) if space.fits(term, c)), None)
                 if home is None:
                     break
                 others[home] |= 1 << term
@@ -96,7 +95,7 @@ def partition_improved(records: Sequence[Record], k: int, m: int, *,
     private = frozenset(cluster_terms(records) - set(space.terms))
     return Partition(tuple(space.names(c) for c in chunks), private,
                      {"grown_concepts": len(grown), "dissolved": len(grown) - len(chunks),
-                      "forbidden_higher": len(space.forbidden)})
+                      "forbidden_higher": space.count_forbidden()})
 
 
 # -- the paper's pipeline, literally ---------------------------------------------------------
