@@ -66,9 +66,9 @@ class ConflictSpace:
         raw = np.frombuffer(group.to_bytes((len(self.terms) + 7) // 8, "little"), np.uint8)
         return np.unpackbits(raw, count=len(self.terms), bitorder="little").view(bool)
 
-    def conflicts_with(self, group: int) -> np.ndarray:
-        """Per term: how many terms of ``group`` it forms a forbidden pair with."""
-        return np.count_nonzero(self.pair_matrix[self.flags(group)], axis=0)
+    def conflicts_with(self, members: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Per term: how many of the terms ``members`` it forms a forbidden pair with."""
+        return self.pair_matrix[members].sum(axis=0)
 
     def _thirds(self, term: int, group: int) -> int:
         """The terms v such that {term, u, v} is forbidden for some u in ``group``."""
@@ -111,7 +111,7 @@ class ConflictSpace:
         return found // 6 + len(self.larger)
 
     def names(self, group: int) -> Itemset:
-        return frozenset(self.terms[t] for t in bits(group))
+        return frozenset(self.terms[t] for t in np.flatnonzero(self.flags(group)).tolist())
 
     def mask(self, names: Iterable[str]) -> int:
         index = {t: i for i, t in enumerate(self.terms)}

@@ -44,15 +44,18 @@ DEFAULT_MAX_STEPS = 20_000
 def grow_concept(space: ConflictSpace, remaining: int) -> int:
     """One maximal concept inside ``remaining``, grown by the RLF rule."""
     candidates, group = remaining, 0
+    open_ = space.flags(remaining)  # the candidates, as a boolean vector
     shut_out = np.zeros(len(space.terms), np.intp)  # per term: its conflicts with shut-out terms
-    reference = space.conflicts_with(remaining)  # the first term has the most conflicts overall
+    reference = space.conflicts_with(open_)  # the first term has the most conflicts overall
     while candidates:
         # the most conflicts with the reference; ties: the lowest index (argmax takes the first)
-        term = int(np.argmax(np.where(space.flags(candidates), reference, -1)))
+        term = int(np.argmax(np.where(open_, reference, -1)))
         still = space.joinable(term, group, candidates)
-        newly_shut = candidates & ~still & ~(1 << term)
-        if newly_shut:
-            shut_out += space.conflicts_with(newly_shut)
+        closed = list(bits(candidates & ~still))
+        open_[closed] = False
+        closed.remove(term)
+        if closed:
+            shut_out += space.conflicts_with(closed)
         group |= 1 << term
         candidates = still
         reference = shut_out
