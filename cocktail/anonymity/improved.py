@@ -51,10 +51,10 @@ def grow_concept(space: ConflictSpace, remaining: int) -> int:
         # the most conflicts with the reference; ties: the lowest index (argmax takes the first)
         term = int(np.argmax(np.where(open_, reference, -1)))
         still = space.joinable(term, group, candidates)
-        closed = list(bits(candidates & ~still))
-        open_[closed] = False
-        closed.remove(term)
-        if closed:
+        closed = space.flags(candidates & ~still)
+        open_ &= ~closed
+        closed[term] = False
+        if still != candidates ^ 1 << term:  # some candidate is shut out
             shut_out += space.conflicts_with(closed)
         group |= 1 << term
         candidates = still
