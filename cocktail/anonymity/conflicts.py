@@ -66,10 +66,6 @@ class ConflictSpace:
         raw = np.frombuffer(group.to_bytes((len(self.terms) + 7) // 8, "little"), np.uint8)
         return np.unpackbits(raw, count=len(self.terms), bitorder="little").view(bool)
 
-    def conflicts_with(self, members: Sequence[int] | np.ndarray) -> np.ndarray:
-        """Per term: how many of the terms ``members`` it forms a forbidden pair with."""
-        return self.pair_matrix[members].sum(axis=0)
-
     def _thirds(self, term: int, group: int) -> int:
         """The terms v such that {term, u, v} is forbidden for some u in ``group``."""
         pairs, found = self.triples[term], 0

@@ -42,20 +42,24 @@ DEFAULT_MAX_STEPS = 20_000
 # -- the default: RLF-grown concepts, then dissolving redundant chunks ----------------------
 
 def grow_concept(space: ConflictSpace, remaining: int) -> int:
-    """One maximal concept inside ``remaining``, grown by the RLF rule."""
+    """One maximal concept inside ``remaining``, grown by the RLF rule.
+
+    Scores are kept for the candidates only (index-aligned with ``open_``): candidates only
+    ever leave, so a round costs about |remaining|^2, whatever the number of terms."""
     candidates, group = remaining, 0
-    open_ = space.flags(remaining)  # the candidates, as a boolean vector
-    shut_out = np.zeros(len(space.terms), np.intp)  # per term: its conflicts with shut-out terms
-    reference = space.conflicts_with(open_)  # the first term has the most conflicts overall
+    conflicts = space.pair_matrix
+    open_ = np.flatnonzero(space.flags(remaining))  # the candidates, ascending
+    shut_out = np.zeros(len(open_), np.intp)  # per candidate: its conflicts with shut-out terms
+    reference = conflicts[open_][:, open_].sum(axis=0)  # first: most conflicts overall
     while candidates:
         # the most conflicts with the reference; ties: the lowest index (argmax takes the first)
-        term = int(np.argmax(np.where(open_, reference, -1)))
+        term = int(open_[np.argmax(reference)])
         still = space.joinable(term, group, candidates)
-        closed = space.flags(candidates & ~still)
-        open_ &= ~closed
-        closed[term] = False
-        if still != candidates ^ 1 << term:  # some candidate is shut out
-            shut_out += space.conflicts_with(closed)
+        keep = space.flags(still)[open_]
+        closed = open_[~keep & (open_ != term)]
+        open_, shut_out = open_[keep], shut_out[keep]
+        if len(closed):
+            shut_out += conflicts[closed][:, open_].sum(axis=0)
         group |= 1 << term
         candidates = still
         reference = shut_out
