@@ -76,7 +76,9 @@ class ConflictSpace:
     def joinable(self, term: int, group: int, candidates: int) -> int:
         """The candidates that can still join once ``term`` joins ``group`` (group + term valid)."""
         # A forbidden set is shut out by its one term still outside group + term.
-        candidates &= ~self.conflict[term] & ~(1 << term) & ~(self._thirds(term, group) & ~group)
+        candidates &= ~self.conflict[term] & ~(1 << term)
+        if group & self.partners[term]:  # (most calls have no triple to look up)
+            candidates &= ~(self._thirds(term, group) & ~group)
         for rest in self.higher[term]:
             missing = rest & ~group
             if missing and missing & (missing - 1) == 0:
@@ -85,7 +87,9 @@ class ConflictSpace:
 
     def fits(self, term: int, group: int) -> bool:
         """Whether group + term holds no forbidden set that contains ``term``."""
-        if self.conflict[term] & group or self._thirds(term, group) & group:
+        if self.conflict[term] & group:
+            return False
+        if group & self.partners[term] and self._thirds(term, group) & group:
             return False
         return not any(rest & group == rest for rest in self.higher[term])
 

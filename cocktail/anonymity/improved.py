@@ -44,26 +44,26 @@ DEFAULT_MAX_STEPS = 20_000
 def grow_concept(space: ConflictSpace, remaining: int) -> int:
     """One maximal concept inside ``remaining``, grown by the RLF rule.
 
-    Scores are kept for the candidates only (index-aligned with ``open_``): candidates only
-    ever leave, so a round costs about |remaining|^2, whatever the number of terms."""
+    After the first term, scores are counts kept for the candidates only (index-aligned with
+    ``open_``), updated as terms are shut out: candidates only ever leave."""
+    # The first term has the most conflicts overall (ties: the lowest index).
+    term = max(bits(remaining), key=lambda t: ((space.conflict[t] & remaining).bit_count(), -t))
     candidates, group = remaining, 0
-    conflicts = space.pair_matrix
     open_ = np.flatnonzero(space.flags(remaining))  # the candidates, ascending
     shut_out = np.zeros(len(open_), np.intp)  # per candidate: its conflicts with shut-out terms
-    reference = conflicts[open_][:, open_].sum(axis=0)  # first: most conflicts overall
-    while candidates:
-        # the most conflicts with the reference; ties: the lowest index (argmax takes the first)
-        term = int(open_[np.argmax(reference)])
+    while True:
         still = space.joinable(term, group, candidates)
         keep = space.flags(still)[open_]
         closed = open_[~keep & (open_ != term)]
         open_, shut_out = open_[keep], shut_out[keep]
         if len(closed):
-            shut_out += conflicts[closed][:, open_].sum(axis=0)
+            shut_out += space.pair_matrix[closed][:, open_].sum(axis=0)
         group |= 1 << term
         candidates = still
-        reference = shut_out
-    return group
+        if not candidates:
+            return group
+        # the most conflicts with the shut-out terms; ties: the lowest index (argmax: the first)
+        term = int(open_[np.argmax(shut_out)])
 
 
 def dissolve_redundant(space: ConflictSpace, chunks: list[int]) -> list[int]:
