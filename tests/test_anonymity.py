@@ -10,7 +10,7 @@ import pytest
 from cocktail.anonymity import METHODS, partition
 from cocktail.anonymity.basic import greedy_partition
 from cocktail.anonymity.concepts import mine_concepts
-from cocktail.anonymity.conflicts import find_conflicts
+from cocktail.anonymity.conflicts import bits, find_conflicts
 from cocktail.anonymity.improved import dissolve_redundant, grow_concept
 from cocktail.audit import km_violations
 
@@ -243,3 +243,49 @@ def test_terms_kept_apart_share_no_chunk_with_others():
     for chunk in split.public:
         subrecords = [sorted(r & chunk) for r in records if r & chunk]
         assert km_violations(subrecords, 2, 2, 10**7)[1] == []
+
+
+def minimal_forbidden_by_enumeration(records, k, m, rule):
+    """Every itemset of 2..m frequent terms that is forbidden while all its subsets are not."""
+    frequent = sorted(t for t, s in supports(records).items() if s >= k)
+
+    def forbidden(itemset):
+        support = sum(1 for r in records if r >= itemset)
+        return support < k and (support > 0 or rule == "strict")
+
+    found = set()
+    for size in range(2, m + 1):
+        for itemset in map(frozenset, combinations(frequent, size)):
+            if forbidden(itemset) and not any(
+                    frozenset(s) in found for low in range(2, size)
+                    for s in combinations(sorted(itemset), low)):
+                found.add(itemset)
+    return found
+
+
+@pytest.mark.parametrize("rule", ["exact", "strict"])
+@pytest.mark.parametrize("k,m", [(2, 3), (3, 3), (3, 4), (4, 2)])
+@pytest.mark.parametrize("seed", range(6))
+def test_forbidden_itemsets_match_enumeration(rule, k, m, seed):
+    """The conflict space holds exactly the minimal forbidden itemsets, and ``joinable`` keeps
+    exactly the candidates (terms that may join the group) that may join group + term."""
+    rng = random.Random(seed)
+    records = [frozenset(rng.sample("abcdefghij", rng.randint(1, 7))) for _ in range(30)]
+    space = find_conflicts(records, k, m, rule)
+    pairs = {space.names(1 << a | 1 << b) for a in range(len(space.terms))
+             for b in bits(space.conflict[a]) if a < b}
+    larger = [space.names(f) for f in space.forbidden()]
+    expected = minimal_forbidden_by_enumeration(records, k, m, rule)
+    assert len(larger) == len(set(larger)) == space.count_forbidden()
+    assert pairs | set(larger) == expected
+    if m >= 3:
+        assert any(len(f) == 3 for f in expected)  # the cluster does exercise triples
+    for _ in range(100):
+        group = space.mask(rng.sample(space.terms, rng.randint(0, 4)))
+        term = rng.randrange(len(space.terms))
+        if group >> term & 1 or not space.valid(group | 1 << term):
+            continue
+        candidates = sum(1 << c for c in bits(space.all & ~group & ~(1 << term))
+                         if space.valid(group | 1 << c))
+        assert space.joinable(term, group, candidates) == sum(
+            1 << c for c in bits(candidates) if space.valid(group | 1 << term | 1 << c))

@@ -30,6 +30,8 @@ import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from .conflicts import ConflictSpace, bits, find_conflicts
 from .model import Partition, Record, check_parameters, cluster_terms
 
@@ -40,24 +42,28 @@ DEFAULT_MAX_STEPS = 20_000
 # -- the default: RLF-grown concepts, then dissolving redundant chunks ----------------------
 
 def grow_concept(space: ConflictSpace, remaining: int) -> int:
-    """One maximal concept inside ``remaining``, grown by the RLF rule."""
-    candidates, group, shut_out = remaining, 0, 0
-    reference = remaining  # the first term is the one with the most conflicts overall
-    while candidates:
-        term = max(bits(candidates), key=lambda t: ((space.conflict[t] & reference).bit_count(),
-                                                    -t))
+    """One maximal concept inside ``remaining``, grown by the RLF rule.
+
+    After the first term, scores are counts kept for the candidates only (index-aligned with
+    ``open_``), updated as terms are shut out: candidates only ever leave."""
+    # The first term has the most conflicts overall (ties: the lowest index).
+    term = max(bits(remaining), key=lambda t: ((space.conflict[t] & remaining).bit_count(), -t))
+    candidates, group = remaining, 0
+    open_ = np.flatnonzero(space.flags(remaining))  # the candidates, ascending
+    shut_out = np.zeros(len(open_), np.intp)  # per candidate: its conflicts with shut-out terms
+    while True:
         still = space.joinable(term, group, candidates)
-        shut_out |= candidates & ~still & ~(1 << term)
+        keep = space.flags(still)[open_]
+        closed = open_[~keep & (open_ != term)]
+        open_, shut_out = open_[keep], shut_out[keep]
+        if len(closed):
+            shut_out += space.pair_matrix[closed][:, open_].sum(axis=0)
         group |= 1 << term
         candidates = still
-        reference = shut_out
-    return group
-
-
-def _fits(space: ConflictSpace, term: int, chunk: int) -> bool:
-    if space.conflict[term] & chunk:
-        return False
-    return not any(rest & chunk == rest for rest in space.higher[term])
+        if not candidates:
+            return group
+        # the most conflicts with the shut-out terms; ties: the lowest index (argmax: the first)
+        term = int(open_[np.argmax(shut_out)])
 
 
 def dissolve_redundant(space: ConflictSpace, chunks: list[int]) -> list[int]:
@@ -73,7 +79,7 @@ def dissolve_redundant(space: ConflictSpace, chunks: list[int]) -> list[int]:
         for victim in sorted(range(len(chunks)), key=lambda i: (chunks[i].bit_count(), i)):
             others = [c for i, c in enumerate(chunks) if i != victim]
             for term in bits(chunks[victim]):
-                home = next((i for i, c in enumerate(others) if _fits(space, term, c)), None)
+                home = next((i for i, c in enumerate(others) if space.fits(term, c)), None)
                 if home is None:
                     break
                 others[home] |= 1 << term
@@ -96,7 +102,7 @@ def partition_improved(records: Sequence[Record], k: int, m: int, *,
     private = frozenset(cluster_terms(records) - set(space.terms))
     return Partition(tuple(space.names(c) for c in chunks), private,
                      {"grown_concepts": len(grown), "dissolved": len(grown) - len(chunks),
-                      "forbidden_higher": len(space.forbidden)})
+                      "forbidden_higher": space.count_forbidden()})
 
 
 # -- the paper's pipeline, literally ---------------------------------------------------------

@@ -23,10 +23,7 @@ class Partition:
 
 
 def cluster_terms(records: Sequence[Record]) -> set[str]:
-    terms: set[str] = set()
-    for record in records:
-        terms |= record
-    return terms
+    return set().union(*records)
 
 
 def check_parameters(k: int, m: int) -> None:

@@ -60,7 +60,7 @@ def partition_optimal(records: Sequence[Record], k: int, m: int, *, rule: str = 
     for c in range(1, colours):
         model.add_implication(y[c], y[c - 1])
     forbidden = [[a, b] for a in range(n) for b in bits(space.conflict[a]) if a < b]
-    forbidden += [list(bits(f)) for f in space.forbidden]
+    forbidden += [list(bits(f)) for f in space.forbidden()]
     for members in forbidden:
         for c in range(colours):
             model.add(sum(x[t][c] for t in members) <= len(members) - 1)
