@@ -339,3 +339,20 @@ def test_the_first_format_is_still_read_and_newer_index_files_are_refused(tmp_pa
     assert refused.exit_code == 2
     assert "format 'cocktail-terms/2', which this cocktail does not read" in \
         json.loads(refused.stdout)["error"]
+
+
+def test_the_worker_pool_partitions_as_this_process_does(monkeypatch):
+    """Large inputs partition in spawned workers, fed each cluster as arrays: every cluster's
+    partition must be the one the publishing process computes itself."""
+    from cocktail.overlay.layout import cluster_records
+    from cocktail.overlay.tree import grow_tree
+    from cocktail.publish import writer
+
+    records = load(dataset_path("bms-webview-1.dat")).head(8000).records
+    clusters = [cluster_records(records, positions) for leaf in grow_tree(records, 500).leaves()
+                for positions in leaf.clusters]
+    params = PublishParams(k=5, m=3)
+    monkeypatch.setattr(writer, "PARALLEL_FROM_RECORDS", 0)
+    pooled = [split for split, _ in writer.partitions(clusters, params, 2, len(records))]
+    alone = [split for split, _ in writer.partitions(clusters, params, 1, len(records))]
+    assert len(pooled) == len(clusters) > 10 and pooled == alone
