@@ -31,6 +31,7 @@ from itertools import chain
 
 import numpy as np
 
+from ..dataset import Records
 from .concepts import mine_concepts
 from .model import Itemset, Record
 
@@ -144,6 +145,16 @@ def _bitsets(rows: np.ndarray) -> list[int]:
 def _occurrences(records: Sequence[Record], k: int) -> tuple[list[str], np.ndarray, np.ndarray]:
     """The frequent terms (by support descending, then term), and every occurrence of one as
     (term index, record position) arrays, by record."""
+    if isinstance(records, Records):  # its term ids as they are, no set per record
+        names, flat = records.names, records.indices
+        owner = np.repeat(np.arange(len(records)), np.diff(records.indptr))
+        support = np.bincount(flat, minlength=len(names))
+        frequent = np.flatnonzero(support >= k)  # by name: ids follow name order
+        frequent = frequent[np.argsort(-support[frequent], kind="stable")]
+        rank = np.full(len(names), -1)
+        rank[frequent] = np.arange(len(frequent))
+        ids = rank[flat]
+        return [names[i] for i in frequent.tolist()], ids[ids >= 0], owner[ids >= 0]
     occurring = list(chain.from_iterable(records))
     codes = {t: c for c, t in enumerate(dict.fromkeys(occurring))}
     flat = np.fromiter(map(codes.__getitem__, occurring), np.intp, len(occurring))

@@ -5,6 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from ..dataset import Records
+
 Record = frozenset[str]
 Itemset = frozenset[str]
 
@@ -23,6 +27,8 @@ class Partition:
 
 
 def cluster_terms(records: Sequence[Record]) -> set[str]:
+    if isinstance(records, Records):  # from its term ids, no set per record
+        return {records.names[i] for i in np.unique(records.indices).tolist()}
     return set().union(*records)
 
 
