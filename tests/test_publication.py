@@ -343,7 +343,9 @@ def test_the_first_format_is_still_read_and_newer_index_files_are_refused(tmp_pa
 
 def test_the_worker_pool_partitions_as_this_process_does(monkeypatch):
     """Large inputs partition in spawned workers, fed each cluster as arrays: every cluster's
-    partition must be the one the publishing process computes itself."""
+    partition must be the one the publishing process computes itself, and the one its records
+    given as sets get."""
+    from cocktail.anonymity import partition
     from cocktail.overlay.layout import cluster_records
     from cocktail.overlay.tree import grow_tree
     from cocktail.publish import writer
@@ -356,3 +358,4 @@ def test_the_worker_pool_partitions_as_this_process_does(monkeypatch):
     pooled = [split for split, _ in writer.partitions(clusters, params, 2, len(records))]
     alone = [split for split, _ in writer.partitions(clusters, params, 1, len(records))]
     assert len(pooled) == len(clusters) > 10 and pooled == alone
+    assert alone == [partition("improved", list(cluster), 5, 3) for cluster in clusters]
