@@ -27,7 +27,7 @@ import numpy as np
 FORMATS = ("fimi", "spmf", "csv", "jsonl")
 _EXTENSIONS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
 _CSV_HEADER = ["record_id", "term"]
-_OTHER_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_OTHER_BYTE_BREAKS = re.compile(rb"[\x0b\x0c\x1c\x1d\x1e]")  # str.splitlines's, in ASCII
 _NEGATIVE_NUMBER = re.compile(r"-\d+(?:\.\d*)?", re.ASCII)
 
 PathLike = str | os.PathLike[str]
@@ -119,6 +119,22 @@ class RecordsBuilder:
         self._lengths.append(len(ids))
         return len(ids)
 
+    def add_many(self, tokens: list[str], lengths: np.ndarray) -> int:
+        """Add records given as all their terms in a row and how many each has; a term
+        repeated within a record is kept once.  Returns the distinct terms added."""
+        vocabulary = self._vocabulary
+        for term in dict.fromkeys(tokens):
+            vocabulary.setdefault(term, len(vocabulary))
+        width = max(1, len(vocabulary))
+        ids = np.fromiter(map(vocabulary.__getitem__, tokens), np.int64, len(tokens))
+        rows = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+        keys = np.sort(rows * width + ids)  # by record, then term
+        keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))] if len(keys) else keys
+        self._ids.frombytes((keys % width).astype(np.int32).tobytes())
+        self._lengths.frombytes(np.bincount(keys // width, minlength=len(lengths))
+                                .astype(np.int64).tobytes())
+        return len(keys)
+
     def build(self) -> Records:
         names = sorted(self._vocabulary)
         rank = np.empty(len(names), dtype=np.int32)
@@ -128,21 +144,6 @@ class RecordsBuilder:
         indptr = np.zeros(len(self._lengths) + 1, dtype=np.int64)
         np.cumsum(np.frombuffer(self._lengths, dtype=np.int64), out=indptr[1:])
         return Records(tuple(names), indptr, indices)
-
-
-def records_from_tokens(tokens: list[str], rows: np.ndarray, count: int) -> Records:
-    """``count`` records from all their terms in a row (``rows``: each one's record, in
-    order), a term repeated within a record kept once; each record's term ids ascending."""
-    names = sorted(set(tokens))
-    rank = {name: i for i, name in enumerate(names)}
-    width = max(1, len(names))
-    ids = np.fromiter(map(rank.__getitem__, tokens), dtype=np.int64, count=len(tokens))
-    pairs = np.sort(rows.astype(np.int64) * width + ids)  # by record, then term id
-    if len(pairs):
-        pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))]  # each once
-    indptr = np.zeros(count + 1, dtype=np.int64)
-    np.cumsum(np.bincount(pairs // width, minlength=count), out=indptr[1:])
-    return Records(tuple(names), indptr, (pairs % width).astype(np.int32))
 
 
 @dataclass(frozen=True)
@@ -307,39 +308,63 @@ def _fimi_by_line(lines: _Lines) -> _Parsed:
     return ids, records.build(), duplicates
 
 
+FIMI_BLOCK = 1 << 20  # bytes read as arrays at a time: a term's string lives a block, not a load
+
+
 def _fimi_at_once(data: bytes) -> _Parsed | None:
     """A FIMI file that is ASCII and breaks lines only at \\r, \\n or \\r\\n, read with
-    arrays: where each token starts says its line, and a line whose first token starts with
-    # or % is a comment.  None for any other file (the line-by-line reader takes it)."""
-    if not data.isascii():
+    arrays, a block of whole lines at a time.  None for any other file (the line-by-line reader
+    takes it)."""
+    if not data.isascii() or _OTHER_BYTE_BREAKS.search(data):
         return None
-    text = data.decode("ascii")
-    if _OTHER_BREAKS.search(text):
-        return None
+    ids: list[str] = []
+    records = RecordsBuilder()
+    duplicates = start = lines = 0
+    while start < len(data):
+        end = data.find(b"\n", start + FIMI_BLOCK) + 1 or len(data)  # a block ends a line
+        block = _fimi_block(data[start:end])
+        if block is None:
+            return None
+        numbers, tokens, lengths = block
+        ids += [str(lines + n) for n in numbers.tolist()]
+        duplicates += len(tokens) - records.add_many(tokens, lengths)
+        lines += _count_lines(data[start:end])
+        start = end
+    return ids, records.build(), duplicates
+
+
+def _fimi_block(data: bytes) -> tuple[np.ndarray, list[str], np.ndarray] | None:
+    """Whole FIMI lines: the numbers (from 1) of those that are records, their terms in a row,
+    how many each has.  Where each token starts says its line, and a line whose first token
+    starts with # or % is a comment."""
     raw = np.frombuffer(data, dtype=np.uint8)
     cr, lf = raw == 13, raw == 10
     ends = cr.copy()
     ends[1:] |= lf[1:] & ~cr[:-1]  # \\r\\n ends one line
     ends[:1] |= lf[:1]
     line = np.cumsum(ends) - ends  # each byte's line, from 0
-    lines = int(ends.sum()) + (len(raw) > 0 and not ends[-1] and not lf[-1])
     space = cr | lf | (raw == 32) | (raw == 9) | (raw == 31)  # str.split's, in ASCII
     starts = np.flatnonzero(~space & np.concatenate(([True], space[:-1])))
-    tokens = text.split()
+    tokens = data.decode("ascii").split()
     if len(tokens) != len(starts):
         return None
     token_line = line[starts]
     first = np.concatenate(([True], token_line[1:] != token_line[:-1]))
-    kept = np.ones(lines, dtype=bool)
+    kept = np.ones(_count_lines(data), dtype=bool)
     kept[token_line[first & ((raw[starts] == 35) | (raw[starts] == 37))]] = False  # # or %
     if not kept.all():
         keep = kept[token_line]
         tokens = list(compress(tokens, keep.tolist()))
         token_line = token_line[keep]
     record = np.cumsum(kept) - 1
-    records = records_from_tokens(tokens, record[token_line], int(kept.sum()))
-    ids = [str(n) for n in (np.flatnonzero(kept) + 1).tolist()]
-    return ids, records, len(tokens) - records.pairs()
+    lengths = np.bincount(record[token_line], minlength=int(kept.sum()))
+    return np.flatnonzero(kept) + 1, tokens, lengths
+
+
+def _count_lines(data: bytes) -> int:
+    """The lines bytes.splitlines finds."""
+    breaks = data.count(b"\r") + data.count(b"\n") - data.count(b"\r\n")
+    return breaks + (bool(data) and data[-1:] not in b"\r\n")
 
 
 def fimi_line(text: str) -> list[str] | None:
