@@ -138,9 +138,12 @@ def holding_back(held: frozenset[str], params: LayoutParams, partitions: Callabl
 
 
 def strip_held(held: frozenset[str], cluster: Sequence[frozenset[str]]
-               ) -> tuple[list[frozenset[str]], frozenset[str]]:
+               ) -> tuple[Sequence[frozenset[str]], frozenset[str]]:
     """A cluster's records without the ``held`` terms (what is partitioned), and the held
-    terms it holds (kept private).  Both engines hold back through this pair."""
+    terms it holds (kept private).  Both engines hold back through this pair.  With nothing
+    held (a first publish) the cluster is partitioned as it is."""
+    if not held:
+        return cluster, frozenset()
     return [r - held for r in cluster], frozenset().union(*cluster) & held
 
 

@@ -356,13 +356,15 @@ def _choices(sc, blocks, ranked: dict, search: SplitSearch) -> dict:
         kv[1], candidates.value[kv[0]], search))).collect())
 
 
-def _as_records(rows: list[tuple[int, ...]], vocabulary: int) -> Records:
+def _as_records(rows: list[tuple[int, ...]], vocabulary: int,
+                names: tuple[str, ...] | None = None) -> Records:
+    """Records of term ids (``names``: their names, else the ids stand for themselves)."""
     lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
     indptr = np.zeros(len(rows) + 1, dtype=np.int64)
     np.cumsum(lengths, out=indptr[1:])
     indices = np.fromiter((t for row in rows for t in row), dtype=np.int32,
                           count=int(indptr[-1]))
-    return Records(range(vocabulary), indptr, indices)
+    return Records(range(vocabulary) if names is None else names, indptr, indices)
 
 
 def _number(splits: dict, names: tuple[str, ...]) -> tuple[dict[int, int], Tree]:
@@ -491,7 +493,8 @@ def partition_leaves(job_b, leaf_of_unit_b):
                 members = [(p, record_id, frozenset(job.names[t] for t in ids))
                            for p, record_id, ids in rows]
                 started = time.process_time()
-                split = _partition_leaf(job, [terms for _, _, terms in members])
+                split = _partition_leaf(job, _as_records([ids for _, _, ids in rows],
+                                                         len(job.names), job.names))
                 cpu = time.process_time() - started
                 node, cluster = leaf_of_unit[unit]
                 stored = [] if job.aggregate or not split.private else [split.private]
@@ -507,7 +510,7 @@ def partition_leaves(job_b, leaf_of_unit_b):
     return run
 
 
-def _partition_leaf(job: UnitJob, records: list[frozenset[str]]):
+def _partition_leaf(job: UnitJob, records: Records):
     """A leaf cluster's partition, the held terms kept private (none in a first publish), as
     the single-machine engine's :func:`promotion.holding_back` does."""
     stripped, kept = promotion.strip_held(job.held, records)
