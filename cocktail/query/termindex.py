@@ -332,7 +332,23 @@ class TermIndexBuilder:
             for term in terms:
                 postings.setdefault(term, []).append(position)
         for term, positions in postings.items():
-            self.bitmaps.setdefault(term, BitMap()).update(positions)
+            self._add(term, array.array("I", positions))
+
+    def add_pairs(self, names: Sequence[str], terms: np.ndarray, positions: np.ndarray) -> None:
+        """(record position, term) pairs as arrays: the term of pair i is
+        ``names[terms[i]]``.  One bitmap update per term, not one Python step per pair."""
+        order = np.argsort(terms, kind="stable")
+        terms, held = terms[order], positions[order].astype(np.uint32).tobytes()
+        starts = np.flatnonzero(np.diff(terms, prepend=-1)).tolist()
+        for term, start, stop in zip(terms[starts].tolist(), starts, [*starts[1:], len(terms)]):
+            self._add(names[term], array.array("I", held[4 * start:4 * stop]))
+
+    def _add(self, term: str, positions: array.array) -> None:
+        # An array.array of uint32 is what roaring takes without a Python int per value.
+        if term in self.bitmaps:
+            self.bitmaps[term].update(positions)
+        else:
+            self.bitmaps[term] = BitMap(positions)
 
     def update(self, index: Mapping[str, BitMap | FrozenBitMap]) -> None:
         for term, positions in index.items():
