@@ -109,9 +109,11 @@ class Records(Sequence[frozenset[str]]):
         """(row within ``positions``, term id) of every term of the records at ``positions``."""
         starts = self.indptr[positions]
         lengths = self.indptr[positions + 1] - starts
+        ends = np.cumsum(lengths)
         rows = np.repeat(np.arange(len(positions)), lengths)
-        flat = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        return rows, self.indices[np.repeat(starts, lengths) + flat]
+        # pair i of row r sits at starts[r] + (i - where row r's pairs begin)
+        at = np.repeat(starts - (ends - lengths), lengths) + np.arange(ends[-1] if len(ends) else 0)
+        return rows, self.indices[at]
 
 
 class RecordsBuilder:

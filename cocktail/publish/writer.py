@@ -17,6 +17,7 @@ from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
@@ -84,10 +85,15 @@ class Subrecords:
     def pair_count(self) -> int:
         return int(np.diff(self.distinct.indptr)[self.which].sum())
 
+    @cached_property
+    def terms(self) -> list[tuple[str, ...]]:
+        """The distinct subrecords' sorted terms."""
+        return self.distinct.sorted_terms()
+
     def counted(self) -> Counter:
         """The multiset of the subrecords, each as its sorted terms."""
         counts = np.bincount(self.which, minlength=len(self.distinct)).tolist()
-        return Counter(dict(zip(self.distinct.sorted_terms(), counts)))
+        return Counter(dict(zip(self.terms, counts)))
 
 
 @dataclass(frozen=True)
@@ -172,7 +178,7 @@ def build_chunk(key: bytes, chunk_id: str,
         return None
     lines = Subrecords(members.subrecords.distinct, members.subrecords.which[order])
     text = _strings(names)
-    chunk = fmt.encode_chunk_lines(text, lines.distinct.sorted_terms(), lines.which)
+    chunk = fmt.encode_chunk_lines(text, members.subrecords.terms, lines.which)
     return BuiltChunk(chunk_id, members, text, order, chunk,
                       fmt.encode_index(chunk_id, postings(text, lines)))
 
@@ -190,7 +196,7 @@ def postings(names: list[str], lines: Subrecords) -> dict[str, list[str]]:
     order = np.argsort(terms, kind="stable")
     held = np.array(names, dtype=object)[rows[order]].tolist()
     terms = terms[order]
-    starts = np.flatnonzero(np.diff(terms, prepend=-1)).tolist()
+    starts = _run_starts(terms).tolist()
     vocabulary = lines.distinct.names
     return {vocabulary[term]: held[start:stop] for term, start, stop
             in zip(terms[starts].tolist(), starts, [*starts[1:], len(held)])}
@@ -487,7 +493,7 @@ def split_records(records: Records, chunk_terms: Sequence[frozenset[str]]
     width = int(rank.max()) + 1 if len(kept) else 1
     order = np.argsort((chunk * len(records) + row) * width + rank)
     kept, chunk, row, rank = kept[order], chunk[order], row[order], rank[order]
-    starts = np.flatnonzero((np.diff(chunk, prepend=-1) != 0) | (np.diff(row, prepend=-1) != 0))
+    starts = _run_starts(chunk, row)
     members = Records(records.names, np.append(starts, len(kept)), records.indices[kept])
     member_chunk, member_row = chunk[starts], row[starts]
     which, first = _distinct(member_chunk, rank, starts)
@@ -536,13 +542,22 @@ def _distinct(chunk: np.ndarray, rank: np.ndarray, starts: np.ndarray
     member = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(rank))))
     word = rank >> 6
     bits = np.left_shift(np.uint64(1), (rank & 63).astype(np.uint64))
-    cut = np.flatnonzero((np.diff(member, prepend=-1) != 0) | (np.diff(word, prepend=-1) != 0))
+    cut = _run_starts(member, word)
     masks = np.zeros((int(word.max()) + 1, len(starts)), dtype=np.uint64)
     masks[word[cut], member[cut]] = np.bitwise_or.reduceat(bits, cut)
     which = chunk
     for mask in masks:  # dense numbers of (chunk, words so far): below len(starts) ** 2
         which = _dense(which * len(starts) + _dense(mask))
     return which, np.unique(which, return_index=True)[1]
+
+
+def _run_starts(*keys: np.ndarray) -> np.ndarray:
+    """Where each run of equal values of ``keys`` (side by side) starts."""
+    new = np.zeros(len(keys[0]), dtype=bool)
+    new[:1] = True
+    for key in keys:
+        new[1:] |= key[1:] != key[:-1]
+    return np.flatnonzero(new)
 
 
 def _dense(values: np.ndarray) -> np.ndarray:
