@@ -134,7 +134,7 @@ class BuiltChunk:
     chunk: bytes
     index: bytes
 
-    @property
+    @cached_property  # the manifest and the release log both name it
     def sha256(self) -> dict[str, str]:
         return {"chunk": hashlib.sha256(self.chunk).hexdigest(),
                 "index": hashlib.sha256(self.index).hexdigest()}
