@@ -462,7 +462,7 @@ def split_members(members: Iterable[tuple[int, frozenset[str]]],
     positions, records = unit_records(members)
     parts = []
     for rows, subrecords in split_records(records, chunk_terms)[0]:
-        terms = subrecords.distinct.sorted_terms()
+        terms = subrecords.terms
         parts.append([(position, list(terms[which])) for position, which
                       in zip(positions[rows].tolist(), subrecords.which.tolist())])
     return parts
@@ -612,8 +612,8 @@ def write_layout(writer: VersionWriter, record_ids: Sequence[str], layout: Layou
         placed = where.records_of(positions)
         ids = [record_ids[p] for p in placed.tolist()]
         keys = member_keys(ids)  # each record named once, not once per chunk it meets
-        chunks, (rows, terms) = split_records(records, chunk_terms)
-        writer.index_pairs(records.names, terms, placed[rows])
+        chunks, (pair_rows, pair_terms) = split_records(records, chunk_terms)
+        writer.index_pairs(records.names, pair_terms, placed[pair_rows])
         for i, (rows, subrecords) in enumerate(chunks):
             private = i >= len(split.public)
             members = ChunkMembers(list(map(ids.__getitem__, rows.tolist())), placed[rows],
