@@ -60,7 +60,7 @@ def pseudonyms(key: bytes, chunk_id: str, record_ids: Iterable[str]) -> np.ndarr
     return np.frombuffer(b"".join(digests).hex().encode("ascii"), dtype=f"S{fmt.PSEUDONYM_HEX}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # numpy fields: compared by identity
 class Subrecords:
     """Members' subrecords, each distinct one held once (a chunk holds few: on 1M records,
     about 25 members each): member i holds row ``which[i]`` of ``distinct``, whose term ids
@@ -96,7 +96,7 @@ class Subrecords:
         return Counter(dict(zip(self.terms, counts)))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # numpy fields: compared by identity
 class ChunkMembers:
     """A chunk's members: record id, record position and subrecord of each."""
 
@@ -123,7 +123,7 @@ class ChunkMembers:
                      self.subrecords.counted())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # numpy fields: compared by identity
 class BuiltChunk:
     """One chunk's files, built from its members (what either engine then writes)."""
 

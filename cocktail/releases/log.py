@@ -151,7 +151,7 @@ def decode_multiset(encoded: Iterable[Sequence]) -> Counter:
 _NO_KEYS = np.zeros(0, dtype=np.uint64)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # numpy fields: compared by identity
 class Added:
     """What a release adds to a chunk: its members' names (:func:`member_keys`) and the
     multiset of their subrecords (terms sorted)."""
