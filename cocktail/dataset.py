@@ -93,13 +93,27 @@ class Records(Sequence[frozenset[str]]):
         """(record, term) pairs over all records."""
         return len(self.indices)
 
+    def take(self, positions: np.ndarray) -> Records:
+        """The records at ``positions``, in that order."""
+        indptr = np.zeros(len(positions) + 1, dtype=np.int64)
+        np.cumsum(self.indptr[positions + 1] - self.indptr[positions], out=indptr[1:])
+        return Records(self.names, indptr, self.rows(positions)[1])
+
+    def sorted_terms(self) -> list[tuple[str, ...]]:
+        """Each record's terms in name order (which term ids follow)."""
+        ids, ends, names = self.indices.tolist(), self.indptr.tolist(), self.names
+        return [tuple([names[i] for i in sorted(ids[start:stop])])
+                for start, stop in zip(ends, ends[1:])]
+
     def rows(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(row within ``positions``, term id) of every term of the records at ``positions``."""
         starts = self.indptr[positions]
         lengths = self.indptr[positions + 1] - starts
+        ends = np.cumsum(lengths)
         rows = np.repeat(np.arange(len(positions)), lengths)
-        flat = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        return rows, self.indices[np.repeat(starts, lengths) + flat]
+        # pair i of row r sits at starts[r] + (i - where row r's pairs begin)
+        at = np.repeat(starts - (ends - lengths), lengths) + np.arange(ends[-1] if len(ends) else 0)
+        return rows, self.indices[at]
 
 
 class RecordsBuilder:

@@ -12,20 +12,26 @@ import itertools
 import multiprocessing
 import secrets
 import time
-from collections import deque
+from bisect import bisect_left
+from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, BinaryIO
+
+import numpy as np
 
 from .. import chunkformat as fmt
 from .. import releases
 from ..anonymity import Partition, partition
 from ..blas import one_thread
-from ..overlay.layout import Layout, LayoutParams, PhaseProgress
+from ..dataset import Records
+from ..overlay.layout import Layout, LayoutParams, LeafMembers, PhaseProgress
 from ..query.termindex import (SHARD_RECORDS, IndexPart, TermIndexBuilder, layout_from_manifest,
                                write_parts)
 from ..releases import Release, signing
+from ..releases.log import Added, member_keys
 from ..store import Store, StoreError
 from .batch import collector_paused
 
@@ -39,30 +45,96 @@ PARALLEL_FROM_RECORDS = 250_000
 IN_FLIGHT_PER_WORKER = 4
 
 
-def pseudonyms(key: bytes, chunk_id: str, record_ids: Iterable[str]) -> list[str]:
+def pseudonyms(key: bytes, chunk_id: str, record_ids: Iterable[str]) -> np.ndarray:
     """Each record's pseudonym in the chunk: keyed BLAKE2b(owner key; chunk id || 0 || record
-    id), 80 bits in hex.  A keyed BLAKE2b is a PRF like the HMAC-SHA256 the design names, at a
-    fraction of the cost: the chunk's prefix is hashed once and the state copied per record."""
+    id), 80 bits in hex (ASCII, ``S20``).  A keyed BLAKE2b is a PRF like the HMAC-SHA256 the
+    design names, at a fraction of the cost: the chunk's prefix is hashed once and the state
+    copied per record; the digests are turned to hex all at once."""
     prefix = hashlib.blake2b(key=key, digest_size=fmt.PSEUDONYM_HEX // 2)
     prefix.update(chunk_id.encode() + b"\x00")
-    names = []
+    copy, digests = prefix.copy, []
     for record_id in record_ids:
-        state = prefix.copy()
+        state = copy()
         state.update(record_id.encode("utf-8", "surrogatepass"))
-        names.append(state.hexdigest())
-    return names
+        digests.append(state.digest())
+    return np.frombuffer(b"".join(digests).hex().encode("ascii"), dtype=f"S{fmt.PSEUDONYM_HEX}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # numpy fields: compared by identity
+class Subrecords:
+    """Members' subrecords, each distinct one held once (a chunk holds few: on 1M records,
+    about 25 members each): member i holds row ``which[i]`` of ``distinct``, whose term ids
+    follow name order within each row."""
+
+    distinct: Records
+    which: np.ndarray
+
+    @classmethod
+    def of(cls, subrecords: Iterable[Iterable[str]]) -> Subrecords:
+        found: dict[tuple[str, ...], int] = {}
+        which = [found.setdefault(tuple(sorted(sub)), len(found)) for sub in subrecords]
+        return cls(Records.build(found), np.array(which, dtype=np.intp))
+
+    def __len__(self) -> int:
+        return len(self.which)
+
+    def pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """(member, term id) of every term of every member."""
+        return self.distinct.rows(self.which)
+
+    def pair_count(self) -> int:
+        return int(np.diff(self.distinct.indptr)[self.which].sum())
+
+    @cached_property
+    def terms(self) -> list[tuple[str, ...]]:
+        """The distinct subrecords' sorted terms."""
+        return self.distinct.sorted_terms()
+
+    def counted(self) -> Counter:
+        """The multiset of the subrecords, each as its sorted terms."""
+        counts = np.bincount(self.which, minlength=len(self.distinct)).tolist()
+        return Counter(dict(zip(self.terms, counts)))
+
+
+@dataclass(frozen=True, eq=False)  # numpy fields: compared by identity
+class ChunkMembers:
+    """A chunk's members: record id, record position and subrecord of each."""
+
+    record_ids: list[str]
+    positions: np.ndarray
+    subrecords: Subrecords
+
+    @classmethod
+    def of(cls, members: Sequence[tuple[str, int, Iterable[str]]] | ChunkMembers
+           ) -> ChunkMembers:
+        """``members``: (record id, record position, subrecord terms), or as they are."""
+        if isinstance(members, ChunkMembers):
+            return members
+        return cls([record_id for record_id, _, _ in members],
+                   np.array([position for _, position, _ in members], dtype=np.int64),
+                   Subrecords.of(sub for _, _, sub in members))
+
+    def __len__(self) -> int:
+        return len(self.record_ids)
+
+    def added(self, keys: np.ndarray | None = None) -> Added:
+        """What the members add to the release log (``keys``: their names, where known)."""
+        return Added(member_keys(self.record_ids) if keys is None else keys,
+                     self.subrecords.counted())
+
+
+@dataclass(frozen=True, eq=False)  # numpy fields: compared by identity
 class BuiltChunk:
     """One chunk's files, built from its members (what either engine then writes)."""
 
     chunk_id: str
-    rows: list[tuple[str, tuple[str, int, list[str]]]]  # (pseudonym, member), by pseudonym
+    members: ChunkMembers
+    names: list[str]   # the pseudonyms, sorted: the chunk's lines
+    order: np.ndarray  # the member on each line
     chunk: bytes
     index: bytes
 
-    @property
+    @cached_property  # the manifest and the release log both name it
     def sha256(self) -> dict[str, str]:
         return {"chunk": hashlib.sha256(self.chunk).hexdigest(),
                 "index": hashlib.sha256(self.index).hexdigest()}
@@ -74,26 +146,60 @@ class BuiltChunk:
     def map_rows(self, with_ids: bool = False) -> list[tuple]:
         """The pseudonym map's (chunk id, pseudonym, record position) rows; ``with_ids``
         (a private chunk's) adds each record id."""
-        return [(self.chunk_id, name, position, *((record_id,) if with_ids else ()))
-                for name, (record_id, position, _) in self.rows]
+        return list(zip(itertools.repeat(self.chunk_id), *self._map_columns(with_ids)))
+
+    def map_lines(self, with_ids: bool = False) -> bytes:
+        """The same rows, encoded."""
+        return fmt.encode_map_lines(self.chunk_id, *self._map_columns(with_ids))
+
+    def _map_columns(self, with_ids: bool) -> list[Sequence]:
+        columns = [self.names, self.members.positions[self.order].tolist()]
+        if with_ids:
+            columns.append(list(map(self.members.record_ids.__getitem__, self.order.tolist())))
+        return columns
 
     def entry(self, unit: int, private: bool, terms: Iterable[str]) -> dict:
         """The chunk's entry in the private manifest."""
         return {"unit": unit, "priLabel": private, "terms": sorted(terms),
-                "subrecords": len(self.rows), "sha256": self.sha256}
+                "subrecords": len(self.names), "sha256": self.sha256}
 
 
-def build_chunk(key: bytes, chunk_id: str, members: Sequence[tuple[str, int, list[str]]]
+def build_chunk(key: bytes, chunk_id: str,
+                members: Sequence[tuple[str, int, Iterable[str]]] | ChunkMembers
                 ) -> BuiltChunk | None:
-    """``members``: (record id, record position, subrecord terms).  None if two of them got
-    the same pseudonym (the caller draws another chunk id)."""
-    names = pseudonyms(key, chunk_id, [record_id for record_id, _, _ in members])
-    if len(set(names)) != len(names):
+    """``members``: (record id, record position, subrecord terms), or as
+    :class:`ChunkMembers`.  None if two of them got the same pseudonym (the caller draws
+    another chunk id)."""
+    members = ChunkMembers.of(members)
+    names = pseudonyms(key, chunk_id, members.record_ids)
+    order = np.argsort(names, kind="stable")
+    names = names[order]
+    if np.any(names[1:] == names[:-1]):
         return None
-    rows = sorted(zip(names, members))
-    subrecords = [(name, sorted(sub)) for name, (_, _, sub) in rows]
-    return BuiltChunk(chunk_id, rows, fmt.encode_chunk(subrecords),
-                      fmt.encode_index(chunk_id, fmt.build_index(subrecords)))
+    lines = Subrecords(members.subrecords.distinct, members.subrecords.which[order])
+    text = _strings(names)
+    chunk = fmt.encode_chunk_lines(text, members.subrecords.terms, lines.which)
+    return BuiltChunk(chunk_id, members, text, order, chunk,
+                      fmt.encode_index(chunk_id, postings(text, lines)))
+
+
+def _strings(names: np.ndarray) -> list[str]:
+    """Pseudonyms (``S20``) as strings: decoded at once, then cut."""
+    text, width = names.tobytes().decode("ascii"), fmt.PSEUDONYM_HEX
+    return [text[at:at + width] for at in range(0, len(text), width)]
+
+
+def postings(names: list[str], lines: Subrecords) -> dict[str, list[str]]:
+    """The chunk's inverted index: each term's pseudonyms in line order (``names`` and
+    ``lines``: the pseudonym and the subrecord of each line)."""
+    rows, terms = lines.pairs()  # by line
+    order = np.argsort(terms, kind="stable")
+    held = np.array(names, dtype=object)[rows[order]].tolist()
+    terms = terms[order]
+    starts = _run_starts(terms).tolist()
+    vocabulary = lines.distinct.names
+    return {vocabulary[term]: held[start:stop] for term, start, stop
+            in zip(terms[starts].tolist(), starts, [*starts[1:], len(held)])}
 
 
 def owner_key(store: Store) -> bytes:
@@ -117,7 +223,7 @@ class VersionWriter:
         self.index_seconds = 0.0  # spent on the term index: its own phase in the report
         self.version, self.staging = release.version, release.staging
         self.chunks: dict[str, dict] = {}
-        self.unit_map: list[tuple[str, str, int]] = []  # the open unit's pseudonym map
+        self.unit_map: list[bytes] = []  # the open unit's pseudonym map, chunk by chunk
         self.maps_written: set[int] = set()  # units whose pseudonym map this version wrote
         self.terms = TermIndexBuilder()  # the version's term index, chunk by chunk
         # Files of earlier versions that the previous version referenced and this one no longer
@@ -129,7 +235,7 @@ class VersionWriter:
         # referenced and this one does not (their files stay in their homes).
         self.index_superseded: list[IndexPart] = []
 
-    def _new_chunk(self, members: Sequence[tuple[str, int, list[str]]]) -> BuiltChunk:
+    def _new_chunk(self, members: ChunkMembers) -> BuiltChunk:
         """The chunk's files under a fresh random id whose pseudonyms are distinct."""
         while True:
             chunk_id = secrets.token_hex(fmt.CHUNK_ID_HEX // 2)
@@ -139,19 +245,23 @@ class VersionWriter:
                 return built
 
     def add_chunk(self, unit: int, unit_kind: str, private: bool, terms: frozenset[str],
-                  members: Sequence[tuple[str, int, list[str]]]) -> None:
+                  members: Sequence[tuple[str, int, Iterable[str]]] | ChunkMembers,
+                  keys: np.ndarray | None = None, indexed: bool = False) -> None:
         """``members``: (record id, record position, subrecord terms) of every non-empty
-        subrecord."""
+        subrecord, or as :class:`ChunkMembers`; ``keys``: their names in the release log,
+        where known, and ``indexed``: their terms are in the term index already (a unit
+        names its records and indexes their terms once for all its chunks)."""
+        members = ChunkMembers.of(members)
         built = self._new_chunk(members)
         zone = "private" if private else "public"
         for name, data in built.files():
             self.out.put(zone, name, data)
-        self.unit_map.extend(built.map_rows(with_ids=private))
-        self._index(members)
+        self.unit_map.append(built.map_lines(with_ids=private))
+        if not indexed:
+            self._index(members)
         self.chunks[built.chunk_id] = built.entry(unit, private, terms)
         self.release.add_chunk(built.chunk_id, unit, unit_kind, private, terms,
-                               [(record_id, sub) for record_id, _, sub in members],
-                               built.sha256["chunk"])
+                               members.added(keys), built.sha256["chunk"])
 
     def extend_chunk(self, chunk_id: str, home: str, unit: int, unit_kind: str, private: bool,
                      terms: Sequence[str], old: tuple[bytes, bytes],
@@ -161,35 +271,39 @@ class VersionWriter:
         byte; the new lines merged in pseudonym order, written in this version."""
         old_chunk, old_index = old
         self.drop_chunk(chunk_id, home, private)
-        names = pseudonyms(self.key, chunk_id, [record_id for record_id, _, _ in members])
+        members = ChunkMembers.of(members)
+        added = build_chunk(self.key, chunk_id, members)
         before = fmt.chunk_pseudonyms(old_chunk)
-        if set(before).intersection(names) or len(set(names)) != len(names):
+        if added is None or set(before).intersection(added.names):
             raise StoreError(f"pseudonym collision in chunk {chunk_id}: append again")
-        new_rows = sorted(zip(names, members))
-        added = [(name, sorted(sub)) for name, (_, _, sub) in new_rows]
         zone = "private" if private else "public"
-        chunk_bytes = fmt.merge_chunk(old_chunk, fmt.encode_chunk(added))
-        index_bytes = fmt.merge_index(old_index, chunk_id, fmt.build_index(added))
+        chunk_bytes = fmt.merge_chunk(old_chunk, added.chunk)
+        index_bytes = fmt.merge_index(old_index, chunk_id, added.index)
         self.out.put(zone, f"{fmt.CHUNK_DIR}/{chunk_id}.tsv", chunk_bytes)
         self.out.put(zone, f"{fmt.INDEX_DIR}/{chunk_id}.tsv", index_bytes)
-        self.unit_map.extend((chunk_id, name, position, *((record_id,) if private else ()))
-                             for name, (record_id, position, _) in new_rows)
+        self.unit_map.append(added.map_lines(with_ids=private))
         self._index(members)
         self.chunks[chunk_id] = {
             "unit": unit, "priLabel": private, "terms": sorted(terms),
-            "subrecords": len(before) + len(added),
+            "subrecords": len(before) + len(members),
             "sha256": {"chunk": hashlib.sha256(chunk_bytes).hexdigest(),
                        "index": hashlib.sha256(index_bytes).hexdigest()},
         }
-        self.release.add_chunk(chunk_id, unit, unit_kind, private, terms,
-                               [(record_id, sub) for record_id, _, sub in members],
+        self.release.add_chunk(chunk_id, unit, unit_kind, private, terms, members.added(),
                                self.chunks[chunk_id]["sha256"]["chunk"],
                                carried_sha256=hashlib.sha256(old_chunk).hexdigest(),
                                carried_subrecords=len(before))
 
-    def _index(self, members: Sequence[tuple[str, int, list[str]]]) -> None:
+    def _index(self, members: ChunkMembers) -> None:
+        rows, terms = members.subrecords.pairs()
+        self.index_pairs(members.subrecords.distinct.names, terms, members.positions[rows])
+
+    def index_pairs(self, names: Sequence[str], terms: np.ndarray, positions: np.ndarray
+                    ) -> None:
+        """(record position, term) pairs into the term index: ``names[terms[i]]`` at
+        ``positions[i]``."""
         started = time.perf_counter()
-        self.terms.add_members((position, sub) for _, position, sub in members)
+        self.terms.add_pairs(names, terms, positions)
         self.index_seconds += time.perf_counter() - started
 
     def keep_chunk(self, chunk_id: str, entry: dict, home: str) -> None:
@@ -208,7 +322,7 @@ class VersionWriter:
         they were written) first; ``replaces``: the version holding the map this one
         replaces."""
         self.out.put("private", f"{fmt.PSEUDONYM_DIR}/{unit}.tsv",
-                     earlier + fmt.encode_pseudonym_map(self.unit_map))
+                     earlier + b"".join(self.unit_map))
         self.maps_written.add(unit)
         if replaces is not None:
             self.superseded.append(("private", fmt.pseudonym_map_path(replaces, unit)))
@@ -345,16 +459,110 @@ def split_members(members: Iterable[tuple[int, frozenset[str]]],
                   chunk_terms: Sequence[frozenset[str]]) -> list[list[tuple[int, list[str]]]]:
     """For each chunk, the (position, subrecord) of the members that meet it; terms in no
     chunk (a private part passed up the tree) are left out."""
-    owner = {term: i for i, terms in enumerate(chunk_terms) for term in terms}
-    members_of: list[list[tuple[int, list[str]]]] = [[] for _ in chunk_terms]
-    for position, terms in members:
-        parts: dict[int, list[str]] = {}
-        for term in terms:
-            if term in owner:
-                parts.setdefault(owner[term], []).append(term)
-        for i, sub in parts.items():
-            members_of[i].append((position, sub))
-    return members_of
+    positions, records = unit_records(members)
+    parts = []
+    for rows, subrecords in split_records(records, chunk_terms)[0]:
+        terms = subrecords.terms
+        parts.append([(position, list(terms[which])) for position, which
+                      in zip(positions[rows].tolist(), subrecords.which.tolist())])
+    return parts
+
+
+def unit_records(members: LeafMembers | Iterable[tuple[int, frozenset[str]]]
+                 ) -> tuple[np.ndarray, Records]:
+    """A unit's members: their record positions and their terms, a row each (a leaf's read
+    off the dataset's arrays, without a set per record)."""
+    if isinstance(members, LeafMembers) and isinstance(members.records, Records):
+        positions = np.asarray(members.positions, dtype=np.int64)
+        return positions, members.records.take(positions)
+    members = list(members)
+    return (np.array([position for position, _ in members], dtype=np.int64),
+            Records.build(terms for _, terms in members))
+
+
+def split_records(records: Records, chunk_terms: Sequence[frozenset[str]]
+                  ) -> tuple[list[tuple[np.ndarray, Subrecords]], tuple[np.ndarray, np.ndarray]]:
+    """For each chunk, the rows of ``records`` that meet it (in order) and their subrecords
+    there; and the (row, term id) pairs of them all.  Terms in no chunk are left out."""
+    chunk, rank = _chunk_ranks(records, chunk_terms)
+    row = np.repeat(np.arange(len(records)), np.diff(records.indptr))
+    kept = np.flatnonzero(chunk >= 0)
+    chunk, row, rank = chunk[kept], row[kept], rank[kept]
+    # Each member's pairs together, by chunk and row, its terms in name order (rank order):
+    # one sort on a combined key (a lexsort of three keys is several times slower).
+    width = int(rank.max()) + 1 if len(kept) else 1
+    order = np.argsort((chunk * len(records) + row) * width + rank)
+    kept, chunk, row, rank = kept[order], chunk[order], row[order], rank[order]
+    starts = _run_starts(chunk, row)
+    members = Records(records.names, np.append(starts, len(kept)), records.indices[kept])
+    member_chunk, member_row = chunk[starts], row[starts]
+    which, first = _distinct(member_chunk, rank, starts)
+    distinct = members.take(first)
+    cuts = np.arange(len(chunk_terms) + 1)
+    member_cuts = np.searchsorted(member_chunk, cuts).tolist()
+    distinct_cuts = np.searchsorted(member_chunk[first], cuts).tolist()
+    return [(member_row[a:b], Subrecords(distinct[c:d], which[a:b] - c)) for a, b, c, d
+            in zip(member_cuts, member_cuts[1:], distinct_cuts, distinct_cuts[1:])], \
+        (row, members.indices)
+
+
+def _chunk_ranks(records: Records, chunk_terms: Sequence[frozenset[str]]
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Each (row, term) pair's chunk (-1: none; a term in two chunks goes to the last) and
+    its term's rank among that chunk's terms, in name order."""
+    owner: dict[int, int] = {}
+    for i, terms in enumerate(chunk_terms):
+        owner.update(dict.fromkeys(_term_ids(records.names, terms), i))
+    if not owner:
+        return np.full(records.pairs(), -1, dtype=np.int64), np.zeros(records.pairs(), np.int64)
+    ids = np.array(sorted(owner), dtype=records.indices.dtype)  # the chunks' terms
+    chunk = np.array([owner[t] for t in ids.tolist()], dtype=np.int64)
+    by_chunk = np.argsort(chunk, kind="stable")
+    rank = np.empty(len(ids), dtype=np.int64)
+    rank[by_chunk] = np.arange(len(ids)) - np.searchsorted(chunk[by_chunk], chunk[by_chunk])
+    at = np.minimum(np.searchsorted(ids, records.indices), len(ids) - 1)
+    found = ids[at] == records.indices
+    return np.where(found, chunk[at], -1), np.where(found, rank[at], 0)
+
+
+def _term_ids(names: Sequence[str], terms: Iterable[str]) -> list[int]:
+    """The ids of those of ``terms`` that ``names`` (sorted) holds."""
+    found = [bisect_left(names, term) for term in terms]
+    return [i for i, term in zip(found, terms) if i < len(names) and names[i] == term]
+
+
+def _distinct(chunk: np.ndarray, rank: np.ndarray, starts: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Members numbered so that two get one number when they are in one chunk (``chunk``,
+    each member's) with the same subrecord, numbers in chunk order: each member's number and
+    the first member of each.  ``rank``: the chunk rank of each pair's term, members' pairs
+    from ``starts`` on.  A subrecord is compared as a bit per rank, in 64-bit words."""
+    if not len(starts):
+        return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp)
+    member = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(rank))))
+    word = rank >> 6
+    bits = np.left_shift(np.uint64(1), (rank & 63).astype(np.uint64))
+    cut = _run_starts(member, word)
+    masks = np.zeros((int(word.max()) + 1, len(starts)), dtype=np.uint64)
+    masks[word[cut], member[cut]] = np.bitwise_or.reduceat(bits, cut)
+    which = chunk
+    for mask in masks:  # dense numbers of (chunk, words so far): below len(starts) ** 2
+        which = _dense(which * len(starts) + _dense(mask))
+    return which, np.unique(which, return_index=True)[1]
+
+
+def _run_starts(*keys: np.ndarray) -> np.ndarray:
+    """Where each run of equal values of ``keys`` (side by side) starts."""
+    new = np.zeros(len(keys[0]), dtype=bool)
+    new[:1] = True
+    for key in keys:
+        new[1:] |= key[1:] != key[:-1]
+    return np.flatnonzero(new)
+
+
+def _dense(values: np.ndarray) -> np.ndarray:
+    """Each value's rank among the distinct values."""
+    return np.unique(values, return_inverse=True)[1].reshape(-1)
 
 
 def _partition_job(job: tuple[str, list[frozenset[str]], int, int, frozenset[str]]
@@ -400,15 +608,22 @@ def write_layout(writer: VersionWriter, record_ids: Sequence[str], layout: Layou
         split = unit.partition
         stored_private = [split.private] if unit.keeps_private and split.private else []
         chunk_terms = [*split.public, *stored_private]
-        for i, members in enumerate(split_members(unit.members, chunk_terms)):
+        positions, records = unit_records(unit.members)
+        placed = where.records_of(positions)
+        ids = [record_ids[p] for p in placed.tolist()]
+        keys = member_keys(ids)  # each record named once, not once per chunk it meets
+        chunks, (pair_rows, pair_terms) = split_records(records, chunk_terms)
+        writer.index_pairs(records.names, pair_terms, placed[pair_rows])
+        for i, (rows, subrecords) in enumerate(chunks):
             private = i >= len(split.public)
-            writer.add_chunk(where.unit(unit.id), unit.kind, private, chunk_terms[i],
-                             [(record_ids[where.record(p)], where.record(p), sub)
-                              for p, sub in members])
+            members = ChunkMembers(list(map(ids.__getitem__, rows.tolist())), placed[rows],
+                                   subrecords)
+            writer.add_chunk(where.unit(unit.id), unit.kind, private, chunk_terms[i], members,
+                             keys[rows], indexed=True)
             kind = "private" if private else "public"
             totals[kind] += 1
             totals[f"{kind}_subrecords"] += len(members)
-            totals[f"{kind}_pairs"] += sum(len(sub) for _, sub in members)
+            totals[f"{kind}_pairs"] += subrecords.pair_count()
         writer.close_unit(where.unit(unit.id))
         if progress:
             progress("write", unit.id + 1, len(layout.units))
@@ -425,6 +640,13 @@ class Placement:
 
     def record(self, position: int) -> int:
         return position if self.records is None else self.records[position]
+
+    def records_of(self, positions: np.ndarray) -> np.ndarray:
+        """:meth:`record` of each of ``positions``."""
+        if self.records is None:
+            return positions
+        return np.fromiter(map(self.record, positions.tolist()), dtype=np.int64,
+                           count=len(positions))
 
     def unit(self, unit: int) -> int:
         return unit + self.units

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import array
 import hashlib
+import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -322,8 +323,17 @@ class TermIndexBuilder:
     """Collects (term, record positions) while a version's chunks are written, or merges the
     pieces of a Spark job's tasks."""
 
+    PENDING_PAIRS = 1 << 22  # pairs held as arrays (8 bytes each) before they are added
+
     def __init__(self) -> None:
-        self.bitmaps: dict[str, BitMap] = {}
+        self._bitmaps: dict[str, BitMap] = {}
+        self._pending: list[tuple[Sequence[str], np.ndarray, np.ndarray]] = []
+        self._pending_pairs = 0
+
+    @property
+    def bitmaps(self) -> dict[str, BitMap]:
+        self._flush()
+        return self._bitmaps
 
     def add_members(self, members: Iterable[tuple[int, Sequence[str]]]) -> None:
         """(record position, its terms in one chunk)."""
@@ -332,21 +342,53 @@ class TermIndexBuilder:
             for term in terms:
                 postings.setdefault(term, []).append(position)
         for term, positions in postings.items():
-            self.bitmaps.setdefault(term, BitMap()).update(positions)
+            self._add(term, array.array("I", positions))
+
+    def add_pairs(self, names: Sequence[str], terms: np.ndarray, positions: np.ndarray) -> None:
+        """(record position, term) pairs as arrays: the term of pair i is
+        ``names[terms[i]]``.  Gathered, and added millions at a time: one sort and one
+        bitmap update per term for them all rather than per chunk or unit."""
+        self._pending.append((names, terms, positions.astype(np.uint32)))
+        self._pending_pairs += len(terms)
+        if self._pending_pairs >= self.PENDING_PAIRS:
+            self._flush()
+
+    def _flush(self) -> None:
+        for _, run in itertools.groupby(self._pending, key=lambda pending: id(pending[0])):
+            run = list(run)
+            terms = np.concatenate([terms for _, terms, _ in run])
+            positions = np.concatenate([positions for _, _, positions in run])
+            names = run[0][0]
+            # Stable sorts of 16-bit keys are radix sorts: linear in the pairs.
+            order = np.argsort(terms.astype(np.min_scalar_type(len(names))), kind="stable")
+            terms, held = terms[order], positions[order].tobytes()
+            starts = np.flatnonzero(np.diff(terms, prepend=-1)).tolist()
+            for term, start, stop in zip(terms[starts].tolist(), starts,
+                                         [*starts[1:], len(terms)]):
+                self._add(names[term], array.array("I", held[4 * start:4 * stop]))
+        self._pending, self._pending_pairs = [], 0
+
+    def _add(self, term: str, positions: array.array) -> None:
+        # An array.array of uint32 is what roaring takes without a Python int per value.
+        if term in self._bitmaps:
+            self._bitmaps[term].update(positions)
+        else:
+            self._bitmaps[term] = BitMap(positions)
 
     def update(self, index: Mapping[str, BitMap | FrozenBitMap]) -> None:
         for term, positions in index.items():
-            if term in self.bitmaps:
-                self.bitmaps[term] |= positions
+            if term in self._bitmaps:
+                self._bitmaps[term] |= positions
             else:
-                self.bitmaps[term] = BitMap(positions)
+                self._bitmaps[term] = BitMap(positions)
 
     def encode_piece(self) -> bytes:
         """Everything by record position in one file: a Spark task's piece, which the driver
         merges (:meth:`add_piece`) into the version's builder."""
-        top = max((b.max() for b in self.bitmaps.values() if b), default=-1)
-        return fmt.encode_term_part(((t, self.bitmaps[t].serialize())
-                                     for t in sorted(self.bitmaps)), 0, top + 1)
+        bitmaps = self.bitmaps
+        top = max((b.max() for b in bitmaps.values() if b), default=-1)
+        return fmt.encode_term_part(((t, bitmaps[t].serialize()) for t in sorted(bitmaps)),
+                                    0, top + 1)
 
     def add_piece(self, data: bytes) -> None:
         piece = fmt.decode_term_index(data, "term index piece")

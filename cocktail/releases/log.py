@@ -33,12 +33,20 @@ LOG_DIR = "releases"
 KINDS = ("fresh", "append", "rebase", "imported", "derived")
 
 
+def _key_bytes(record_id: str) -> bytes:
+    return hashlib.sha256(record_id.encode("utf-8", "surrogatepass")).digest()[:8]
+
+
 @lru_cache(maxsize=1 << 16)  # a record is a member of each of its cluster's chunks
 def member_key(record_id: str) -> int:
     """A record's name in the log (the log never needs the id itself), as a number: the first
     64 bits of SHA-256(record id)."""
-    digest = hashlib.sha256(record_id.encode("utf-8", "surrogatepass")).digest()
-    return int.from_bytes(digest[:8], "big")
+    return int.from_bytes(_key_bytes(record_id), "big")
+
+
+def member_keys(record_ids: Iterable[str]) -> np.ndarray:
+    """:func:`member_key` of each record, as 64-bit numbers (no Python int per record)."""
+    return np.frombuffer(b"".join(map(_key_bytes, record_ids)), dtype=">u8").astype(np.uint64)
 
 
 def member_hash(record_id: str) -> str:
@@ -143,28 +151,52 @@ def decode_multiset(encoded: Iterable[Sequence]) -> Counter:
 _NO_KEYS = np.zeros(0, dtype=np.uint64)
 
 
-def chunk_record(unit: int, terms: Iterable[str], members: Sequence[tuple[str, Sequence[str]]],
+@dataclass(frozen=True, eq=False)  # numpy fields: compared by identity
+class Added:
+    """What a release adds to a chunk: its members' names (:func:`member_keys`) and the
+    multiset of their subrecords (terms sorted)."""
+
+    keys: np.ndarray
+    subrecords: Counter
+
+    @classmethod
+    def of(cls, members: Sequence[tuple[str, Sequence[str]]] | Added) -> Added:
+        """``members``: (record id, subrecord), or what they add, already counted."""
+        if isinstance(members, Added):
+            return members
+        return cls(member_keys([record_id for record_id, _ in members]),
+                   count_subrecords(members))
+
+
+def count_subrecords(members: Sequence[tuple[str, Sequence[str]]]) -> Counter:
+    """The multiset of the members' subrecords, each as its sorted terms."""
+    return Counter(tuple(sorted(sub)) for _, sub in members)
+
+
+def chunk_record(unit: int, terms: Iterable[str],
+                 members: Sequence[tuple[str, Sequence[str]]] | Added,
                  sha256: str, carried_sha256: str | None = None,
                  carried_subrecords: int = 0) -> dict:
-    """A public chunk's entry in the log; ``members``: (record id, subrecord) it adds."""
+    """A public chunk's entry in the log; ``members``: (record id, subrecord) it adds, or
+    their :class:`Added`."""
+    added = members.subrecords if isinstance(members, Added) else count_subrecords(members)
     return {"unit": unit, "terms": sorted(terms),
-            "subrecords": carried_subrecords + len(members), "sha256": sha256,
-            "carried_sha256": carried_sha256,
-            "added": encode_multiset(Counter(tuple(sorted(sub)) for _, sub in members))}
+            "subrecords": carried_subrecords + sum(added.values()), "sha256": sha256,
+            "carried_sha256": carried_sha256, "added": encode_multiset(added)}
 
 
 @dataclass
 class ReleaseBuilder:
     """Collects one release's entry while its chunks are written.  A unit's member names are
-    gathered as sets while its chunks are added, then kept as sorted 64-bit arrays
-    (:meth:`settle`): 16 bytes a record rather than two hex strings."""
+    gathered chunk by chunk while its chunks are added, then kept as sorted 64-bit arrays
+    without repeats (:meth:`settle`): 16 bytes a record rather than two hex strings."""
 
     kind: str
     chunks: dict[str, dict] = field(default_factory=dict)
     units: dict[int, dict] = field(default_factory=dict)
 
     def unit(self, unit: int, kind: str) -> dict:
-        return self.units.setdefault(unit, {"kind": kind, "added": set(), "public": set(),
+        return self.units.setdefault(unit, {"kind": kind, "added": [], "public": [],
                                             "added_keys": _NO_KEYS, "public_keys": _NO_KEYS,
                                             "carried_public": 0})
 
@@ -175,23 +207,24 @@ class ReleaseBuilder:
             return
         for name in ("added", "public"):
             if record[name]:
-                gathered = np.fromiter(record[name], dtype=np.uint64, count=len(record[name]))
-                record[f"{name}_keys"] = np.union1d(record[f"{name}_keys"], gathered)
-                record[name] = set()
+                record[f"{name}_keys"] = np.union1d(record[f"{name}_keys"],
+                                                   np.concatenate(record[name]))
+                record[name] = []
 
     def add_chunk(self, chunk_id: str, unit: int, unit_kind: str, private: bool,
-                  terms: Iterable[str], members: Sequence[tuple[str, Sequence[str]]],
+                  terms: Iterable[str], members: Sequence[tuple[str, Sequence[str]]] | Added,
                   sha256: str, carried_sha256: str | None = None,
                   carried_subrecords: int = 0) -> None:
-        """``members``: (record id, subrecord) this release adds to the chunk; for a chunk of
-        an earlier release, ``carried_*`` describe the lines it keeps."""
+        """``members``: (record id, subrecord) this release adds to the chunk, or their
+        :class:`Added`; for a chunk of an earlier release, ``carried_*`` describe the lines it
+        keeps."""
         record = self.unit(unit, unit_kind)
-        keys = [member_key(r) for r, _ in members]
-        record["added"].update(keys)
+        added = Added.of(members)
+        record["added"].append(added.keys)
         if private:
             return
-        record["public"].update(keys)
-        self.chunks[chunk_id] = chunk_record(unit, terms, members, sha256, carried_sha256,
+        record["public"].append(added.keys)
+        self.chunks[chunk_id] = chunk_record(unit, terms, added, sha256, carried_sha256,
                                              carried_subrecords)
 
     def add_keys(self, unit: int, kind: str, added: np.ndarray, public: np.ndarray) -> None:

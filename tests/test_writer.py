@@ -1,0 +1,106 @@
+"""The write phase works on arrays (a unit's terms, each chunk's distinct subrecords): what it
+writes must be what the per-record definitions of the format give."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+
+from cocktail import chunkformat as fmt
+from cocktail.dataset import Records
+from cocktail.overlay.layout import LeafMembers
+from cocktail.publish.writer import ChunkMembers, build_chunk, pseudonyms, split_members
+from cocktail.query.termindex import TermIndexBuilder
+from cocktail.releases.log import Added, chunk_record, member_key, member_keys
+
+CHUNK = "0123456789abcdef"
+KEY = b"k" * 32
+
+
+def _records(count: int, vocabulary: int) -> list[frozenset[str]]:
+    """Record i holds term j when a hash of (i, j) says so (about one term in six); a few
+    terms JSON must escape."""
+    names = [f"t{j:03d}" for j in range(vocabulary - 2)] + ['é "quoted"', "back\\slash\t"]
+    return [frozenset(name for j, name in enumerate(names)
+                      if hashlib.sha256(b"%d-%d" % (i, j)).digest()[0] < 43)
+            for i in range(count)]
+
+
+def _split_by_definition(members, chunk_terms):
+    """Member by member, term by term: the (position, sorted subrecord) of each chunk."""
+    owner = {term: i for i, terms in enumerate(chunk_terms) for term in terms}
+    parts: list[list] = [[] for _ in chunk_terms]
+    for position, terms in members:
+        found: dict[int, list[str]] = {}
+        for term in sorted(terms):
+            if term in owner:
+                found.setdefault(owner[term], []).append(term)
+        for i, sub in sorted(found.items()):
+            parts[i].append((position, sub))
+    return parts
+
+
+def test_members_split_into_chunks_as_term_by_term():
+    records = _records(300, 160)
+    names = sorted(set().union(*records))
+    # A chunk of 100 terms (its subrecords compared over two 64-bit words), one of 40, an
+    # empty one; the last 20 terms are in none (a private part passed up).
+    chunk_terms = [frozenset(names[:100]), frozenset(names[100:140]), frozenset()]
+    members = list(enumerate(records))
+    assert split_members(members, chunk_terms) == _split_by_definition(members, chunk_terms)
+    leaf = LeafMembers(Records.build(records), list(range(299, -1, -2)))  # read off the arrays
+    assert split_members(leaf, chunk_terms) == _split_by_definition(list(leaf), chunk_terms)
+
+
+def test_a_chunk_is_written_as_the_format_defines_it():
+    records = _records(400, 12)
+    members = [(f"r{i}", 10 * i, sorted(r)) for i, r in enumerate(records) if r]
+    built = build_chunk(KEY, CHUNK, members)
+    prefix = hashlib.blake2b(key=KEY, digest_size=fmt.PSEUDONYM_HEX // 2)
+    prefix.update(CHUNK.encode() + b"\x00")
+    names = []
+    for record_id, _, _ in members:
+        state = prefix.copy()
+        state.update(record_id.encode())
+        names.append(state.hexdigest())
+    assert pseudonyms(KEY, CHUNK, [r for r, _, _ in members]).astype(str).tolist() == names
+    rows = sorted(zip(names, members))
+    lines = [(name, sub) for name, (_, _, sub) in rows]
+    assert built.names == [name for name, _ in lines]
+    assert built.chunk == "".join(f"{name}\t{json.dumps(sub, ensure_ascii=False)}\n"
+                                  for name, sub in lines).encode()
+    assert built.index == fmt.encode_index(CHUNK, fmt.build_index(lines))
+    assert built.map_rows() == [(CHUNK, name, position) for name, (_, position, _) in rows]
+    with_ids = [(CHUNK, name, position, record_id) for name, (record_id, position, _) in rows]
+    assert built.map_rows(with_ids=True) == with_ids
+    assert built.map_lines(with_ids=True) == "".join(
+        f"{c}\t{n}\t{p}\t{json.dumps(r, ensure_ascii=False)}\n" for c, n, p, r in with_ids).encode()
+    again = build_chunk(KEY, CHUNK, ChunkMembers.of(members))
+    assert (again.chunk, again.index) == (built.chunk, built.index)
+
+
+def test_what_a_chunk_adds_to_the_log_and_the_term_index():
+    records = _records(300, 20)
+    members = [(f"r{i}", i, sorted(r)) for i, r in enumerate(records) if r]
+    chunk = ChunkMembers.of(members)
+    added = chunk.added()
+    assert added.keys.tolist() == [member_key(r) for r, _, _ in members]
+    assert added.subrecords == Counter(tuple(sub) for _, _, sub in members)
+    by_members = [(r, sub) for r, _, sub in members]
+    assert chunk_record(1, ["a"], added, "x") == chunk_record(1, ["a"], by_members, "x")
+    counted = Added.of(by_members)
+    assert counted.subrecords == added.subrecords
+    assert counted.keys.tolist() == member_keys([r for r, _ in by_members]).tolist()
+    pairs, per_member = TermIndexBuilder(), TermIndexBuilder()
+    rows, terms = chunk.subrecords.pairs()
+    pairs.add_pairs(chunk.subrecords.distinct.names, terms, chunk.positions[rows])
+    per_member.add_members((position, sub) for _, position, sub in members)
+    assert pairs.bitmaps == per_member.bitmaps
+
+
+def test_a_map_mixes_chunks_with_and_without_record_ids():
+    rows = [("c1", "p1", 3), ("c1", "p2", 4, 'id "x"'), ("c2", "p3", 5), ("c2", "p4", 6)]
+    assert fmt.encode_pseudonym_map(rows) == \
+        b'c1\tp1\t3\nc1\tp2\t4\t"id \\"x\\""\nc2\tp3\t5\nc2\tp4\t6\n'
+    assert fmt.encode_pseudonym_map([]) == b""
