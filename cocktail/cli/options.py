@@ -8,7 +8,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..overlay.layout import PhaseProgress
 from .contract import err, warn
@@ -110,6 +109,9 @@ def progress_bars(label: str, enabled: bool, plain: bool = True) -> Iterator[Pha
                               f"({time.perf_counter() - started:.1f}s)", highlight=False)
         yield line
         return
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn)  # here: only a terminal shows bars
+
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err, transient=True) as bar:
         tasks: dict[str, int] = {}

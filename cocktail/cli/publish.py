@@ -11,7 +11,6 @@ import click
 from ..anonymity import METHODS
 from ..dataset import FORMATS, load, write_fimi
 from ..publish import DEFAULT_KEEP, PublishParams, publish
-from ..publish.append import append
 from ..store import open_store
 from ..synthetic import SyntheticSpec, generate
 from ..extras import require
@@ -157,6 +156,8 @@ def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
     if dataset.skipped_lines:
         err.print(f"[yellow]skipped {dataset.skipped_lines} malformed line(s) of {input_path}[/]")
     if appending:
+        from ..publish.append import append  # here: a first publish does not need it
+
         with progress_bars("append", True, not as_json) as update:
             added = append(dataset, open_store(store_spec), min_new, progress=update)
         _print_appended(added, as_json)
