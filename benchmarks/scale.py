@@ -8,9 +8,9 @@ Each run is `cocktail publish --json` in its own process on data from `cocktail 
 time (user + system of the run and every process it waited for), records per second, the peak
 RSS of the largest process of the run's process tree (sampled from /proc every 0.2 s: the
 Python driver, Spark's JVM and its Python workers; ``--json`` gives each one's peak), public
-chunks, the audit result and the publish's phases.  ``--executors SIZE`` adds Spark runs on local[1] and local[2]
-at that size (the throughput of one executor against two).  Generated data is kept in
-``--data`` (default: a temporary directory) and reused.
+chunks, the audit result and the publish's phases.  ``--executors SIZE`` adds Spark runs on
+local[1] and local[2] at that size (the throughput of one executor against two).  Generated
+data is kept in ``--data`` (default: a temporary directory) and reused.
 """
 
 from __future__ import annotations
@@ -63,6 +63,16 @@ def rss_kb(pid: int) -> int:
     return 0
 
 
+def cpu_ticks(pid: int) -> int:
+    """User + system clock ticks a process has used so far."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 def role(pid: int, root: int) -> str:
     """Which part of a run a process is: the Python driver, Spark's JVM or a Python worker."""
     if pid == root:
@@ -75,13 +85,15 @@ def role(pid: int, root: int) -> str:
 
 
 def run_measured(command: list[str]) -> tuple[subprocess.CompletedProcess, float, float, dict]:
-    """The command's result, wall seconds, CPU seconds (it and the processes it waited for)
-    and each role's largest single-process peak RSS (KB)."""
+    """The command's result, wall seconds, CPU seconds and each role's largest single-process
+    peak RSS (KB).  CPU: what the run and the processes it waited for used, or, if more, the
+    sum over its process tree as last sampled (Spark's JVM is not waited for)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
     peak: dict[str, int] = {}
+    ticks: dict[int, int] = {}
     done = threading.Event()
 
     def sample() -> None:
@@ -89,6 +101,7 @@ def run_measured(command: list[str]) -> tuple[subprocess.CompletedProcess, float
             for pid in descendants(process.pid):
                 kind = role(pid, process.pid)
                 peak[kind] = max(peak.get(kind, 0), rss_kb(pid))
+                ticks[pid] = max(ticks.get(pid, 0), cpu_ticks(pid))
             done.wait(0.2)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -98,7 +111,8 @@ def run_measured(command: list[str]) -> tuple[subprocess.CompletedProcess, float
     sampler.join()
     seconds = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    cpu = max(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime,
+              sum(ticks.values()) / os.sysconf("SC_CLK_TCK"))
     return subprocess.CompletedProcess(command, process.returncode, out, err), seconds, cpu, peak
 
 
