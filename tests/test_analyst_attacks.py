@@ -132,17 +132,19 @@ def test_response_times_do_not_tell_a_present_term_from_an_absent_one(target, an
     """200 interleaved requests each for a term held by one record and for an absent term,
     from an analyst whose budget is spent (every reply 429) and from one whose budget pays
     for fresh answers (each text new, so each computed): the two distributions of response
-    times are the same."""
+    times are the same.  Which of a pair goes first is drawn (seeded): always asking the
+    present term first once showed a 47 µs shift of the second request, order not data."""
     url, token = target["url"], target["tokens"][analyst]
     rare, absent = target["rare"], target["absent"]
     present_times, missing_times = [], []
+    first = np.random.default_rng(43).integers(0, 2, SAMPLES + 1)
     with httpx.Client(timeout=30) as client:
         timed(client, url, token, [f"count({rare})"] * 5)  # connection and caches warm
         for n in range(1, SAMPLES + 1):
             # Distinct weights: each workload a new shape, so the (data-independent) strategy
             # search costs the same on both sides.
-            for weight, term, times in ((2 * n + 11, rare, present_times),
-                                        (2 * n + 12, absent, missing_times)):
+            pair = ((2 * n + 11, rare, present_times), (2 * n + 12, absent, missing_times))
+            for weight, term, times in pair if first[n] else pair[::-1]:
                 elapsed, codes = timed(client, url, token, [f"{weight}*count({term})"])
                 assert codes == [429 if analyst == "broke" else 200]
                 times.extend(elapsed)
