@@ -17,9 +17,9 @@ import os
 import re
 from array import array
 from bisect import bisect_left
-from itertools import compress
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import compress
 from pathlib import Path
 
 import numpy as np
@@ -98,6 +98,13 @@ class Records(Sequence[frozenset[str]]):
         indptr = np.zeros(len(positions) + 1, dtype=np.int64)
         np.cumsum(self.indptr[positions + 1] - self.indptr[positions], out=indptr[1:])
         return Records(self.names, indptr, self.rows(positions)[1])
+
+    def ids_of(self, terms: Iterable[str]) -> list[int]:
+        """The ids of those of ``terms`` that some record may hold (``names`` is sorted)."""
+        terms = list(terms)
+        found = [bisect_left(self.names, term) for term in terms]
+        return [i for i, term in zip(found, terms)
+                if i < len(self.names) and self.names[i] == term]
 
     def sorted_terms(self) -> list[tuple[str, ...]]:
         """Each record's terms in name order (which term ids follow)."""
@@ -339,17 +346,17 @@ def _fimi_at_once(data: bytes) -> _Parsed | None:
         block = _fimi_block(data[start:end])
         if block is None:
             return None
-        numbers, tokens, lengths = block
-        ids += [str(lines + n) for n in numbers.tolist()]
+        kept, tokens, lengths = block
+        ids += [str(lines + n) for n in (np.flatnonzero(kept) + 1).tolist()]
         duplicates += len(tokens) - records.add_many(tokens, lengths)
-        lines += _count_lines(data[start:end])
+        lines += len(kept)
         start = end
     return ids, records.build(), duplicates
 
 
 def _fimi_block(data: bytes) -> tuple[np.ndarray, list[str], np.ndarray] | None:
-    """Whole FIMI lines: the numbers (from 1) of those that are records, their terms in a row,
-    how many each has.  Where each token starts says its line, and a line whose first token
+    """Whole FIMI lines: whether each is a record (not a comment), their terms in a row, how
+    many each record has.  Where each token starts says its line, and a line whose first token
     starts with # or % is a comment."""
     raw = np.frombuffer(data, dtype=np.uint8)
     cr, lf = raw == 13, raw == 10
@@ -372,7 +379,7 @@ def _fimi_block(data: bytes) -> tuple[np.ndarray, list[str], np.ndarray] | None:
         token_line = token_line[keep]
     record = np.cumsum(kept) - 1
     lengths = np.bincount(record[token_line], minlength=int(kept.sum()))
-    return np.flatnonzero(kept) + 1, tokens, lengths
+    return kept, tokens, lengths
 
 
 def _count_lines(data: bytes) -> int:

@@ -15,10 +15,8 @@ aggregation at most k-1 private subrecords contain any term (Theorem 5).
 from __future__ import annotations
 
 import time
-from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 
 import numpy as np
 
@@ -47,10 +45,8 @@ class LeafMembers(Sequence[tuple[int, frozenset[str]]]):
         """The (position, terms within ``terms``) of the members holding any of ``terms``,
         from the records' term ids (no set is built for a member that holds none)."""
         names = self.records.names
-        wanted = [i for i in map(partial(bisect_left, names), terms)
-                  if i < len(names) and names[i] in terms]
         rows, ids = self.records.rows(np.asarray(self.positions, dtype=np.int64))
-        held = np.isin(ids, wanted)
+        held = np.isin(ids, self.records.ids_of(terms))
         found: dict[int, list[str]] = {}
         for row, term in zip(rows[held].tolist(), ids[held].tolist()):
             found.setdefault(row, []).append(names[term])
@@ -126,11 +122,9 @@ def _private_parts(members: LeafMembers | Subrecords, private: frozenset[str]) -
 def cluster_records(records: Records, positions: list[int]) -> Records:
     """The records at ``positions`` as records of their own, numbered over their own terms:
     what a partitioning worker is sent (a few arrays, not a set per record)."""
-    rows, ids = records.rows(np.asarray(positions, dtype=np.int64))
-    used, local = np.unique(ids, return_inverse=True)
-    indptr = np.zeros(len(positions) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=len(positions)), out=indptr[1:])
-    return Records(tuple(records.names[i] for i in used.tolist()), indptr,
+    taken = records.take(np.asarray(positions, dtype=np.int64))
+    used, local = np.unique(taken.indices, return_inverse=True)
+    return Records(tuple(records.names[i] for i in used.tolist()), taken.indptr,
                    local.astype(np.int32))
 
 

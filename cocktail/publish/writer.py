@@ -12,7 +12,6 @@ import itertools
 import multiprocessing
 import secrets
 import time
-from bisect import bisect_left
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -512,7 +511,7 @@ def _chunk_ranks(records: Records, chunk_terms: Sequence[frozenset[str]]
     its term's rank among that chunk's terms, in name order."""
     owner: dict[int, int] = {}
     for i, terms in enumerate(chunk_terms):
-        owner.update(dict.fromkeys(_term_ids(records.names, terms), i))
+        owner.update(dict.fromkeys(records.ids_of(terms), i))
     if not owner:
         return np.full(records.pairs(), -1, dtype=np.int64), np.zeros(records.pairs(), np.int64)
     ids = np.array(sorted(owner), dtype=records.indices.dtype)  # the chunks' terms
@@ -523,12 +522,6 @@ def _chunk_ranks(records: Records, chunk_terms: Sequence[frozenset[str]]
     at = np.minimum(np.searchsorted(ids, records.indices), len(ids) - 1)
     found = ids[at] == records.indices
     return np.where(found, chunk[at], -1), np.where(found, rank[at], 0)
-
-
-def _term_ids(names: Sequence[str], terms: Iterable[str]) -> list[int]:
-    """The ids of those of ``terms`` that ``names`` (sorted) holds."""
-    found = [bisect_left(names, term) for term in terms]
-    return [i for i, term in zip(found, terms) if i < len(names) and names[i] == term]
 
 
 def _distinct(chunk: np.ndarray, rank: np.ndarray, starts: np.ndarray
