@@ -133,7 +133,10 @@ def test_response_times_do_not_tell_a_present_term_from_an_absent_one(target, an
     from an analyst whose budget is spent (every reply 429) and from one whose budget pays
     for fresh answers (each text new, so each computed): the two distributions of response
     times are the same.  Which of a pair goes first is drawn (seeded): always asking the
-    present term first once showed a 47 µs shift of the second request, order not data."""
+    present term first once showed a 47 µs shift of the second request, order not data.
+    The shift is measured pair by pair (the median of present minus absent), as an attacker
+    timing back-to-back requests would: two medians apart drifted 3 ms under CI's load, with
+    the pairs themselves indistinguishable (accuracy 0.53)."""
     url, token = target["url"], target["tokens"][analyst]
     rare, absent = target["rare"], target["absent"]
     present_times, missing_times = [], []
@@ -150,9 +153,8 @@ def test_response_times_do_not_tell_a_present_term_from_an_absent_one(target, an
                 times.extend(elapsed)
     accuracy = threshold_accuracy(present_times, missing_times)
     p_value = ks_2samp(present_times, missing_times).pvalue
-    difference = abs(np.median(present_times) - np.median(missing_times))
-    assert accuracy <= 0.65 and p_value > 0.001 and difference < 0.002, \
-        (accuracy, p_value, difference)
+    shift = abs(np.median(np.subtract(present_times, missing_times)))
+    assert accuracy <= 0.65 and p_value > 0.001 and shift < 0.002, (accuracy, p_value, shift)
 
 
 def test_a_spent_analyst_costs_no_data_dependent_work(tmp_path, monkeypatch):
