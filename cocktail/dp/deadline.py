@@ -8,7 +8,9 @@ analyst who times replies learns what the noise hides (Haeberlen, Pierce and Nar
   where E is the number of conjunctive counts the strategy needs (a function of the workload's
   shape; powers of two keep the classes few);
 * a workload whose strategy is searched (:func:`.strategies.searched`) has it chosen
-  ``search_ms`` after arrival, and E is its 2^u cells whichever strategy wins: its reply time
+  ``search_ms`` after arrival, and E is the most any candidate needs whichever strategy wins
+  (its 2^u cells, or past them the largest closure of term subsets searched,
+  :func:`.strategies.most_counts`): its reply time
   is the same whether the shape was searched now, kept from another role's search, or cut
   short by the load (a search not done by then gives way to NOQ or NOT);
 * a refusal or a reused answer, which does no work on the data, leaves ``base`` after arrival;
@@ -32,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .limits import Limits
+from .marginals import MAX_SUBSETS
 from .workload import MAX_CELL_TERMS
 
 RANK_TUPLES = 300_000  # a top 10 over 300,000 tuples takes ~50-300 ms
@@ -90,7 +93,7 @@ class Deadlines:
         return self.rank_ms * steps / 1000
 
     def schedule(self, limits: Limits) -> dict:
-        largest = max(limits.counts, (1 << MAX_CELL_TERMS))
+        largest = max(limits.counts, 1 << MAX_CELL_TERMS, MAX_SUBSETS)
         classes = sorted({self.size_class(e) for e in range(1, largest + 1)})
         return {"refusal_or_reuse_ms": self.base_ms,
                 "fresh_ms": {str(c): self.base_ms + self.count_ms * c for c in classes},

@@ -31,7 +31,7 @@ from .deadline import Deadlines
 from .ledger import Ledger, Ticket, User
 from .limits import LIMITS, Limits
 from .search import SEARCHES, Searches
-from .strategies import PER_QUERY, check_objective, searched
+from .strategies import PER_QUERY, check_objective, most_counts, searched
 from .workload import Matrices
 
 log = logging.getLogger("cocktail.dp")
@@ -144,15 +144,16 @@ def _finish(ledger: Ledger, source: Source, ticket: Ticket, workload: Workload, 
 def due(m: Matrices, deadlines: Deadlines | None, arrival: float,
         chosen: float | None = None) -> float | None:
     """When a fresh answer to ``m`` leaves (monotonic), by the workload alone.  A searched
-    shape's strategy is due ``deadlines.search`` after arrival and its counts are timed as all
-    2^u cells: the same time whether the search ran now, was kept from anyone's earlier
-    request, or was cut short, and whichever strategy won.  Any other shape needs no search
+    shape's strategy is due ``deadlines.search`` after arrival and its counts are timed as the
+    most any candidate needs (:func:`.strategies.most_counts`): the same time whether the
+    search ran now, was kept from anyone's earlier request, or was cut short, and whichever
+    strategy won.  Any other shape needs no search
     (NOQ or NOT, over its counting queries), and leaves their time after its choice was made
     (``chosen``; at arrival for a request that chose none)."""
     if deadlines is None:
         return None
     if searched(m):
-        return arrival + deadlines.search + deadlines.fresh(1 << len(m.terms))
+        return arrival + deadlines.search + deadlines.fresh(most_counts(m))
     return (arrival if chosen is None else chosen) + deadlines.fresh(len(m.workload.counts))
 
 

@@ -19,8 +19,10 @@ workload and α only, never on the data, so choosing the strategy costs no priva
   default objective ("per-query") a searched candidate may win only if no query's variance is
   above the best fixed candidate's; under "total" any may (the search unbounded).  The lowest
   total wins.  As NOQ's and NOT's own measurements are candidates, the optimized error is never
-  above theirs.  Past ``MAX_CELL_TERMS`` workload terms there are no cells to work on, and the
-  optimized strategy is the better of NOQ and NOT.
+  above theirs.  Past ``MAX_CELL_TERMS`` workload terms there are no cells to work on: the
+  candidates are NOQ, NOT and weighted marginals searched over the conjunctive counts of term
+  subsets (the "subsets" space, :mod:`.marginals`), while those subsets number at most
+  ``marginals.MAX_SUBSETS``; past that, the better of NOQ and NOT.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import numpy as np
 
 from ..blas import one_blas_thread
 from ..extras import MissingExtra
-from . import optimize
+from . import marginals, optimize
 from .limits import LIMITS
 from .sensitivity import satisfiable_sensitivity
 from .workload import Matrices
@@ -48,11 +50,12 @@ SEARCH_CPU_SECONDS = 1.2
 @dataclass(frozen=True)
 class Strategy:
     name: str
-    space: str            # "counts" (x = c) or "cells" (x = h)
+    space: str            # "counts" (x = c), "cells" (x = h) or "subsets" (x = their counts)
     A: np.ndarray         # noqa: N815 - strategy matrix
     R: np.ndarray         # noqa: N815 - reconstruction
     sensitivity: float
     sensitivity_exact: bool = True
+    subsets: tuple[int, ...] = ()  # "subsets": the terms of each count, bitmasks over m.terms
 
     def variances(self, alpha: float) -> np.ndarray:
         """Expected squared error of each answer at privacy parameter ``alpha``."""
@@ -94,20 +97,55 @@ def cell_candidates(m: Matrices) -> list[Strategy]:
             _cell_strategy("cells: counting queries + histogram", np.vstack([m.C, cells]), m)]
 
 
-def _unbiased(strategy: Strategy, m: Matrices) -> bool:
-    """R A = W over cells: A measures everything the workload asks (a searched A may not)."""
-    scale = max(1.0, float(np.abs(m.W_cells).max()))
-    return bool(np.allclose(strategy.R @ strategy.A, m.W_cells, atol=1e-7 * scale))
+def _unbiased(strategy: Strategy, m: Matrices, target: np.ndarray | None = None) -> bool:
+    """R A = W over cells (or ``target``, W over the strategy's own space): A measures
+    everything the workload asks (a searched A may not)."""
+    target = m.W_cells if target is None else target
+    scale = max(1.0, float(np.abs(target).max()))
+    return bool(np.allclose(strategy.R @ strategy.A, target, atol=1e-7 * scale))
 
 
 def searched_candidates(m: Matrices, bound: np.ndarray | None, budget: optimize.Budget,
                         seed: int = 0) -> list[Strategy]:
-    """HDMM's weighted marginals over the u terms (a third of the budget) and p-Identity over
-    the groups of cells with equal columns (p in {G/16, n, q, 2q}: G groups, n queries, q
-    counting queries), found for this workload, their queries' variances (at α = 1) held under
-    ``bound`` if given (penalised, then bounded or unpenalised with what the budget has left)."""
+    """Up to ``MAX_CELL_TERMS`` terms: HDMM's weighted marginals over the u terms (a third of
+    the budget) and p-Identity over the groups of cells with equal columns (p in
+    {G/16, n, q, 2q}: G groups, n queries, q counting queries); past them, weighted marginals
+    over term subsets (:mod:`.marginals`).  Found for this workload, their queries' variances
+    (at α = 1) held under ``bound`` if given (penalised, then bounded or unpenalised with what
+    the budget has left)."""
     with one_blas_thread():
+        if not m.cells_feasible:
+            return _searched_subsets(m, bound, budget, seed)
         return _searched(m, bound, budget, seed)
+
+
+def _searched_subsets(m: Matrices, bound: np.ndarray | None, budget: optimize.Budget,
+                      seed: int) -> list[Strategy]:
+    scale = float(np.abs(m.W).max()) or 1.0  # as in _searched
+    half = None if bound is None else bound / 2 / scale ** 2
+    found = marginals.search(m, budget, seed, half, scale)
+    if found is None:
+        return []
+    strategy = subsets_strategy(found, m)
+    return [strategy] if _unbiased(strategy, m, _over_subsets(m, strategy.subsets)) else []
+
+
+def subsets_strategy(found: marginals.Found, m: Matrices) -> Strategy:
+    """The weighted marginals of ``found`` over the counts of their subsets, least squares."""
+    A, columns = marginals.matrix(found)  # noqa: N806
+    target = _over_subsets(m, columns.tolist())
+    # R = W A⁺ = W (AᵀA)⁻¹ Aᵀ: AᵀA is small (one row and column per subset)
+    R = (A @ np.linalg.solve(A.T @ A, target.T)).T  # noqa: N806
+    return Strategy(f"subsets: weighted marginals ({len(found.theta)})", "subsets", A, R,
+                    float(found.theta.sum()), subsets=tuple(columns.tolist()))
+
+
+def _over_subsets(m: Matrices, subsets) -> np.ndarray:
+    """W over the counts of ``subsets``: each counting query is the count of its own terms."""
+    position = {mask: i for i, mask in enumerate(subsets)}
+    W = np.zeros((len(m.W), len(position)))  # noqa: N806
+    W[:, [position[mask] for mask in m.masks.tolist()]] = m.W
+    return W
 
 
 def _searched(m: Matrices, bound: np.ndarray | None, budget: optimize.Budget,
@@ -203,10 +241,19 @@ class Choice:
 
 def searched(m: Matrices) -> bool:
     """Whether the workload's strategy is searched for (a function of the workload alone).
-    Not past ``MAX_CELL_TERMS`` terms (no cells), nor for one query w: any strategy A with
-    w = R A has |w_j| ≤ max|R| Σ_i |A_ij| ≤ ‖R‖ Δ_A, so its variance 2 Δ_A² ‖R‖² is at least
-    w's own 2 Δ_w² — NOQ's, which is optimal."""
-    return m.cells_feasible and len(m.W) > 1
+    Not when neither cells nor term subsets are few enough to work on, nor for one query w:
+    any strategy A with w = R A has |w_j| ≤ max|R| Σ_i |A_ij| ≤ ‖R‖ Δ_A, so its variance
+    2 Δ_A² ‖R‖² is at least w's own 2 Δ_w² — NOQ's, which is optimal."""
+    return len(m.W) > 1 and (m.cells_feasible or marginals.feasible(m))
+
+
+def most_counts(m: Matrices) -> int:
+    """The most conjunctive counts the exact vector of any strategy chosen for ``m`` may take
+    (a function of the workload alone): all 2^u cells, or the largest closure searched."""
+    if m.cells_feasible:
+        return 1 << len(m.terms)
+    return max([len(m.workload.counts), *(len(marginals.closure(f))
+                                           for f in marginals.families(m))])
 
 
 def choose(m: Matrices, search_units: int = LIMITS.search_units,
@@ -224,7 +271,8 @@ def choose(m: Matrices, search_units: int = LIMITS.search_units,
         if not searched(m):
             best = min(plain, key=lambda s: s.expected_error(1.0))
             return Choice(*plain, best, best)
-        fixed = min(plain + cell_candidates(m), key=lambda s: s.expected_error(1.0))
+        cells = cell_candidates(m) if m.cells_feasible else []
+        fixed = min(plain + cells, key=lambda s: s.expected_error(1.0))
         if search_units <= 0:
             return Choice(*plain, fixed, fixed)  # no units: nothing to search with
         try:
