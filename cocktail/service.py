@@ -1,7 +1,8 @@
 """`cocktail serve`: the private cloud's HTTP API for analysts (FastAPI; OpenAPI at /docs).
 
 POST /v1/query  {"query": "2*count(a) - count(b & c)"} or {"batch": ["...", "..."]}, and
-                optionally "objective": "per-query" (default) or "total" (dp.strategies)
+                optionally "objective": "per-query" (default) or "total" (dp.strategies),
+                and "alpha": the α to spend, up to the role's (dp.limits)
 POST /v1/rank   {"query": "city=a,religion=x", "k": 10, "name": "ranking"}: the top k of a
                 ranking (`cocktail rank build`), ids and public attributes only
 GET  /v1/budget
@@ -83,6 +84,12 @@ class _Asked(BaseModel):
     objective: Literal[OBJECTIVES] = Field(  # type: ignore[valid-type]
         PER_QUERY, description="per-query: no query worse than the best fixed strategy; "
                                "total: the lowest total error.")
+    alpha: float | None = Field(
+        None, gt=0, allow_inf_nan=False,
+        description="The α to spend (the privacy parameter of this release), from alpha_floor "
+                    "times the role's α per query up to it; by default the role's.  A smaller "
+                    "α costs less budget and adds more noise.  Another α is another release, "
+                    "charged anew.")
 
 
 class OneQuery(_Asked):
@@ -408,7 +415,7 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
         reply = await asyncio.wrap_future(admitting.submit(answer, lambda: begin(
             ledger, source.get(), bearer_token, request.text, limits=limits,
             deadlines=deadlines, pool=pool, searches=searches, arrival=arrival,
-            objective=request.objective), arrival))
+            objective=request.objective, alpha=request.alpha), arrival))
         if callable(reply):
             reply = await asyncio.wrap_future(waiting.submit(answer, reply, arrival))
         status, body, release_at = reply

@@ -169,11 +169,11 @@ def test_the_deadline_counts_the_largest_closure_whichever_strategy_wins():
 
 
 def test_empirical_variance_past_eight_terms_matches_the_reported_one():
-    """3,000 noisy releases (OpenDP's Laplace) of the 1-way counts of 12 terms: each query's
+    """6,000 noisy releases (OpenDP's Laplace) of the 1-way counts of 12 terms: each query's
     measured variance within 10% of the stated one."""
     m = one_way(12)
     strategy = strategies.choose(m).optimized
     exact = np.arange(len(strategy.subsets), dtype=float)
-    samples = np.array([strategy.answer(exact, 0.8, laplace) for _ in range(3000)])
+    samples = np.array([strategy.answer(exact, 0.8, laplace) for _ in range(6000)])
     measured = samples.var(axis=0, ddof=1)
     assert measured == pytest.approx(strategy.variances(0.8), rel=0.1)

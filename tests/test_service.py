@@ -321,6 +321,36 @@ def test_the_objective_is_the_analysts_choice_over_http_and_the_cli(server, tmp_
     assert wrong.returncode == 2 and "malformed request" in wrong.stderr
 
 
+def test_the_alpha_is_the_analysts_choice_over_http_and_the_cli(server):
+    """A request names its α: charged that, answered at that scale; over the role's α, or
+    under its published floor, a 400 problem naming the limit, nothing charged."""
+    from .test_rank import cli
+    url, _, _, ledger_path = server
+    ledger = Ledger(ledger_path)
+    ledger.add_role("spender", alpha=0.2, budget=0.3)
+    token = ledger.add_user("spender", "spender")
+    limits = httpx.get(url + "/v1/limits").json()
+    floor = limits["limits"]["alpha_floor"] * 0.2
+    for alpha in (0.25, floor / 2):
+        refused = httpx.post(url + "/v1/query", headers=auth(token),
+                             json={"query": "count(a_spend)", "alpha": alpha})
+        assert refused.status_code == 400 and refused.json()["limit"] == "alpha", refused.text
+        assert refused.headers["content-type"].startswith("application/problem+json")
+    assert httpx.post(url + "/v1/query", headers=auth(token),
+                      json={"query": "count(a_spend)", "alpha": 0}).status_code == 422
+    body = httpx.post(url + "/v1/query", headers=auth(token),
+                      json={"query": "count(a_spend)", "alpha": 0.05}).json()
+    assert body["charged"] == 0.05 and body["alpha"] == 0.05
+    status, again = cli("query", "count(a_spend)", "--url", url, "--token", token,
+                        "--alpha", "0.05")
+    assert status == 0 and again["reused"] and again["answers"] == body["answers"]
+    status, over = cli("query", "count(b_spend)", "--url", url, "--token", token,
+                       "--alpha", "0.3")
+    assert status == 2 and "alpha" in over["error"], over
+    spent = next(u["spent"] for u in ledger.users() if u["name"] == "spender")
+    assert spent == pytest.approx(0.05)
+
+
 def self_signed(directory: Path) -> tuple[Path, Path]:
     """A certificate for 127.0.0.1 that is its own authority, and its key."""
     import datetime

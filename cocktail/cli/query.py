@@ -32,6 +32,10 @@ from .options import (OWNER, json_option, need_service, read_token, store_option
               help="Analysts: 'per-query' answers no query less accurately than the best fixed "
               "strategy; 'total' takes the lowest total error, which may answer some queries "
               "less accurately (the reply says which). Each objective is its own charge.")
+@click.option("--alpha", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Analysts: the α this query spends, up to the role's α per query (the "
+              "default) and down to a published share of it: less budget, more noise. Each α "
+              "is its own charge.")
 @click.option("--exact", is_flag=True,
               help="Owner command: exact answers read from the store's private zone, without "
               "noise (one query, or a --batch in one job). They must not be given to analysts.")
@@ -43,8 +47,8 @@ from .options import (OWNER, json_option, need_service, read_token, store_option
 @click.option("-v", "--verbose", is_flag=True, help="With --exact: show the plan and the tasks.")
 @json_option
 def query_cmd(expression: str | None, batch_file, url: str | None, token: str | None,
-              token_file, objective: str, exact: bool, store_spec: str, runner: str,
-              verbose: bool, as_json: bool) -> None:
+              token_file, objective: str, alpha: float | None, exact: bool, store_spec: str,
+              runner: str, verbose: bool, as_json: bool) -> None:
     """Answer a query: 'count(a & b)', '2*count(a) - count(b)', or a --batch file.
 
     \b
@@ -64,9 +68,11 @@ def query_cmd(expression: str | None, batch_file, url: str | None, token: str | 
     source = getattr(batch_file, "name", "query")
     if not exact:
         url = need_service(url, token, "exact answers are the owner's (--exact)")
-        body = client.query(url, token, text, objective)
+        body = client.query(url, token, text, objective, alpha)
         emit(as_json, body, lambda: _print_noisy(parse_batch(text, source), body))
         return
+    if alpha is not None:
+        raise click.UsageError("--alpha is the analyst's spend; --exact answers have no noise")
     if token:
         raise click.UsageError("--exact is an owner command that reads the store's private "
                                "zone; it takes no token (unset COCKTAIL_TOKEN)")

@@ -487,11 +487,13 @@ class Ledger:
         return error
 
     def reserve(self, user: User, version: str, workload: str,
-                stale_after: float = STALE_SECONDS) -> Ticket:
-        """The role's answer if there is one; else charge the user and reserve the answer.
+                stale_after: float = STALE_SECONDS, alpha: float | None = None) -> Ticket:
+        """The role's answer if there is one; else charge the user ``alpha`` (by default the
+        role's α) and reserve the answer.
 
         Raises :class:`BudgetExhausted` (nothing charged) when the user's or the dataset's
-        budget cannot pay α."""
+        budget cannot pay it."""
+        cost = user.alpha if alpha is None else alpha
         key = _sha256(workload)
         where = (user.role, version, key)
         stored = self._connection().execute(  # a reused answer needs no write lock
@@ -512,7 +514,7 @@ class Ledger:
                            "version = ? AND workload_sha256 = ?", (now, _this_process(), *where))
                 return Ticket(user, version, key, "reserved")
             try:
-                self._charge(db, user, version, key, now)
+                self._charge(db, user, version, key, now, cost)
             except BudgetExhausted as exc:
                 refusal = exc
             else:
@@ -521,23 +523,23 @@ class Ledger:
                            (*where, now, _this_process()))
         if refusal is not None:
             raise self.refused(user.name, refusal)
-        return Ticket(user, version, key, "reserved", charged=user.alpha)
+        return Ticket(user, version, key, "reserved", charged=cost)
 
     def _charge(self, db: sqlite3.Connection, user: User, version: str, key: str,
-                now: float) -> None:
+                now: float, cost: float) -> None:
         status = self._status(db, user)
-        if _exact(status["spent"] + user.alpha) > user.budget:
+        if _exact(status["spent"] + cost) > user.budget:
             raise BudgetExhausted(f"privacy budget exhausted: user {user.name!r} has "
-                                  f"{status['remaining']:g} of {user.budget:g} left; a query "
-                                  f"costs {user.alpha:g}")
-        dataset_spent = _exact(status["dataset_spent"] + user.alpha)
+                                  f"{status['remaining']:g} of {user.budget:g} left; this "
+                                  f"query costs {cost:g}")
+        dataset_spent = _exact(status["dataset_spent"] + cost)
         if status["dataset_budget"] is not None and dataset_spent > status["dataset_budget"]:
             raise BudgetExhausted("the dataset-wide privacy budget is spent")
         db.execute("INSERT INTO charges (user, role, version, workload_sha256, alpha, at) "
                    "VALUES (?, ?, ?, ?, ?, ?)",
-                   (user.name, user.role, version, key, user.alpha, now))
+                   (user.name, user.role, version, key, cost, now))
         db.execute("UPDATE users SET spent = ? WHERE name = ?",
-                   (_exact(status["spent"] + user.alpha), user.name))
+                   (_exact(status["spent"] + cost), user.name))
         db.execute("INSERT INTO settings VALUES ('dataset_spent', ?) ON CONFLICT(key) "
                    "DO UPDATE SET value = excluded.value", (repr(dataset_spent),))
 

@@ -31,6 +31,9 @@ class Limits:
     terms: int = 32            # distinct terms in one batch
     weight: float = 1e6        # |w| of every weight
     search_units: int = 10_000  # work of one new shape's strategy search (dp/optimize.py)
+    # A request may spend less than its role's α per query, down to this share of it: each
+    # fresh answer is work, and the floor bounds what one unit of budget can buy (100 answers).
+    alpha_floor: float = 0.01
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -58,6 +61,17 @@ class Limits:
             raise LimitExceeded("weight", f"a weight of {heaviest:g}; weights are limited to "
                                 f"±{self.weight:g}")
         return workload
+
+    def spend(self, alpha: float | None, role_alpha: float) -> float:
+        """The α a request spends: its own choice, from ``alpha_floor`` × ``role_alpha`` up
+        to ``role_alpha``, or ``role_alpha``."""
+        if alpha is None:
+            return role_alpha
+        if not self.alpha_floor * role_alpha <= alpha <= role_alpha:
+            raise LimitExceeded("alpha", f"alpha {alpha:g}: your role spends at most "
+                                f"{role_alpha:g} per query and at least {self.alpha_floor:g} "
+                                f"of that ({self.alpha_floor * role_alpha:g})")
+        return float(alpha)
 
 
 _NOUNS = {"queries": "linear queries", "counts": "distinct counting queries",

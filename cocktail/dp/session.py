@@ -67,49 +67,54 @@ class ComputeFailed(Exception):
 
 
 def admit(ledger: Ledger, token: str | None, request: Workload | str,
-          limits: Limits = LIMITS, objective: str = PER_QUERY) -> tuple[User, Workload]:
-    """Steps 1-2: who asks and what, within the limits; touches no data."""
+          limits: Limits = LIMITS, objective: str = PER_QUERY,
+          alpha: float | None = None) -> tuple[User, Workload, float]:
+    """Steps 1-2: who asks and what, within the limits, and the α it spends (its own choice
+    within its role's, or its role's); touches no data."""
     check_objective(objective)
     user = ledger.authenticate(token)
     workload = limits.check(request) if isinstance(request, Workload) else limits.parse(request)
-    return user, workload
+    return user, workload, limits.spend(alpha, user.alpha)
 
 
 def ask(ledger: Ledger, source: Source, token: str | None, request: Workload | str, *,
         limits: Limits = LIMITS, deadlines: Deadlines | None = None,
         pool: Executor | None = None, searches: Searches = SEARCHES,
-        arrival: float | None = None, objective: str = PER_QUERY) -> Answered:
+        arrival: float | None = None, objective: str = PER_QUERY,
+        alpha: float | None = None) -> Answered:
     """The noisy answer for the token's user, charged to its budget (or reused for free),
-    from the strategy chosen under ``objective`` (:data:`.strategies.OBJECTIVES`).
+    from the strategy chosen under ``objective`` (:data:`.strategies.OBJECTIVES`), at the
+    request's ``alpha`` (at most its role's; by default the role's).
 
     With ``deadlines`` (and a ``pool`` to compute in), the counts must be ready by the
     deadline; otherwise the default answer is released."""
     step = begin(ledger, source, token, request, limits=limits, deadlines=deadlines, pool=pool,
-                 searches=searches, arrival=arrival, objective=objective)
+                 searches=searches, arrival=arrival, objective=objective, alpha=alpha)
     return step if isinstance(step, Answered) else step()
 
 
 def begin(ledger: Ledger, source: Source, token: str | None, request: Workload | str, *,
           limits: Limits = LIMITS, deadlines: Deadlines | None = None,
           pool: Executor | None = None, searches: Searches = SEARCHES,
-          arrival: float | None = None,
-          objective: str = PER_QUERY) -> Answered | Callable[[], Answered]:
+          arrival: float | None = None, objective: str = PER_QUERY,
+          alpha: float | None = None) -> Answered | Callable[[], Answered]:
     """Steps 1-3 of :func:`ask`, which never wait: a refusal raises, a reused answer is
     returned, and otherwise the rest of the work (waiting for a pending answer, or choosing and
     computing a reserved one) is returned to be called."""
     arrival = time.monotonic() if arrival is None else arrival
-    user, workload = admit(ledger, token, request, limits, objective)
-    ticket = ledger.reserve(user, source.publication, answer_key(workload, objective))
+    user, workload, spend = admit(ledger, token, request, limits, objective, alpha)
+    key = answer_key(workload, objective, None if spend == user.alpha else spend)
+    ticket = ledger.reserve(user, source.publication, key, alpha=spend)
     if ticket.state == "answered":
         return _answered(ledger.result(ticket), source,
                          arrival + deadlines.refusal if deadlines else None)
-    return partial(_finish, ledger, source, ticket, workload, limits, deadlines, pool, searches,
-                   arrival, objective)
+    return partial(_finish, ledger, source, ticket, workload, key, spend, limits, deadlines,
+                   pool, searches, arrival, objective)
 
 
-def _finish(ledger: Ledger, source: Source, ticket: Ticket, workload: Workload, limits: Limits,
-            deadlines: Deadlines | None, pool: Executor | None, searches: Searches,
-            arrival: float, objective: str) -> Answered:
+def _finish(ledger: Ledger, source: Source, ticket: Ticket, workload: Workload, key: str,
+            spend: float, limits: Limits, deadlines: Deadlines | None, pool: Executor | None,
+            searches: Searches, arrival: float, objective: str) -> Answered:
     matrices = Matrices(workload)
     while ticket.state == "pending":
         # Wait first: only a request that paid for the answer may make the server search.
@@ -123,7 +128,7 @@ def _finish(ledger: Ledger, source: Source, ticket: Ticket, workload: Workload, 
             raise ComputeFailed("another request is still computing this answer; ask again "
                                 "(free)")
         # Its process died, or its reservation went stale: take the reservation over.
-        ticket = ledger.reserve(ticket.user, ticket.version, answer_key(workload, objective))
+        ticket = ledger.reserve(ticket.user, ticket.version, key, alpha=spend)
         if ticket.state == "answered":  # stored meanwhile
             return _answered(ledger.result(ticket), source, until)
     # Reserved: charged now, or a dead request's paid reservation taken over.
@@ -132,7 +137,7 @@ def _finish(ledger: Ledger, source: Source, ticket: Ticket, workload: Workload, 
                        user=ticket.user.name, until=chosen_by)
     until = due(matrices, deadlines, arrival, chosen=time.monotonic())
     try:
-        answer = _compute(prepared, source, ticket.user.alpha, until, pool)
+        answer = _compute(prepared, source, spend, until, pool)
     except Exception as exc:
         ledger.abandon(ticket)
         log.exception("counts for %s failed", ticket.key[:12])
@@ -157,13 +162,15 @@ def due(m: Matrices, deadlines: Deadlines | None, arrival: float,
     return (arrival if chosen is None else chosen) + deadlines.fresh(len(m.workload.counts))
 
 
-def answer_key(workload: Workload, objective: str) -> str:
-    """What the ledger reuses an answer by: the workload's canonical text, and the objective
-    unless it is the default (so earlier answers keep their keys).  Another objective is
-    another release (another strategy), so it is charged anew: keyed by text alone, its fresh
-    answer would come for the first one's charge — two noisy answers for one.  A workload's
-    text ends with ")", so no workload's key reads as another's."""
-    return str(workload) if objective == PER_QUERY else f"{workload} | objective {objective}"
+def answer_key(workload: Workload, objective: str, alpha: float | None = None) -> str:
+    """What the ledger reuses an answer by: the workload's canonical text, the objective
+    unless it is the default, and the α spent unless it is the role's (so earlier answers keep
+    their keys).  Another objective or another α is another release (another strategy, or
+    noise of another scale), so it is charged anew: keyed by text alone, its fresh answer would
+    come for the first one's charge — two noisy answers for one.  A workload's text ends with
+    ")", so no workload's key reads as another's."""
+    key = str(workload) if objective == PER_QUERY else f"{workload} | objective {objective}"
+    return key if alpha is None else f"{key} | alpha {alpha!r}"
 
 
 def _answered(body: dict, source: Source, release_at: float | None) -> Answered:
