@@ -234,10 +234,10 @@ def test_one_search_per_shape_shared_in_a_pool_with_one_per_user(monkeypatch):
 
     calls = []
 
-    def slow(m, units, objective, until=float("inf")):
+    def slow(m, units, objective, until=float("inf"), definition="pure"):
         calls.append(units)
         time.sleep(0.3)
-        return choose(m, 0, objective)
+        return choose(m, 0, objective, definition=definition)
 
     monkeypatch.setattr(search, "choose", slow)
     searches = Searches(workers=1, per_user=1)

@@ -16,11 +16,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..querylang import CountQuery, Workload
-from .noise import laplace
+from .noise import epsilon
 from .limits import LIMITS
 from .search import SEARCHES, Searches
-from .strategies import PER_QUERY, Choice, Strategy, above
+from .strategies import PER_QUERY, PURE, Choice, Strategy, above
 from .workload import Matrices
+
+# The δ at which a zCDP release's (ε, δ) is reported beside its ρ.
+REPORTED_DELTA = 1e-6
 
 # Exact answers to conjunctive counts, one per query; ``CountQuery(())`` counts every record.
 Counts = Callable[[Sequence[CountQuery]], list[int]]
@@ -38,12 +41,16 @@ class NoisyAnswer:
     sensitivity_exact: bool
     objective: str
     fixed_variances: list[float]  # each query's under the best fixed candidate
+    definition: str = PURE        # "zcdp": ``alpha`` is ρ
 
     def as_dict(self) -> dict:
+        spent = {"alpha": self.alpha} if self.definition == PURE else {
+            "definition": self.definition, "rho": self.alpha,
+            "epsilon": epsilon(self.alpha, REPORTED_DELTA), "delta": REPORTED_DELTA}
         return {"workload": self.workload, "answers": self.answers,
                 "expected_squared_error": self.variances,
                 "expected_rms_error": [float(np.sqrt(v)) for v in self.variances],
-                "alpha": self.alpha, "strategy": self.strategy,
+                **spent, "strategy": self.strategy,
                 "strategy_errors": self.expected_errors, "sensitivity": self.sensitivity,
                 "sensitivity_exact": self.sensitivity_exact, "objective": self.objective,
                 "fixed_expected_squared_error": self.fixed_variances,
@@ -98,7 +105,7 @@ class Prepared:
         return exact_vector(self.choice.optimized, self.matrices, counts)
 
     def noisy(self, exact: np.ndarray, alpha: float,
-              noise: Callable[[list[float], float], list[float]] = laplace) -> NoisyAnswer:
+              noise: Callable[[list[float], float], list[float]] | None = None) -> NoisyAnswer:
         if alpha <= 0:
             raise ValueError(f"alpha must be positive, got {alpha}")
         strategy = self.choice.optimized
@@ -107,7 +114,8 @@ class Prepared:
                            [float(v) for v in strategy.variances(alpha)], alpha, strategy.name,
                            self.choice.report(alpha), strategy.sensitivity,
                            strategy.sensitivity_exact, self.objective,
-                           [float(v) for v in self.choice.fixed.variances(alpha)])
+                           [float(v) for v in self.choice.fixed.variances(alpha)],
+                           strategy.definition)
 
     def default(self, alpha: float) -> NoisyAnswer:
         """The release when the exact vector is not ready by the deadline: the same mechanism
@@ -117,9 +125,9 @@ class Prepared:
 
 def prepare(workload: Workload, search_units: int = LIMITS.search_units,
             objective: str = PER_QUERY, *, searches: Searches = SEARCHES, user: str = "",
-            until: float = math.inf) -> Prepared:
+            until: float = math.inf, definition: str = PURE) -> Prepared:
     """Choose the strategy (:meth:`.search.Searches.choose`): data independent, so it costs
     no privacy."""
     matrices = Matrices(workload)
-    return Prepared(workload, matrices,
-                    searches.choose(matrices, search_units, objective, user, until), objective)
+    return Prepared(workload, matrices, searches.choose(matrices, search_units, objective, user,
+                                                        until, definition), objective)

@@ -97,20 +97,22 @@ def feasible(m: Matrices) -> bool:
 
 
 def loss(parts: np.ndarray, family: np.ndarray, characters: np.ndarray,
-         bound: np.ndarray | None = None) -> optimize.Loss:
-    """The objective (the variances halved, penalised over ``bound``) for θ over ``family``,
-    and its gradient; ``parts``: a² (queries x characters)."""
+         bound: np.ndarray | None = None, l2: bool = False) -> optimize.Loss:
+    """The objective Δ² Σ_R a²/λ_R per query (penalised over ``bound``) for θ over ``family``,
+    and its gradient; ``parts``: a² (queries x characters); Δ is Σθ, or √Σθ² with ``l2``."""
     weight = _within(characters, family) * 2.0 ** -_popcount(family)[:, None]  # F x R
 
     def value(theta: np.ndarray) -> tuple[float, np.ndarray]:
         eigen = theta ** 2 @ weight
         if np.any(eigen <= 0):
             return np.inf, np.zeros_like(theta)
-        inverse, total = 1 / eigen, theta.sum()
-        result, weights = optimize.penalised(total ** 2 * (parts @ inverse), bound)
+        inverse = 1 / eigen
+        square, d_square = ((theta @ theta, 2 * theta) if l2
+                            else (theta.sum() ** 2, np.full_like(theta, 2 * theta.sum())))
+        result, weights = optimize.penalised(square * (parts @ inverse), bound)
         needed = weights @ parts
-        grad = 2 * total * (needed @ inverse) \
-            - total ** 2 * 2 * theta * (weight @ (needed * inverse ** 2))
+        grad = d_square * (needed @ inverse) \
+            - square * 2 * theta * (weight @ (needed * inverse ** 2))
         return result, grad
 
     return value
@@ -124,10 +126,12 @@ class Found:
 
 
 def search(m: Matrices, budget: optimize.Budget, seed: int,
-           bound: np.ndarray | None = None, scale: float = 1.0) -> Found | None:
+           bound: np.ndarray | None = None, scale: float = 1.0, l2: bool = False
+           ) -> Found | None:
     """The best θ over every family (:func:`families`): from θ = 1 on the blocks (or on every
     subset), spread by ``_SPREAD``, and ``optimize._SEEDED`` seeded starts per family, the
-    workload scaled by ``scale`` as the cell search does (bound in its halved units)."""
+    workload scaled by ``scale`` as the cell search does (``bound`` in :func:`loss`'s units),
+    Δ in L2 with ``l2``."""
     characters = closure(m.masks)
     parts = (coefficients(m, characters) / scale) ** 2
     problems, family_of = [], {}
@@ -142,7 +146,7 @@ def search(m: Matrices, budget: optimize.Budget, seed: int,
                 point = np.where(blocks, 1.0, 0.0) if blocks.any() else np.ones(len(family))
             else:
                 point = optimize.start_point(seed, start, len(family))
-            problems.append(optimize.Problem(loss(parts, family, characters, bound),
+            problems.append(optimize.Problem(loss(parts, family, characters, bound, l2),
                                              point + _SPREAD, cost))
             family_of[id(problems[-1])] = family
     found = optimize.search(problems, budget)

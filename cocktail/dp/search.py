@@ -26,16 +26,16 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 
 from .limits import LIMITS
-from .strategies import PER_QUERY, Choice, check_objective, choose, noq, noT, searched
+from .strategies import PURE, PER_QUERY, Choice, check_objective, choose, noq, noT, searched
 from .workload import Matrices
 
 log = logging.getLogger("cocktail.dp")
 
 
-def fallback(m: Matrices) -> Choice:
+def fallback(m: Matrices, definition: str = PURE) -> Choice:
     """The better of NOQ and NOT, when no search is done in time (no cells, no search: a few
     milliseconds at most); never kept."""
-    plain = [noq(m), noT(m)]
+    plain = [noq(m, definition), noT(m, definition)]
     best = min(plain, key=lambda s: s.expected_error(1.0))
     return Choice(*plain, best, best, complete=False)
 
@@ -62,13 +62,14 @@ class Searches:
         self._users: Counter[str] = Counter()
 
     def choose(self, m: Matrices, search_units: int = LIMITS.search_units,
-               objective: str = PER_QUERY, user: str = "", until: float = math.inf) -> Choice:
-        """The choice for ``m``'s shape: kept, being searched (waited on), or searched now for
-        ``user``, by ``until`` (monotonic) at the latest."""
+               objective: str = PER_QUERY, user: str = "", until: float = math.inf,
+               definition: str = PURE) -> Choice:
+        """The choice for ``m``'s shape under ``definition``: kept, being searched (waited
+        on), or searched now for ``user``, by ``until`` (monotonic) at the latest."""
         check_objective(objective)
-        if not searched(m):
-            return choose(m, search_units, objective)  # no search: cheap, and never kept
-        key = (m.shape, search_units, objective)
+        if not searched(m):  # no search: cheap, and never kept
+            return choose(m, search_units, objective, definition=definition)
+        key = (m.shape, search_units, objective, definition)
         with self._lock:
             if key in self._kept:
                 self._kept.move_to_end(key)
@@ -82,13 +83,14 @@ class Searches:
         if future is None:  # this user's searches are running: no other for them now
             log.warning("%s has %d strategy searches running; answered with the best fixed "
                         "candidate", user, self._per_user)
-            return choose(m, 0, objective)  # no search: the fixed candidates, ~0.1 s at most
+            # no search: the fixed candidates, ~0.1 s at most
+            return choose(m, 0, objective, definition=definition)
         if start:
             # It stops a fifth of its time early, so that what follows it (the chosen
             # strategies' pseudo-inverses) is done, and off the CPU, when the reply is due.
             now = time.monotonic()
             stop = until if until == math.inf else now + 0.8 * max(0.0, until - now)
-            work = (future, key, m, search_units, objective, user, stop)
+            work = (future, key, m, search_units, objective, user, stop, definition)
             if self._pool is None:
                 self._search(*work)
             else:
@@ -99,15 +101,15 @@ class Searches:
         except FutureTimeout:
             log.warning("strategy search not done in time; answered with NOQ or NOT (raise "
                         "--deadline-search-ms)")
-            return fallback(m)
+            return fallback(m, definition)
 
     def _search(self, future: Future, key: tuple, m: Matrices, search_units: int,
-                objective: str, user: str, until: float) -> None:
+                objective: str, user: str, until: float, definition: str) -> None:
         choice, error = None, None
         started = time.thread_time()
         try:  # queued past its time, a search would only compute what no one waits for
-            choice = (fallback(m) if time.monotonic() >= until
-                      else choose(m, search_units, objective, until))
+            choice = (fallback(m, definition) if time.monotonic() >= until
+                      else choose(m, search_units, objective, until, definition))
         except BaseException as exc:  # noqa: BLE001 - handed to every waiter
             error = exc
         else:  # what a search costs, for the owner: the shape's size, never its terms

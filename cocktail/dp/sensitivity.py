@@ -6,7 +6,10 @@ max over term sets T of ||W 1_{S(T)}||_1 with S(T) = {j : terms(q_j) ⊆ T}, not
 "largest column sum", which assumes each record satisfies at most one counting query.  Only the
 workload's own terms matter, so T ranges over the 2^u subsets of them.  The enumeration costs
 2^u x (counting queries); past ``MAX_EXACT_WORK`` the safe upper bound sum_ij |W_ij| is used
-and reported as such, so no request can make it run for long.
+and reported as such, so no request can make it run for long.  The L2 sensitivity (the Gaussian
+mechanism's, under zCDP) is max over T of ||W 1_{S(T)}||_2, enumerated alike; its bound is
+the lesser of the column norms' sum and ||W||_2 √q (q counting queries), each at least
+||W x||_2 for every x in {0, 1}^q.
 """
 
 from __future__ import annotations
@@ -31,14 +34,24 @@ def exact_feasible(n_terms: int, n_counts: int) -> bool:
     return (1 << n_terms) * n_counts <= MAX_EXACT_WORK
 
 
-def satisfiable_sensitivity(W: np.ndarray, m: Matrices) -> Sensitivity:  # noqa: N803
-    """max_T ||W 1_{S(T)}||_1 over the counting queries of ``m`` (W has one column each)."""
+def satisfiable_sensitivity(W: np.ndarray, m: Matrices, norm: int = 1  # noqa: N803
+                            ) -> Sensitivity:
+    """max_T ||W 1_{S(T)}||_norm (1 or 2) over the counting queries of ``m`` (W has one
+    column each)."""
     n_terms = len(m.terms)
     if not exact_feasible(n_terms, W.shape[1]):
-        return Sensitivity(float(np.abs(W).sum()), exact=False)
+        return Sensitivity(_bound(W, norm), exact=False)
     masks, best = m.masks, 0.0
     for start in range(0, 1 << n_terms, _BLOCK):
         subsets = np.arange(start, min(start + _BLOCK, 1 << n_terms), dtype=np.int64)
         satisfied = ((masks[None, :] & ~subsets[:, None]) == 0).astype(float)  # T x m
-        best = max(best, float(np.abs(satisfied @ W.T).sum(axis=1).max()))
+        best = max(best, float(np.linalg.norm(satisfied @ W.T, ord=norm, axis=1).max()))
     return Sensitivity(best, exact=True)
+
+
+def _bound(W: np.ndarray, norm: int) -> float:  # noqa: N803
+    """An upper bound of ||W x||_norm over x in {0, 1}^q."""
+    if norm == 1:
+        return float(np.abs(W).sum())
+    columns = float(np.linalg.norm(W, axis=0).sum())
+    return min(columns, float(np.linalg.norm(W, ord=2)) * np.sqrt(W.shape[1]))

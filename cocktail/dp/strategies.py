@@ -1,9 +1,13 @@
 """NOQ, NOT and the optimized strategy, with their data-independent expected errors.
 
-Every strategy is a matrix mechanism: it measures y = A x + Lap(Δ_A / α) for a strategy matrix A
-over some exact vector x, then answers the workload as R y with R A = the workload (so the
-answers are unbiased).  The variance of answer i is 2 (Δ_A / α)^2 ||R_i||^2: it depends on the
-workload and α only, never on the data, so choosing the strategy costs no privacy.
+Every strategy is a matrix mechanism: it measures y = A x + noise for a strategy matrix A over
+some exact vector x, then answers the workload as R y with R A = the workload (so the answers
+are unbiased).  Under pure differential privacy (α, the default) the noise is Lap(Δ_A / α) with
+Δ_A the L1 sensitivity, and answer i has variance 2 (Δ_A / α)^2 ||R_i||^2; under ρ-zero-
+concentrated DP ("zcdp") it is N(0, Δ_A² / 2ρ) with Δ_A the L2 sensitivity, and the variance
+Δ_A² / (2ρ) ||R_i||^2.  Either depends on the workload and the budget only, never on the data,
+so choosing the strategy costs no privacy.  A strategy is built for one definition: its
+sensitivity is in that definition's norm, and the choice is made in its variances.
 
 * **NOQ** (noise on queries): A = W over the counting-query answers x = c, R = I, and Δ_A is
   the honest set-valued sensitivity of W (:mod:`.sensitivity`).
@@ -38,8 +42,14 @@ from ..blas import one_blas_thread
 from ..extras import MissingExtra
 from . import marginals, optimize
 from .limits import LIMITS
+from .noise import gaussian, laplace
 from .sensitivity import satisfiable_sensitivity
 from .workload import Matrices
+
+# The privacy definitions a strategy is chosen and answered under (dp/noise.py's samplers).
+DEFINITIONS = ("pure", "zcdp")
+PURE, ZCDP = DEFINITIONS
+_NORM = {PURE: 1, ZCDP: 2}
 
 # The whole choice's CPU time (this thread's), whatever the units say: with the fixed
 # candidates before and the chosen strategies' pseudo-inverses after, a choice stays under
@@ -53,48 +63,62 @@ class Strategy:
     space: str            # "counts" (x = c), "cells" (x = h) or "subsets" (x = their counts)
     A: np.ndarray         # noqa: N815 - strategy matrix
     R: np.ndarray         # noqa: N815 - reconstruction
-    sensitivity: float
+    sensitivity: float    # L1 under "pure", L2 under "zcdp"
     sensitivity_exact: bool = True
     subsets: tuple[int, ...] = ()  # "subsets": the terms of each count, bitmasks over m.terms
+    definition: str = PURE
 
-    def variances(self, alpha: float) -> np.ndarray:
-        """Expected squared error of each answer at privacy parameter ``alpha``."""
-        return 2 * (self.sensitivity / alpha) ** 2 * (self.R ** 2).sum(axis=1)
+    def noise_scale(self, budget: float) -> float:
+        """The Laplace scale Δ/α, or the Gaussian's standard deviation Δ/√(2ρ)."""
+        if self.definition == PURE:
+            return self.sensitivity / budget
+        return self.sensitivity / math.sqrt(2 * budget)
 
-    def expected_error(self, alpha: float) -> float:
+    def variances(self, budget: float) -> np.ndarray:
+        """Expected squared error of each answer at privacy parameter ``budget`` (α or ρ)."""
+        spread = 2 if self.definition == PURE else 1  # Laplace variance 2b², Gaussian σ²
+        return spread * self.noise_scale(budget) ** 2 * (self.R ** 2).sum(axis=1)
+
+    def expected_error(self, budget: float) -> float:
         """Expected total squared error over the workload."""
-        return float(self.variances(alpha).sum())
+        return float(self.variances(budget).sum())
 
-    def answer(self, exact: np.ndarray, alpha: float,
-               laplace: Callable[[list[float], float], list[float]]) -> np.ndarray:
-        """Noisy answers from the exact vector of this strategy's space."""
+    def answer(self, exact: np.ndarray, budget: float,
+               noise: Callable[[list[float], float], list[float]] | None = None) -> np.ndarray:
+        """Noisy answers from the exact vector of this strategy's space; ``noise`` (values,
+        scale) by default OpenDP's sampler of the definition."""
+        noise = noise or (laplace if self.definition == PURE else gaussian)
         measured = self.A @ exact
-        noisy = np.array(laplace(measured.tolist(), self.sensitivity / alpha))
-        return self.R @ noisy
+        return self.R @ np.array(noise(measured.tolist(), self.noise_scale(budget)))
 
 
-def noq(m: Matrices) -> Strategy:
-    value = satisfiable_sensitivity(m.W, m)
-    return Strategy("NOQ", "counts", m.W, np.eye(len(m.W)), value.value, value.exact)
+def noq(m: Matrices, definition: str = PURE) -> Strategy:
+    value = satisfiable_sensitivity(m.W, m, _NORM[definition])
+    return Strategy("NOQ", "counts", m.W, np.eye(len(m.W)), value.value, value.exact,
+                    definition=definition)
 
 
-def noT(m: Matrices) -> Strategy:  # noqa: N802 - the paper's name
+def noT(m: Matrices, definition: str = PURE) -> Strategy:  # noqa: N802 - the paper's name
     identity = np.eye(m.W.shape[1])
-    value = satisfiable_sensitivity(identity, m)
-    return Strategy("NOT", "counts", identity, m.W, value.value, value.exact)
+    value = satisfiable_sensitivity(identity, m, _NORM[definition])
+    return Strategy("NOT", "counts", identity, m.W, value.value, value.exact,
+                    definition=definition)
 
 
-def _cell_strategy(name: str, A: np.ndarray, m: Matrices) -> Strategy:  # noqa: N803
-    sensitivity = float(np.abs(A).sum(axis=0).max())  # one record moves one cell by one
-    return Strategy(name, "cells", A, m.W_cells @ np.linalg.pinv(A), sensitivity)
+def _cell_strategy(name: str, A: np.ndarray, m: Matrices,  # noqa: N803
+                   definition: str = PURE) -> Strategy:
+    # one record moves one cell by one: the largest column's norm
+    sensitivity = float(np.linalg.norm(A, ord=_NORM[definition], axis=0).max())
+    return Strategy(name, "cells", A, m.W_cells @ np.linalg.pinv(A), sensitivity,
+                    definition=definition)
 
 
-def cell_candidates(m: Matrices) -> list[Strategy]:
+def cell_candidates(m: Matrices, definition: str = PURE) -> list[Strategy]:
     cells = np.eye(m.C.shape[1])
-    return [_cell_strategy("cells: histogram", cells, m),
-            _cell_strategy("cells: counting queries", m.C, m),
-            _cell_strategy("cells: workload", m.W_cells, m),
-            _cell_strategy("cells: counting queries + histogram", np.vstack([m.C, cells]), m)]
+    return [_cell_strategy(name, A, m, definition) for name, A in (
+        ("cells: histogram", cells), ("cells: counting queries", m.C),
+        ("cells: workload", m.W_cells),
+        ("cells: counting queries + histogram", np.vstack([m.C, cells])))]
 
 
 def _unbiased(strategy: Strategy, m: Matrices, target: np.ndarray | None = None) -> bool:
@@ -106,38 +130,45 @@ def _unbiased(strategy: Strategy, m: Matrices, target: np.ndarray | None = None)
 
 
 def searched_candidates(m: Matrices, bound: np.ndarray | None, budget: optimize.Budget,
-                        seed: int = 0) -> list[Strategy]:
-    """Up to ``MAX_CELL_TERMS`` terms: HDMM's weighted marginals over the u terms (a third of
-    the budget) and p-Identity over the groups of cells with equal columns (p in
-    {G/16, n, q, 2q}: G groups, n queries, q counting queries); past them, weighted marginals
-    over term subsets (:mod:`.marginals`).  Found for this workload, their queries' variances
-    (at α = 1) held under ``bound`` if given (penalised, then bounded or unpenalised with what
-    the budget has left)."""
+                        seed: int = 0, definition: str = PURE) -> list[Strategy]:
+    """Under pure DP up to ``MAX_CELL_TERMS`` terms: HDMM's weighted marginals over the u
+    terms (a third of the budget) and p-Identity over the groups of cells with equal columns
+    (p in {G/16, n, q, 2q}: G groups, n queries, q counting queries); past them, and under
+    zCDP at any u, weighted marginals over term subsets (:mod:`.marginals`).  Found for this
+    workload, their queries' variances (at a budget of 1) held under ``bound`` if given
+    (penalised, then bounded or unpenalised with what the budget has left)."""
     with one_blas_thread():
-        if not m.cells_feasible:
-            return _searched_subsets(m, bound, budget, seed)
+        if definition == ZCDP or not m.cells_feasible:
+            return _searched_subsets(m, bound, budget, seed, definition)
         return _searched(m, bound, budget, seed)
 
 
+# The searches minimise Δ² Σ a²/λ (L1 or L2 Δ): the variance at a budget of 1 is that times
+# the Laplace's 2, or the Gaussian's ½ (σ² = Δ² / 2ρ).
+_VARIANCE_PER_LOSS = {PURE: 2.0, ZCDP: 0.5}
+
+
 def _searched_subsets(m: Matrices, bound: np.ndarray | None, budget: optimize.Budget,
-                      seed: int) -> list[Strategy]:
+                      seed: int, definition: str) -> list[Strategy]:
     scale = float(np.abs(m.W).max()) or 1.0  # as in _searched
-    half = None if bound is None else bound / 2 / scale ** 2
-    found = marginals.search(m, budget, seed, half, scale)
+    loss_bound = None if bound is None else bound / _VARIANCE_PER_LOSS[definition] / scale ** 2
+    found = marginals.search(m, budget, seed, loss_bound, scale, l2=definition == ZCDP)
     if found is None:
         return []
-    strategy = subsets_strategy(found, m)
+    strategy = subsets_strategy(found, m, definition)
     return [strategy] if _unbiased(strategy, m, _over_subsets(m, strategy.subsets)) else []
 
 
-def subsets_strategy(found: marginals.Found, m: Matrices) -> Strategy:
-    """The weighted marginals of ``found`` over the counts of their subsets, least squares."""
+def subsets_strategy(found: marginals.Found, m: Matrices, definition: str = PURE) -> Strategy:
+    """The weighted marginals of ``found`` over the counts of their subsets, least squares;
+    Δ is Σθ (L1) or √Σθ² (L2): one record moves one cell of each marginal by θ."""
     A, columns = marginals.matrix(found)  # noqa: N806
     target = _over_subsets(m, columns.tolist())
     # R = W A⁺ = W (AᵀA)⁻¹ Aᵀ: AᵀA is small (one row and column per subset)
     R = (A @ np.linalg.solve(A.T @ A, target.T)).T  # noqa: N806
     return Strategy(f"subsets: weighted marginals ({len(found.theta)})", "subsets", A, R,
-                    float(found.theta.sum()), subsets=tuple(columns.tolist()))
+                    float(np.linalg.norm(found.theta, ord=_NORM[definition])),
+                    subsets=tuple(columns.tolist()), definition=definition)
 
 
 def _over_subsets(m: Matrices, subsets) -> np.ndarray:
@@ -213,11 +244,11 @@ PER_QUERY, TOTAL = OBJECTIVES
 
 def optimized(m: Matrices, fixed: Strategy, budget: optimize.Budget,
               objective: str = PER_QUERY) -> Strategy:
-    """The lowest-total candidate among ``fixed`` and the searched ones; under "per-query" only
-    those that keep every query's variance at or below ``fixed``'s (the search held under it),
-    under "total" any (the search unbounded)."""
+    """The lowest-total candidate among ``fixed`` and the searched ones (of ``fixed``'s
+    definition); under "per-query" only those that keep every query's variance at or below
+    ``fixed``'s (the search held under it), under "total" any (the search unbounded)."""
     bound = fixed.variances(1.0) if objective == PER_QUERY else None
-    found = searched_candidates(m, bound, budget)
+    found = searched_candidates(m, bound, budget, definition=fixed.definition)
     allowed = [s for s in found if bound is None or within(s, bound)]
     return min([fixed, *allowed], key=lambda s: s.expected_error(1.0))
 
@@ -231,10 +262,10 @@ class Choice:
     complete: bool = True  # False: a clock stopped the search (its result is not kept)
     search_skipped: str | None = None  # why no strategy was searched (a missing extra)
 
-    def report(self, alpha: float) -> dict[str, float]:
-        return {"NOQ": self.noq.expected_error(alpha), "NOT": self.not_.expected_error(alpha),
-                "fixed": self.fixed.expected_error(alpha), "fixed_strategy": self.fixed.name,
-                "optimized": self.optimized.expected_error(alpha),
+    def report(self, budget: float) -> dict[str, float]:
+        return {"NOQ": self.noq.expected_error(budget), "NOT": self.not_.expected_error(budget),
+                "fixed": self.fixed.expected_error(budget), "fixed_strategy": self.fixed.name,
+                "optimized": self.optimized.expected_error(budget),
                 "optimized_strategy": self.optimized.name,
                 **({"search_skipped": self.search_skipped} if self.search_skipped else {})}
 
@@ -257,21 +288,24 @@ def most_counts(m: Matrices) -> int:
 
 
 def choose(m: Matrices, search_units: int = LIMITS.search_units,
-           objective: str = PER_QUERY, until: float = math.inf) -> Choice:
-    """NOQ, NOT and the optimized strategy for a workload (errors scale as 1/α², so α plays
-    no part in the choice) under ``objective`` (:data:`OBJECTIVES`).  The choice depends only
+           objective: str = PER_QUERY, until: float = math.inf,
+           definition: str = PURE) -> Choice:
+    """NOQ, NOT and the optimized strategy for a workload under ``definition`` (errors scale
+    as 1/α² or 1/ρ, so the budget plays no part in the choice) and ``objective``
+    (:data:`OBJECTIVES`).  The choice depends only
     on the workload's shape and the objective, never on term names.  ``search_units`` bounds
     the search's work (:class:`.optimize.Budget`), backed by ``SEARCH_CPU_SECONDS`` of this
     thread's CPU time for the whole choice and by ``until`` (monotonic).  Nothing is cached
     here: :class:`.search.Searches` keeps and shares the choices."""
     check_objective(objective)
+    check_definition(definition)
     with one_blas_thread():
         budget = optimize.Budget(search_units, time.thread_time() + SEARCH_CPU_SECONDS, until)
-        plain = [noq(m), noT(m)]
+        plain = [noq(m, definition), noT(m, definition)]
         if not searched(m):
             best = min(plain, key=lambda s: s.expected_error(1.0))
             return Choice(*plain, best, best)
-        cells = cell_candidates(m) if m.cells_feasible else []
+        cells = cell_candidates(m, definition) if m.cells_feasible else []
         fixed = min(plain + cells, key=lambda s: s.expected_error(1.0))
         if search_units <= 0:
             return Choice(*plain, fixed, fixed)  # no units: nothing to search with
@@ -285,3 +319,9 @@ def choose(m: Matrices, search_units: int = LIMITS.search_units,
 def check_objective(objective: str) -> None:
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}: use one of {', '.join(OBJECTIVES)}")
+
+
+def check_definition(definition: str) -> None:
+    if definition not in DEFINITIONS:
+        raise ValueError(f"unknown privacy definition {definition!r}: use one of "
+                         f"{', '.join(DEFINITIONS)}")
