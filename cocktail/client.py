@@ -20,11 +20,12 @@ class ServiceRefused(Exception):
         self.http_status = http_status
 
 
-def query(url: str, token: str, text: str, objective: str, alpha: float | None = None) -> dict:
+def query(url: str, token: str, text: str, objective: str, alpha: float | None = None,
+          rho: float | None = None) -> dict:
     """Noisy answers to counting or linear queries (one, or a batch in ``text``), at the
-    role's α or the ``alpha`` given."""
-    body = {"query": text, "objective": objective}
-    return _post(url, "/v1/query", token, body if alpha is None else body | {"alpha": alpha})
+    role's α (or ρ) or the ``alpha`` (``rho``) given."""
+    spend = {name: value for name, value in (("alpha", alpha), ("rho", rho)) if value is not None}
+    return _post(url, "/v1/query", token, {"query": text, "objective": objective, **spend})
 
 
 def rank(url: str, token: str, name: str, query: str, top: int) -> dict:

@@ -2,7 +2,7 @@
 
 POST /v1/query  {"query": "2*count(a) - count(b & c)"} or {"batch": ["...", "..."]}, and
                 optionally "objective": "per-query" (default) or "total" (dp.strategies),
-                and "alpha": the α to spend, up to the role's (dp.limits)
+                and "alpha" (or "rho", under zCDP): what to spend, up to the role's
 POST /v1/rank   {"query": "city=a,religion=x", "k": 10, "name": "ranking"}: the top k of a
                 ranking (`cocktail rank build`), ids and public attributes only
 GET  /v1/budget
@@ -90,6 +90,10 @@ class _Asked(BaseModel):
                     "times the role's α per query up to it; by default the role's.  A smaller "
                     "α costs less budget and adds more noise.  Another α is another release, "
                     "charged anew.")
+    rho: float | None = Field(
+        None, gt=0, allow_inf_nan=False,
+        description="For a role under zCDP (its budget in ρ): the ρ to spend, as alpha is "
+                    "for a role under pure DP; each role takes only its own.")
 
 
 class OneQuery(_Asked):
@@ -124,14 +128,21 @@ class RankRequest(BaseModel):
 
 
 class Budget(BaseModel):
+    """A user's budget, in α (pure DP) or in ρ (a role under zCDP: ``definition``)."""
     user: str
     role: str
-    alpha_per_query: float
+    alpha_per_query: float | None = None
+    rho_per_query: float | None = Field(None, description="A role under zCDP.")
+    definition: Literal["zcdp"] | None = Field(None, description="Absent under pure DP.")
     budget: float
     spent: float
     remaining: float
     dataset_budget: float | None
     dataset_spent: float
+    dataset_rho_budget: float | None = None
+    dataset_rho_spent: float = 0.0
+    dataset_rho_total: float = Field(0.0, description="The dataset's whole loss in ρ: the zCDP "
+                                     "charges, and α²/2 for each pure one.")
 
 
 class Answer(BaseModel):
@@ -141,7 +152,11 @@ class Answer(BaseModel):
     answers: list[float]
     expected_squared_error: list[float]
     expected_rms_error: list[float]
-    alpha: float
+    alpha: float | None = Field(None, description="What the release spent under pure DP.")
+    rho: float | None = Field(None, description="What it spent under zCDP (with the "
+                              "(epsilon, delta) it implies).")
+    epsilon: float | None = None
+    delta: float | None = None
     strategy: str
     answer_id: str
     reused: bool
@@ -415,7 +430,7 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
         reply = await asyncio.wrap_future(admitting.submit(answer, lambda: begin(
             ledger, source.get(), bearer_token, request.text, limits=limits,
             deadlines=deadlines, pool=pool, searches=searches, arrival=arrival,
-            objective=request.objective, alpha=request.alpha), arrival))
+            objective=request.objective, alpha=request.alpha, rho=request.rho), arrival))
         if callable(reply):
             reply = await asyncio.wrap_future(waiting.submit(answer, reply, arrival))
         status, body, release_at = reply

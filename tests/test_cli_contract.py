@@ -118,7 +118,7 @@ def test_create_sets_up_a_ledger_before_the_first_publish(tmp_path):
     added = invoke("roles", "add", "analyst", "--alpha", "1", "--budget", "2", "--store", store,
                    "--create", "--json")
     assert added.exit_code == 0 and one_json_object(added) == {"role": "analyst", "alpha": 1,
-                                                               "budget": 2}
+                                                               "budget": 2, "definition": "pure"}
     # from now on the store holds a ledger: no --create needed
     token = one_json_object(invoke("users", "add", "ann", "--role", "analyst", "--store", store,
                                    "--json"))["token"]

@@ -115,3 +115,147 @@ def test_a_zcdp_answer_reports_rho_and_its_epsilon_delta():
     pure = prepare(one_way(12).workload).noisy(np.zeros(len(
         prepare(one_way(12).workload).choice.optimized.subsets)), 0.5).as_dict()
     assert pure["alpha"] == 0.5 and "rho" not in pure and "definition" not in pure
+
+
+# -- roles under zCDP: the ledger, the session, the API ---------------------------------------
+
+def zcdp_ledger(tmp_path):
+    from cocktail.dp.ledger import Ledger
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.add_role("gauss", alpha=0.5, budget=2.0, definition="zcdp")
+    ledger.add_role("laplace", alpha=0.5, budget=2.0)
+    return ledger
+
+
+def test_a_zcdp_role_is_answered_with_gaussian_noise_and_charged_in_rho(tmp_path):
+    from cocktail.dp.session import Source, ask
+    ledger = zcdp_ledger(tmp_path)
+    token = ledger.add_user("gil", "gauss")
+    source = Source("v1", lambda queries: [100] * len(queries))
+    text = "\n".join(f"count(t{i})" for i in range(12))
+    body = ask(ledger, source, token, text).body
+    assert body["definition"] == "zcdp" and body["rho"] == 0.5 and body["charged"] == 0.5
+    assert body["epsilon"] == pytest.approx(noise.epsilon(0.5, REPORTED_DELTA))
+    strategy = choose(one_way(12), definition=ZCDP).optimized
+    assert body["expected_squared_error"] == pytest.approx(strategy.variances(0.5).tolist())
+    status = body["budget"]
+    assert status["rho_per_query"] == 0.5 and status["definition"] == "zcdp"
+    assert "alpha_per_query" not in status and status["spent"] == 0.5
+    smaller = ask(ledger, source, token, text, rho=0.125).body
+    assert smaller["charged"] == 0.125 and smaller["rho"] == 0.125
+    from cocktail.dp.limits import LimitExceeded
+    with pytest.raises(LimitExceeded) as wrong:
+        ask(ledger, source, token, "count(a)", alpha=0.1)
+    assert wrong.value.limit == "rho" and ledger.budget_status(
+        ledger.authenticate(token))["spent"] == 0.625
+
+
+def test_each_definition_has_its_dataset_cap_and_the_whole_is_reported_in_rho(tmp_path):
+    """Pure charges add α and count α²/2 towards the dataset's ρ; zCDP charges add ρ; the ρ
+    cap stops zCDP roles alone, concurrent requests included."""
+    from concurrent.futures import ThreadPoolExecutor
+    from cocktail.dp.ledger import BudgetExhausted
+    from cocktail.dp.session import Source, ask
+    ledger = zcdp_ledger(tmp_path)
+    ledger.set_dataset_budget(1.0, "zcdp")
+    source = Source("v1", lambda queries: [1] * len(queries))
+    laplace_token = ledger.add_user("lap", "laplace")
+    ask(ledger, source, laplace_token, "count(a)")  # α = 0.5: ρ 0.125 in the whole
+    tokens = [ledger.add_user(f"g{n}", "gauss") for n in range(4)]
+
+    def one(n: int) -> str:
+        try:
+            return str(ask(ledger, source, tokens[n % 4], f"count(t{n})", rho=0.3).body["rho"])
+        except BudgetExhausted:
+            return "refused"
+
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = list(pool.map(one, range(12)))
+    assert outcomes.count("0.3") == 3 and outcomes.count("refused") == 9  # 0.9 of the cap 1
+    status = ledger.budget_status()
+    assert status["dataset_rho_spent"] == pytest.approx(0.9)
+    assert status["dataset_spent"] == 0.5  # the pure cap's count, untouched by zCDP charges
+    assert status["dataset_rho_total"] == pytest.approx(0.9 + 0.5 ** 2 / 2)
+    assert ask(ledger, source, laplace_token, "count(b)").body["charged"] == 0.5
+
+
+def test_a_roles_definition_is_fixed_once_it_has_charged(tmp_path):
+    from cocktail.dp.ledger import LedgerError
+    from cocktail.dp.session import Source, ask
+    ledger = zcdp_ledger(tmp_path)
+    ledger.add_role("gauss", alpha=0.25, budget=3.0, definition="zcdp")  # same definition: ok
+    ledger.add_role("laplace", alpha=0.5, budget=2.0, definition="zcdp")  # no charge yet: ok
+    ledger.add_role("laplace", alpha=0.5, budget=2.0)
+    ask(ledger, Source("v1", lambda q: [1] * len(q)), ledger.add_user("l", "laplace"),
+        "count(a)")
+    with pytest.raises(LedgerError, match="cannot change"):
+        ledger.add_role("laplace", alpha=0.5, budget=2.0, definition="zcdp")
+    with pytest.raises(LedgerError, match="unknown privacy definition"):
+        ledger.add_role("other", alpha=0.5, budget=2.0, definition="renyi")
+
+
+def test_a_version_6_ledger_is_all_pure_and_its_rho_total_counted(tmp_path):
+    import sqlite3
+    from cocktail.dp.ledger import Ledger
+    from cocktail.dp.session import Source, ask
+    path = tmp_path / "ledger.sqlite"
+    ledger = Ledger(path)
+    ledger.add_role("analyst", alpha=0.5, budget=2.0)
+    token = ledger.add_user("ann", "analyst")
+    for term in ("a", "b"):
+        ask(ledger, Source("v1", lambda q: [1] * len(q)), token, f"count({term})")
+    with sqlite3.connect(path) as db:  # as version 6 had it: no definition, no ρ total
+        db.executescript("""
+            CREATE TABLE roles_6 (name TEXT PRIMARY KEY, alpha REAL NOT NULL CHECK (alpha > 0),
+                                  budget REAL NOT NULL CHECK (budget >= 0));
+            INSERT INTO roles_6 SELECT name, alpha, budget FROM roles;
+            PRAGMA foreign_keys = OFF;
+            DROP TABLE roles;
+            ALTER TABLE roles_6 RENAME TO roles;
+            DELETE FROM settings WHERE key = 'dataset_pure_rho';
+            PRAGMA user_version = 6;""")
+    reopened = Ledger(path)
+    assert reopened.roles() == [{"name": "analyst", "alpha": 0.5, "budget": 2.0,
+                                 "definition": "pure"}]
+    assert reopened.budget_status()["dataset_rho_total"] == pytest.approx(0.25)
+    assert reopened.authenticate(token).definition == "pure"
+
+
+def test_a_zcdp_role_over_http_and_the_cli(tmp_path):
+    """`roles add --rho`, the answer over HTTP with its ρ and (ε, δ), the documented models."""
+    import httpx
+    from cocktail.dataset import load
+    from cocktail.dp.ledger import Ledger
+    from cocktail.private_config import ledger_location
+    from cocktail.publish import PublishParams, publish
+    from cocktail.store import LocalStore
+    from .conftest import dataset_path
+    from .served import auth, serve
+    from .test_rank import cli
+    path = tmp_path / "store"
+    publish(load(dataset_path("bms-webview-1.dat")).head(2000), LocalStore(path),
+            PublishParams(k=5, m=3))
+    status, body = cli("roles", "add", "gauss", "--rho", "0.5", "--budget", "1",
+                       "--store", str(path))
+    assert status == 0 and body["definition"] == "zcdp" and body["rho"] == 0.5, body
+    status, body = cli("roles", "add", "both", "--rho", "0.5", "--alpha", "1", "--budget", "1",
+                       "--store", str(path))
+    assert status == 2, body
+    token = Ledger(ledger_location(LocalStore(path))).add_user("gil", "gauss")
+    with serve(path) as (url, _):
+        reply = httpx.post(url + "/v1/query", headers=auth(token), timeout=60,
+                           json={"batch": ["count(12)", "count(40)", "count(12 & 40)"],
+                                 "rho": 0.25})
+        assert reply.status_code == 200, reply.text
+        answer = reply.json()
+        assert answer["rho"] == 0.25 and answer["charged"] == 0.25 and "alpha" not in answer
+        assert answer["budget"]["rho_per_query"] == 0.5
+        wrong = httpx.post(url + "/v1/query", headers=auth(token),
+                           json={"query": "count(12)", "alpha": 0.1})
+        assert wrong.status_code == 400 and wrong.json()["limit"] == "rho"
+        status, by_cli = cli("query", "count(40)", "--url", url, "--token", token, "--rho",
+                             "0.125")
+        assert status == 0 and by_cli["rho"] == 0.125 and by_cli["charged"] == 0.125, by_cli
+        status, refused = cli("query", "count(40)", "--url", url, "--token", token, "--alpha",
+                              "0.1")
+        assert status == 2 and "rho" in refused["error"], refused

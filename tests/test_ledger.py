@@ -473,4 +473,5 @@ def test_a_ledger_of_a_newer_schema_is_refused_not_used(tmp_path):
     restored = run.invoke(main, ["ledger", "restore", str(tmp_path / "before.sqlite"),
                                  "--store", str(store), "--create"])
     assert restored.exit_code == 0, restored.output
-    assert Ledger(path).roles() == [{"name": "analyst", "alpha": 0.1, "budget": 1.0}]
+    assert Ledger(path).roles() == [{"name": "analyst", "alpha": 0.1, "budget": 1.0,
+                                     "definition": "pure"}]

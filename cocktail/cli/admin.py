@@ -57,19 +57,28 @@ def roles_group() -> None:
 
 @roles_group.command("add")
 @click.argument("name")
-@click.option("--alpha", type=click.FloatRange(min=0, min_open=True), required=True,
-              help="Privacy parameter α spent by each query.")
+@click.option("--alpha", type=click.FloatRange(min=0, min_open=True),
+              help="Pure differential privacy: the α each query spends (Laplace noise).")
+@click.option("--rho", type=click.FloatRange(min=0, min_open=True),
+              help="Zero-concentrated DP instead: the ρ each query spends (Gaussian noise); "
+              "the budget is then in ρ. Give --alpha or --rho.")
 @click.option("--budget", type=click.FloatRange(min=0), required=True,
-              help="Total α each user of the role may spend.")
+              help="Total α (or ρ) each user of the role may spend.")
 @store_option
 @create_option
 @json_option
-def roles_add(name: str, alpha: float, budget: float, store_spec: str, create: bool,
-              as_json: bool) -> None:
+def roles_add(name: str, alpha: float | None, rho: float | None, budget: float,
+              store_spec: str, create: bool, as_json: bool) -> None:
     """Create or update a role (owner command)."""
-    open_ledger(open_store(store_spec), create).add_role(name, alpha, budget)
-    confirm(as_json, {"role": name, "alpha": alpha, "budget": budget},
-            f"role {name}: α={alpha:g} per query, budget {budget:g} per user")
+    if (alpha is None) == (rho is None):
+        raise click.UsageError("give one of --alpha (pure DP) and --rho (zCDP)")
+    definition, per_query = ("pure", alpha) if rho is None else ("zcdp", rho)
+    open_ledger(open_store(store_spec), create).add_role(name, per_query, budget, definition)
+    name_of = "alpha" if rho is None else "rho"
+    confirm(as_json, {"role": name, name_of: per_query, "budget": budget,
+                      "definition": definition},
+            f"role {name}: {_SYMBOL[definition]}={per_query:g} per query, budget {budget:g} "
+            f"per user ({definition})")
 
 
 @roles_group.command("list")
@@ -79,8 +88,11 @@ def roles_list(store_spec: str, as_json: bool) -> None:
     """List roles (owner command)."""
     roles = open_ledger(open_store(store_spec)).roles()
     emit(as_json, {"roles": roles}, lambda: [out.print(
-        f"{r['name']}: α={r['alpha']:g} per query, budget {r['budget']:g}", markup=False)
-        for r in roles])
+        f"{r['name']}: {_SYMBOL[r['definition']]}={r['alpha']:g} per query, budget "
+        f"{r['budget']:g} ({r['definition']})", markup=False) for r in roles])
+
+
+_SYMBOL = {"pure": "α", "zcdp": "ρ"}
 
 
 @click.group("users", help=f"Analysts: each has a role and a token. {OWNER}")
@@ -139,17 +151,25 @@ def users_enable(name: str, store_spec: str, as_json: bool) -> None:
 @click.command("budget", help="Show (or --set) the dataset-wide privacy budget and what has been "
                f"spent. {OWNER}")
 @click.option("--set", "total", type=click.FloatRange(min=0),
-              help="Set the dataset-wide budget that caps all users together.")
+              help="Set the dataset-wide α budget that caps all users of pure-DP roles "
+              "together.")
+@click.option("--set-rho", "rho_total", type=click.FloatRange(min=0),
+              help="Set the dataset-wide ρ budget that caps all users of zCDP roles together.")
 @store_option
 @create_option
 @json_option
-def budget_cmd(total: float | None, store_spec: str, create: bool, as_json: bool) -> None:
+def budget_cmd(total: float | None, rho_total: float | None, store_spec: str, create: bool,
+               as_json: bool) -> None:
     ledger = open_ledger(open_store(store_spec), create)
     if total is not None:
         ledger.set_dataset_budget(total)
+    if rho_total is not None:
+        ledger.set_dataset_budget(rho_total, "zcdp")
     status = ledger.budget_status()
     emit(as_json, status, lambda: out.print(
-        f"dataset budget {status['dataset_budget']}, spent {status['dataset_spent']:g}"))
+        f"dataset budget {status['dataset_budget']}, spent {status['dataset_spent']:g}; "
+        f"ρ budget {status['dataset_rho_budget']}, spent {status['dataset_rho_spent']:g}; "
+        f"in all ρ = {status['dataset_rho_total']:g}"))
 
 
 @click.group("ledger", help=f"Where the budget ledger lives, its backups and restores. {OWNER}")

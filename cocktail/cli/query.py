@@ -36,6 +36,8 @@ from .options import (OWNER, json_option, need_service, read_token, store_option
               help="Analysts: the α this query spends, up to the role's α per query (the "
               "default) and down to a published share of it: less budget, more noise. Each α "
               "is its own charge.")
+@click.option("--rho", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Analysts of a role under zCDP: the ρ this query spends, as --alpha.")
 @click.option("--exact", is_flag=True,
               help="Owner command: exact answers read from the store's private zone, without "
               "noise (one query, or a --batch in one job). They must not be given to analysts.")
@@ -47,8 +49,8 @@ from .options import (OWNER, json_option, need_service, read_token, store_option
 @click.option("-v", "--verbose", is_flag=True, help="With --exact: show the plan and the tasks.")
 @json_option
 def query_cmd(expression: str | None, batch_file, url: str | None, token: str | None,
-              token_file, objective: str, alpha: float | None, exact: bool, store_spec: str,
-              runner: str, verbose: bool, as_json: bool) -> None:
+              token_file, objective: str, alpha: float | None, rho: float | None, exact: bool,
+              store_spec: str, runner: str, verbose: bool, as_json: bool) -> None:
     """Answer a query: 'count(a & b)', '2*count(a) - count(b)', or a --batch file.
 
     \b
@@ -68,11 +70,12 @@ def query_cmd(expression: str | None, batch_file, url: str | None, token: str | 
     source = getattr(batch_file, "name", "query")
     if not exact:
         url = need_service(url, token, "exact answers are the owner's (--exact)")
-        body = client.query(url, token, text, objective, alpha)
+        body = client.query(url, token, text, objective, alpha, rho)
         emit(as_json, body, lambda: _print_noisy(parse_batch(text, source), body))
         return
-    if alpha is not None:
-        raise click.UsageError("--alpha is the analyst's spend; --exact answers have no noise")
+    if alpha is not None or rho is not None:
+        raise click.UsageError("--alpha and --rho are the analyst's spend; --exact answers "
+                               "have no noise")
     if token:
         raise click.UsageError("--exact is an owner command that reads the store's private "
                                "zone; it takes no token (unset COCKTAIL_TOKEN)")
@@ -110,7 +113,8 @@ def _print_noisy(workload: Workload, result: dict) -> None:
         out.print(f"{query} ≈ {answer:.1f}  (± {error:.1f} RMS expected{note})",
                   highlight=False, markup=False)
     budget = result["budget"]
-    note = "reused, no charge" if result["reused"] else f"charged α={result['charged']:g}"
+    symbol = "ρ" if "rho" in result else "α"
+    note = "reused, no charge" if result["reused"] else f"charged {symbol}={result['charged']:g}"
     out.print(f"[dim]{result['strategy']}; {note}; {budget['remaining']:g} of "
               f"{budget['budget']:g} left[/]", highlight=False)
 

@@ -1,8 +1,9 @@
 """A workload's strategy (data independent) and its noisy release (from exact private inputs).
 
 The strategies need the counting-query answers c, the cell histogram h of the workload terms,
-or the conjunctive counts of some subsets of the terms (:mod:`.marginals`).  h comes from the conjunctive counts of every subset of the terms by Möbius inversion
-(records holding exactly pattern P = sum over T ⊇ P of (-1)^|T-P| count(T)).  All counts come
+or the conjunctive counts of some subsets of the terms (:mod:`.marginals`).  h comes from the
+conjunctive counts of every subset of the terms by Möbius inversion (records holding exactly
+pattern P = sum over T ⊇ P of (-1)^|T-P| count(T)).  All counts come
 from one call of a :data:`Counts` function, which the caller wires to the query engine: this
 package never sees a publication or a runner.
 """

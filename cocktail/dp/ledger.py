@@ -1,7 +1,11 @@
 """Roles, users and privacy budgets in a durable SQLite ledger.
 
 * A role gives its users a per-query α and a total budget each; a dataset-wide budget caps all
-  users together, so colluding users cannot average noise away beyond it.
+  users together, so colluding users cannot average noise away beyond it.  A role is under pure
+  differential privacy (α, basic composition: budgets add α) or under zero-concentrated DP
+  ("zcdp": its α is a ρ, budgets add ρ), fixed once it has charged anyone; the dataset has a
+  cap for each, and the whole, reported in ρ, is Σρ plus Σα²/2 of the pure charges (an
+  α-DP release is α²/2-zCDP).
 * The same workload asked again by anyone of the same role, on the same publication version,
   gets the earlier noisy answer back at no cost (fresh noise would let them average it away).
 * A fresh answer is *reserved* before anything is computed: one write transaction
@@ -35,10 +39,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
+DEFINITIONS = ("pure", "zcdp")  # as dp.strategies names them
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS roles (name TEXT PRIMARY KEY, alpha REAL NOT NULL CHECK (alpha > 0),
-                                  budget REAL NOT NULL CHECK (budget >= 0));
+                                  budget REAL NOT NULL CHECK (budget >= 0),
+                                  definition TEXT NOT NULL DEFAULT 'pure'
+                                  CHECK (definition IN ('pure', 'zcdp')));
 CREATE TABLE IF NOT EXISTS users (name TEXT PRIMARY KEY, role TEXT NOT NULL REFERENCES roles(name),
                                   token_hash TEXT NOT NULL UNIQUE,
                                   active INTEGER NOT NULL DEFAULT 1,
@@ -84,9 +91,22 @@ INSERT INTO refusals SELECT user, status, reason, COUNT(*), MIN(at), MAX(at) FRO
 GROUP BY user, status, reason;
 DROP TABLE refusals_5;
 """
+# Version 6 and before: every role pure; the pure charges' share of the dataset's ρ.
+ZCDP_OF_6 = """
+ALTER TABLE roles ADD COLUMN definition TEXT NOT NULL DEFAULT 'pure'
+CHECK (definition IN ('pure', 'zcdp'));
+INSERT OR REPLACE INTO settings SELECT 'dataset_pure_rho', COALESCE(SUM(alpha * alpha), 0) / 2
+FROM charges;
+"""
 STALE_SECONDS = 600.0  # a reservation this old belongs to a process that died
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
 _POLL, _POLL_MAX = 0.005, 0.1  # a waiter's first pause, doubled up to the longest
+
+
+# Per definition: what a role's per-query parameter is called, and the dataset's settings.
+_PARAMETER = {"pure": "alpha", "zcdp": "rho"}
+_DATASET = {"pure": ("dataset_budget", "dataset_spent"),
+            "zcdp": ("dataset_rho_budget", "dataset_rho_spent")}
 
 
 class LedgerError(Exception):
@@ -111,8 +131,15 @@ class BudgetExhausted(LedgerError):
 class User:
     name: str
     role: str
-    alpha: float
+    alpha: float  # per query: an α, or a ρ under "zcdp"
     budget: float
+    definition: str = "pure"
+
+    @property
+    def pure_alpha(self) -> float:
+        """The α of a pure-DP mechanism (a dp ranking's) that spends one query's budget: α,
+        or √(2ρ) under zCDP, since an α-DP release is α²/2-zCDP."""
+        return self.alpha if self.definition == "pure" else math.sqrt(2 * self.alpha)
 
 
 @dataclass(frozen=True)
@@ -232,14 +259,16 @@ def ledger_summary(path: str | Path) -> dict:
             if schema < 1:
                 raise LedgerError(f"{path}: not a ledger this version reads (schema {schema})")
             users = dict(db.execute("SELECT name, spent FROM users ORDER BY name"))
-            row = db.execute("SELECT value FROM settings WHERE key = 'dataset_spent'").fetchone()
+            spent = dict(db.execute("SELECT key, value FROM settings WHERE key IN "
+                                    "('dataset_spent', 'dataset_rho_spent')"))
             charges = db.execute("SELECT count(*) FROM charges").fetchone()[0]
         finally:
             db.close()
     except sqlite3.DatabaseError as exc:
         raise LedgerError(f"{path}: not a ledger ({exc})") from None
     return {"path": str(path), "schema": schema, "users": users, "charges": charges,
-            "dataset_spent": float(row[0]) if row else 0.0}
+            "dataset_spent": float(spent.get("dataset_spent", 0.0)),
+            "dataset_rho_spent": float(spent.get("dataset_rho_spent", 0.0))}
 
 
 class Ledger:
@@ -291,10 +320,12 @@ class Ledger:
             return
         columns = {row[1] for row in db.execute("PRAGMA table_info(charges)")}
         listed = "at" in {row[1] for row in db.execute("PRAGMA table_info(refusals)")}
+        roles = {row[1] for row in db.execute("PRAGMA table_info(roles)")}
         if listed:
             db.execute("ALTER TABLE refusals RENAME TO refusals_5")
         script = ((MIGRATE_FROM_1 if "workload" in columns else "") + SCHEMA
-                  + (COUNT_REFUSALS_OF_5 if listed else ""))
+                  + (COUNT_REFUSALS_OF_5 if listed else "")
+                  + (ZCDP_OF_6 if roles and "definition" not in roles else ""))
         for statement in script.split(";"):
             if statement.strip():
                 db.execute(statement)
@@ -326,7 +357,8 @@ class Ledger:
             current = ledger_summary(target)
             less = sorted(user for user, spent in current["users"].items()
                           if spent > backup["users"].get(user, 0.0) * (1 + 1e-12))
-            if less or current["dataset_spent"] > backup["dataset_spent"] * (1 + 1e-12):
+            if less or any(current[key] > backup[key] * (1 + 1e-12)
+                           for key in ("dataset_spent", "dataset_rho_spent")):
                 who = ", ".join(less) or "the dataset"
                 raise Forbidden(f"the backup has spent less than the ledger ({who}): restoring "
                                 "it would hand budget back. Restore only onto a lost ledger, "
@@ -343,18 +375,33 @@ class Ledger:
 
     # -- administration (owner) ----------------------------------------------------------
 
-    def add_role(self, name: str, alpha: float, budget: float) -> None:
+    def add_role(self, name: str, alpha: float, budget: float,
+                 definition: str = "pure") -> None:
+        """Create or change a role: ``alpha`` per query and ``budget`` per user, each an α,
+        or a ρ under "zcdp".  A role's definition never changes once it has charged anyone:
+        its users' spending would change meaning."""
         check_name("role", name)
+        if definition not in DEFINITIONS:
+            raise LedgerError(f"unknown privacy definition {definition!r}: use one of "
+                              f"{', '.join(DEFINITIONS)}")
         if not (0 < alpha < float("inf")) or not (0 <= budget < float("inf")):
-            raise LedgerError("a role needs a finite alpha > 0 and a finite budget >= 0")
+            raise LedgerError(f"a role needs a finite {_PARAMETER[definition]} > 0 and a finite "
+                              "budget >= 0")
         with self._transaction() as db:
-            db.execute("INSERT INTO roles VALUES (?, ?, ?) ON CONFLICT(name) DO UPDATE SET "
-                       "alpha = excluded.alpha, budget = excluded.budget", (name, alpha, budget))
+            row = db.execute("SELECT definition FROM roles WHERE name = ?", (name,)).fetchone()
+            if row and row[0] != definition and db.execute(
+                    "SELECT 1 FROM charges WHERE role = ? LIMIT 1", (name,)).fetchone():
+                raise LedgerError(f"role {name!r} is under {row[0]} and has charged its users: "
+                                  f"its definition cannot change (make another role)")
+            db.execute("INSERT INTO roles VALUES (?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET "
+                       "alpha = excluded.alpha, budget = excluded.budget, "
+                       "definition = excluded.definition", (name, alpha, budget, definition))
 
     def roles(self) -> list[dict]:
         db = self._connection()
-        return [{"name": n, "alpha": a, "budget": b}
-                for n, a, b in db.execute("SELECT name, alpha, budget FROM roles ORDER BY name")]
+        return [{"name": n, "alpha": a, "budget": b, "definition": d}
+                for n, a, b, d in db.execute(
+                    "SELECT name, alpha, budget, definition FROM roles ORDER BY name")]
 
     def add_user(self, name: str, role: str) -> str:
         """Create a user; returns the token, which is not stored and cannot be shown again."""
@@ -436,12 +483,13 @@ class Ledger:
         if row is None or not hmac.compare_digest(row[0], _sha256(token)):
             raise Forbidden("not the owner's credential")
 
-    def set_dataset_budget(self, budget: float) -> None:
+    def set_dataset_budget(self, budget: float, definition: str = "pure") -> None:
+        """The cap on all users of the roles under ``definition`` together (an α, or a ρ)."""
         if not 0 <= budget < float("inf"):
             raise LedgerError("the dataset budget must be finite and >= 0")
         with self._transaction() as db:
-            db.execute("INSERT INTO settings VALUES ('dataset_budget', ?) ON CONFLICT(key) "
-                       "DO UPDATE SET value = excluded.value", (repr(float(budget)),))
+            db.execute("INSERT INTO settings VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET "
+                       "value = excluded.value", (_DATASET[definition][0], repr(float(budget))))
 
     def budget_status(self, user: User | None = None) -> dict:
         return self._status(self._connection(), user)
@@ -453,12 +501,21 @@ class Ledger:
 
     def _status(self, db: sqlite3.Connection, user: User | None) -> dict:
         status = {"dataset_budget": self._setting(db, "dataset_budget"),
-                  "dataset_spent": self._setting(db, "dataset_spent") or 0.0}
+                  "dataset_spent": self._setting(db, "dataset_spent") or 0.0,
+                  "dataset_rho_budget": self._setting(db, "dataset_rho_budget"),
+                  "dataset_rho_spent": self._setting(db, "dataset_rho_spent") or 0.0}
+        # the whole dataset's loss in ρ: the zCDP charges, and α²/2 for each pure one
+        status["dataset_rho_total"] = _exact(status["dataset_rho_spent"]
+                                             + (self._setting(db, "dataset_pure_rho") or 0.0))
         if user:
-            spent = db.execute("SELECT spent FROM users WHERE name = ?", (user.name,)).fetchone()[0]
-            status |= {"user": user.name, "role": user.role, "alpha_per_query": user.alpha,
+            spent = db.execute("SELECT spent FROM users WHERE name = ?",
+                               (user.name,)).fetchone()[0]
+            status |= {"user": user.name, "role": user.role,
+                       f"{_PARAMETER[user.definition]}_per_query": user.alpha,
                        "budget": user.budget, "spent": spent,
                        "remaining": max(0.0, _exact(user.budget - spent))}
+            if user.definition != "pure":
+                status["definition"] = user.definition
         return status
 
     # -- answering -----------------------------------------------------------------------
@@ -467,14 +524,14 @@ class Ledger:
         if not token:
             raise Unauthorized("missing token")
         row = self._connection().execute(
-            "SELECT u.name, u.role, u.active, r.alpha, r.budget FROM users u "
+            "SELECT u.name, u.role, u.active, r.alpha, r.budget, r.definition FROM users u "
             "JOIN roles r ON r.name = u.role WHERE u.token_hash = ?", (_sha256(token),)).fetchone()
         if row is None:
             raise Unauthorized("unknown token")
-        name, role, active, alpha, budget = row
+        name, role, active, alpha, budget, definition = row
         if not active:
             raise self.refused(name, Forbidden(f"user {name!r} is disabled"))
-        return User(name, role, alpha, budget)
+        return User(name, role, alpha, budget, definition)
 
     def refused(self, user: str, error: LedgerError) -> LedgerError:
         """Count a known user's refused request for the owner (an unknown token names nobody:
@@ -532,16 +589,21 @@ class Ledger:
             raise BudgetExhausted(f"privacy budget exhausted: user {user.name!r} has "
                                   f"{status['remaining']:g} of {user.budget:g} left; this "
                                   f"query costs {cost:g}")
-        dataset_spent = _exact(status["dataset_spent"] + cost)
-        if status["dataset_budget"] is not None and dataset_spent > status["dataset_budget"]:
+        budget_key, spent_key = _DATASET[user.definition]
+        dataset_spent = _exact(status[spent_key] + cost)
+        if status[budget_key] is not None and dataset_spent > status[budget_key]:
             raise BudgetExhausted("the dataset-wide privacy budget is spent")
         db.execute("INSERT INTO charges (user, role, version, workload_sha256, alpha, at) "
                    "VALUES (?, ?, ?, ?, ?, ?)",
                    (user.name, user.role, version, key, cost, now))
         db.execute("UPDATE users SET spent = ? WHERE name = ?",
                    (_exact(status["spent"] + cost), user.name))
-        db.execute("INSERT INTO settings VALUES ('dataset_spent', ?) ON CONFLICT(key) "
-                   "DO UPDATE SET value = excluded.value", (repr(dataset_spent),))
+        db.execute("INSERT INTO settings VALUES (?, ?) ON CONFLICT(key) "
+                   "DO UPDATE SET value = excluded.value", (spent_key, repr(dataset_spent)))
+        if user.definition == "pure":  # its share of the dataset's loss in ρ
+            db.execute("INSERT INTO settings VALUES ('dataset_pure_rho', ?) ON CONFLICT(key) "
+                       "DO UPDATE SET value = excluded.value", (repr(_exact(
+                           (self._setting(db, "dataset_pure_rho") or 0.0) + cost * cost / 2)),))
 
     def fulfil(self, ticket: Ticket, answer: dict) -> dict:
         """Store ``answer`` unless one is stored already (first writer wins); the stored one

@@ -62,16 +62,16 @@ class Limits:
                                 f"±{self.weight:g}")
         return workload
 
-    def spend(self, alpha: float | None, role_alpha: float) -> float:
-        """The α a request spends: its own choice, from ``alpha_floor`` × ``role_alpha`` up
-        to ``role_alpha``, or ``role_alpha``."""
-        if alpha is None:
-            return role_alpha
-        if not self.alpha_floor * role_alpha <= alpha <= role_alpha:
-            raise LimitExceeded("alpha", f"alpha {alpha:g}: your role spends at most "
-                                f"{role_alpha:g} per query and at least {self.alpha_floor:g} "
-                                f"of that ({self.alpha_floor * role_alpha:g})")
-        return float(alpha)
+    def spend(self, asked: float | None, per_query: float, name: str = "alpha") -> float:
+        """What a request spends (an α, or a ρ: ``name``): its own choice, from
+        ``alpha_floor`` × ``per_query`` (its role's) up to ``per_query``, or ``per_query``."""
+        if asked is None:
+            return per_query
+        if not self.alpha_floor * per_query <= asked <= per_query:
+            raise LimitExceeded(name, f"{name} {asked:g}: your role spends at most "
+                                f"{per_query:g} per query and at least {self.alpha_floor:g} "
+                                f"of that ({self.alpha_floor * per_query:g})")
+        return float(asked)
 
 
 _NOUNS = {"queries": "linear queries", "counts": "distinct counting queries",

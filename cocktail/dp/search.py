@@ -1,8 +1,9 @@
 """Strategy searches as shared, charged work: one per shape at a time, in a pool of their own.
 
 A searched workload's strategy (:func:`.strategies.choose`) depends on its shape and objective
-alone, so the choices are kept by shape (the most recently used, up to a bound in bytes), and while one shape is searched
-every other request of that shape waits on the same future instead of searching again.
+alone, so the choices are kept by shape (the most recently used, up to a bound in bytes), and
+while one shape is searched every other request of that shape waits on the same future instead
+of searching again.
 
 The service gives :class:`Searches` a bounded pool: searches never run in the threads that
 answer requests (nor in the count pool), so a storm of them cannot hold the threads that

@@ -29,9 +29,9 @@ from ..querylang import Workload
 from .answer import Counts, Prepared, prepare
 from .deadline import Deadlines
 from .ledger import Ledger, Ticket, User
-from .limits import LIMITS, Limits
+from .limits import LIMITS, LimitExceeded, Limits
 from .search import SEARCHES, Searches
-from .strategies import PER_QUERY, check_objective, most_counts, searched
+from .strategies import PER_QUERY, PURE, check_objective, most_counts, searched
 from .workload import Matrices
 
 log = logging.getLogger("cocktail.dp")
@@ -67,29 +67,35 @@ class ComputeFailed(Exception):
 
 
 def admit(ledger: Ledger, token: str | None, request: Workload | str,
-          limits: Limits = LIMITS, objective: str = PER_QUERY,
-          alpha: float | None = None) -> tuple[User, Workload, float]:
-    """Steps 1-2: who asks and what, within the limits, and the α it spends (its own choice
-    within its role's, or its role's); touches no data."""
+          limits: Limits = LIMITS, objective: str = PER_QUERY, alpha: float | None = None,
+          rho: float | None = None) -> tuple[User, Workload, float]:
+    """Steps 1-2: who asks and what, within the limits, and what it spends (its own choice
+    within its role's, or its role's: an ``alpha`` under pure DP, a ``rho`` under zCDP);
+    touches no data."""
     check_objective(objective)
     user = ledger.authenticate(token)
     workload = limits.check(request) if isinstance(request, Workload) else limits.parse(request)
-    return user, workload, limits.spend(alpha, user.alpha)
+    name, other = ("alpha", rho) if user.definition == PURE else ("rho", alpha)
+    if other is not None:
+        raise LimitExceeded(name, f"your role spends {name} ({user.definition}), not "
+                            f"{'rho' if name == 'alpha' else 'alpha'}")
+    return user, workload, limits.spend(alpha if name == "alpha" else rho, user.alpha, name)
 
 
 def ask(ledger: Ledger, source: Source, token: str | None, request: Workload | str, *,
         limits: Limits = LIMITS, deadlines: Deadlines | None = None,
         pool: Executor | None = None, searches: Searches = SEARCHES,
         arrival: float | None = None, objective: str = PER_QUERY,
-        alpha: float | None = None) -> Answered:
+        alpha: float | None = None, rho: float | None = None) -> Answered:
     """The noisy answer for the token's user, charged to its budget (or reused for free),
     from the strategy chosen under ``objective`` (:data:`.strategies.OBJECTIVES`), at the
-    request's ``alpha`` (at most its role's; by default the role's).
+    request's ``alpha`` or ``rho`` (at most its role's; by default the role's).
 
     With ``deadlines`` (and a ``pool`` to compute in), the counts must be ready by the
     deadline; otherwise the default answer is released."""
     step = begin(ledger, source, token, request, limits=limits, deadlines=deadlines, pool=pool,
-                 searches=searches, arrival=arrival, objective=objective, alpha=alpha)
+                 searches=searches, arrival=arrival, objective=objective, alpha=alpha,
+                 rho=rho)
     return step if isinstance(step, Answered) else step()
 
 
@@ -97,12 +103,13 @@ def begin(ledger: Ledger, source: Source, token: str | None, request: Workload |
           limits: Limits = LIMITS, deadlines: Deadlines | None = None,
           pool: Executor | None = None, searches: Searches = SEARCHES,
           arrival: float | None = None, objective: str = PER_QUERY,
-          alpha: float | None = None) -> Answered | Callable[[], Answered]:
+          alpha: float | None = None, rho: float | None = None
+          ) -> Answered | Callable[[], Answered]:
     """Steps 1-3 of :func:`ask`, which never wait: a refusal raises, a reused answer is
     returned, and otherwise the rest of the work (waiting for a pending answer, or choosing and
     computing a reserved one) is returned to be called."""
     arrival = time.monotonic() if arrival is None else arrival
-    user, workload, spend = admit(ledger, token, request, limits, objective, alpha)
+    user, workload, spend = admit(ledger, token, request, limits, objective, alpha, rho)
     key = answer_key(workload, objective, None if spend == user.alpha else spend)
     ticket = ledger.reserve(user, source.publication, key, alpha=spend)
     if ticket.state == "answered":
@@ -134,7 +141,7 @@ def _finish(ledger: Ledger, source: Source, ticket: Ticket, workload: Workload, 
     # Reserved: charged now, or a dead request's paid reservation taken over.
     chosen_by = arrival + deadlines.search if deadlines and searched(matrices) else math.inf
     prepared = prepare(workload, limits.search_units, objective, searches=searches,
-                       user=ticket.user.name, until=chosen_by)
+                       user=ticket.user.name, until=chosen_by, definition=ticket.user.definition)
     until = due(matrices, deadlines, arrival, chosen=time.monotonic())
     try:
         answer = _compute(prepared, source, spend, until, pool)

@@ -96,7 +96,8 @@ def answer_rank(index: RankIndex, version: str, name: str, text: str, k: int,
             ledger.authenticate(token)  # analysts are known; nothing is charged
         return body | {"results": [index.row(i) for i in index.top(query, k)]}
     user = ledger.authenticate(token)
-    draw = index.noisy_sampler(query, k, user.alpha)  # refuses a noise scale past any float
+    # refuses a noise scale past any float; under zCDP at the α whose α²/2 is the role's ρ
+    draw = index.noisy_sampler(query, k, user.pure_alpha)
     if index.sensitivity(query) == 0:  # no private column asked: nothing to protect or charge
         return body | {"results": [index.row(i) for i in draw()],
                        "alpha": 0.0, "charged": 0.0, "reused": False,
@@ -115,8 +116,9 @@ def answer_rank(index: RankIndex, version: str, name: str, text: str, k: int,
             raise ComputeFailed("another request is still computing this answer; ask again "
                                 "(free)")
     rows = draw()
-    stored = ledger.fulfil(ticket, {"results": [index.row(i) for i in rows],
-                                    "alpha": user.alpha})
+    spent = {"alpha": user.pure_alpha} | ({} if user.definition == "pure" else
+                                          {"definition": user.definition, "rho": user.alpha})
+    stored = ledger.fulfil(ticket, {"results": [index.row(i) for i in rows], **spent})
     return body | stored
 
 

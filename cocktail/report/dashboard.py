@@ -159,12 +159,14 @@ def _analyst_html(user: User, ledger: Ledger) -> str:
     return document(
         f"Cocktail: {user.name}",
         f"<h1>{html.escape(user.name)}</h1><p class='meta'>role {html.escape(user.role)}, "
-        f"α = {user.alpha:g} per query</p><div class='cards'>"
+        f"{'α' if user.definition == 'pure' else 'ρ (zCDP)'} = {user.alpha:g} per query</p>"
+        "<div class='cards'>"
         f"<div class='card' id='remaining'><b>{status['remaining']:g}</b>remaining of "
         f"{status['budget']:g}</div><div class='card'><b>{status['spent']:g}</b>spent</div>"
         f"</div><h2>Your answers</h2><p class='meta'>the last {PAGE_ROWS:,} at most</p>"
         "<table class='data' id='answers'><thead><tr>"
-        "<th>time (UTC)</th><th>version</th><th>α</th><th>answer</th></tr></thead>"
+        f"<th>time (UTC)</th><th>version</th><th>{'α' if user.definition == 'pure' else 'ρ'}"
+        "</th><th>answer</th></tr></thead>"
         f"<tbody>{rows}</tbody></table>")
 
 
