@@ -347,6 +347,14 @@ def test_the_alpha_is_the_analysts_choice_over_http_and_the_cli(server):
     status, over = cli("query", "count(b_spend)", "--url", url, "--token", token,
                        "--alpha", "0.3")
     assert status == 2 and "alpha" in over["error"], over
+    wrapped = subprocess.run([str(WRAPPER), "--url", url, "--token", token, "--alpha", "0.05",
+                              "count(a_spend)"], capture_output=True, text=True, timeout=60)
+    assert json.loads(wrapped.stdout)["answers"] == body["answers"], wrapped.stderr
+    for value in ("0.3", "lots"):
+        refused = subprocess.run([str(WRAPPER), "--url", url, "--token", token, "--alpha",
+                                  value, "count(a_spend)"], capture_output=True, text=True,
+                                 timeout=60)
+        assert refused.returncode == 2 and "alpha" in refused.stderr, refused.stderr
     spent = next(u["spent"] for u in ledger.users() if u["name"] == "spender")
     assert spent == pytest.approx(0.05)
 
