@@ -85,11 +85,13 @@ def families(m: Matrices) -> list[np.ndarray]:
     of t and t + 1 terms (t: the widest count), and with each block partition (the whole set of
     terms the last: its marginal is the cell histogram); none whose closure is over
     ``MAX_SUBSETS``."""
-    base = closure(m.masks)
+    widest = max(int(mask).bit_count() for mask in m.masks)
+    if 1 << widest > MAX_SUBSETS:  # one count's own subsets are too many: never enumerated
+        return []
+    base = closure(m.masks)  # at most 2^10 subsets for each of the published 128 counts
     if len(base) > MAX_SUBSETS:
         return []
     u, found = len(m.terms), [base]
-    widest = max(int(mask).bit_count() for mask in m.masks)
     for size in (widest, widest + 1):  # every marginal of that many terms
         if 1 <= size < u and sum(math.comb(u, i) for i in range(size + 1)) <= MAX_SUBSETS:
             every = [sum(1 << t for t in terms) for terms in combinations(range(u), size)]
