@@ -40,8 +40,9 @@ from cocktail.dataset import load
 from cocktail.dp import marginals, optimize
 from cocktail.dp.answer import exact_vector
 from cocktail.dp.limits import LIMITS
-from cocktail.dp.strategies import (DEFINITIONS, OBJECTIVES, PER_QUERY, PURE, ZCDP,
-                                    cell_candidates, choose, noq, noT, searched_candidates)
+from cocktail.dp.noise import DEFINITIONS, PURE
+from cocktail.dp.strategies import (OBJECTIVES, PER_QUERY, VARIANCE_PER_LOSS, cell_candidates,
+                                    choose, noq, noT, searched_candidates)
 from cocktail.dp.workload import Matrices
 from cocktail.querylang import parse_batch
 
@@ -91,43 +92,29 @@ def workloads(terms: list[str]) -> dict[str, str]:
 def hdmm_best(m: Matrices, starts: int, definition: str = PURE) -> float:
     """HDMM's objective as its paper states it: OPT0 (p = N/16) and OPT_M from random starts
     (past the cell space, those of the two that fit: NaN when neither does); under zCDP its
-    OPT_M with L2 sensitivity, over every subset where u ≤ 16."""
-    u = len(m.terms)
-    if definition == ZCDP:
-        return hdmm_gaussian(m, starts) if u <= OPT_M_PAST_CELLS else float("nan")
+    OPT_M with L2 sensitivity alone, over every subset where u ≤ 16."""
+    u, pure = len(m.terms), definition == PURE
     runs = []
-    if u <= max(8, OPT0_PAST_CELLS):
+    if pure and u <= max(8, OPT0_PAST_CELLS):
         V = m.W_cells  # noqa: N806
         p = max(1, V.shape[1] // 16)
         runs.append((optimize.p_identity_loss(V, p), p * V.shape[1],
                      starts if u <= 8 else min(starts, OPT0_STARTS)))
-    if u <= 8:
+    if pure and u <= 8:
         runs.append((optimize.marginals_loss(m.W_cells, u), 1 << u, starts))
     elif u <= OPT_M_PAST_CELLS:  # the same objective, over the closure (dp/marginals.py)
         characters = marginals.closure(m.masks)
         every = np.arange(1 << u, dtype=np.int64)
         runs.append((marginals.loss(marginals.coefficients(m, characters) ** 2, every,
-                                    characters), 1 << u, min(starts, OPT_M_STARTS)))
+                                    characters, l2=not pure), 1 << u,
+                     starts if u <= 8 else min(starts, OPT_M_STARTS)))
     unlimited = optimize.Budget(1 << 62)
     best = np.inf
     for loss, size, tries in runs:
         for start in range(tries):
             value, _ = optimize.minimise(loss, optimize.start_point(1, start, size), unlimited, 1)
             best = min(best, value)
-    return 2 * best if runs else float("nan")
-
-
-def hdmm_gaussian(m: Matrices, starts: int) -> float:
-    """OPT_M with L2 sensitivity over all 2^u subsets, from random starts: the Gaussian
-    variance at ρ = 1 is half the objective (σ² = Δ₂² / 2)."""
-    u = len(m.terms)
-    characters = marginals.closure(m.masks)
-    loss = marginals.loss(marginals.coefficients(m, characters) ** 2,
-                          np.arange(1 << u, dtype=np.int64), characters, l2=True)
-    tries = starts if u <= 8 else min(starts, OPT_M_STARTS)
-    unlimited = optimize.Budget(1 << 62)
-    return min(optimize.minimise(loss, optimize.start_point(1, start, 1 << u), unlimited, 1)[0]
-               for start in range(tries)) / 2
+    return VARIANCE_PER_LOSS[definition] * best if runs else float("nan")
 
 
 def timed_choice(m: Matrices, objective: str, repeat: int, definition: str):

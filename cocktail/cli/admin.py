@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from ..dp.noise import PARAMETER, PURE, ZCDP
 from ..private_config import (ledger_location, open_ledger, require_set_up,
                               set_ledger_location)
 from ..releases import signing
@@ -72,10 +73,9 @@ def roles_add(name: str, alpha: float | None, rho: float | None, budget: float,
     """Create or update a role (owner command)."""
     if (alpha is None) == (rho is None):
         raise click.UsageError("give one of --alpha (pure DP) and --rho (zCDP)")
-    definition, per_query = ("pure", alpha) if rho is None else ("zcdp", rho)
+    definition, per_query = (PURE, alpha) if rho is None else (ZCDP, rho)
     open_ledger(open_store(store_spec), create).add_role(name, per_query, budget, definition)
-    name_of = "alpha" if rho is None else "rho"
-    confirm(as_json, {"role": name, name_of: per_query, "budget": budget,
+    confirm(as_json, {"role": name, PARAMETER[definition]: per_query, "budget": budget,
                       "definition": definition},
             f"role {name}: {_SYMBOL[definition]}={per_query:g} per query, budget {budget:g} "
             f"per user ({definition})")
@@ -92,7 +92,7 @@ def roles_list(store_spec: str, as_json: bool) -> None:
         f"{r['budget']:g} ({r['definition']})", markup=False) for r in roles])
 
 
-_SYMBOL = {"pure": "α", "zcdp": "ρ"}
+_SYMBOL = {PURE: "α", ZCDP: "ρ"}
 
 
 @click.group("users", help=f"Analysts: each has a role and a token. {OWNER}")
@@ -164,7 +164,7 @@ def budget_cmd(total: float | None, rho_total: float | None, store_spec: str, cr
     if total is not None:
         ledger.set_dataset_budget(total)
     if rho_total is not None:
-        ledger.set_dataset_budget(rho_total, "zcdp")
+        ledger.set_dataset_budget(rho_total, ZCDP)
     status = ledger.budget_status()
     emit(as_json, status, lambda: out.print(
         f"dataset budget {status['dataset_budget']}, spent {status['dataset_spent']:g}; "

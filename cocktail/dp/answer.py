@@ -3,9 +3,9 @@
 The strategies need the counting-query answers c, the cell histogram h of the workload terms,
 or the conjunctive counts of some subsets of the terms (:mod:`.marginals`).  h comes from the
 conjunctive counts of every subset of the terms by Möbius inversion (records holding exactly
-pattern P = sum over T ⊇ P of (-1)^|T-P| count(T)).  All counts come
-from one call of a :data:`Counts` function, which the caller wires to the query engine: this
-package never sees a publication or a runner.
+pattern P = sum over T ⊇ P of (-1)^|T-P| count(T)).  All counts come from one call of a
+:data:`Counts` function, which the caller wires to the query engine: this package never sees a
+publication or a runner.
 """
 
 from __future__ import annotations
@@ -75,11 +75,8 @@ def exact_queries(strategy: Strategy, m: Matrices) -> list[CountQuery]:
     if strategy.space == "counts":
         return list(m.workload.counts)
     terms = m.terms
-    if strategy.space == "subsets":
-        return [CountQuery(tuple(t for i, t in enumerate(terms) if mask >> i & 1))
-                for mask in strategy.subsets]
-    return [CountQuery(tuple(t for i, t in enumerate(terms) if mask >> i & 1))
-            for mask in range(1 << len(terms))]
+    masks = strategy.subsets if strategy.space == "subsets" else range(1 << len(terms))
+    return [CountQuery(tuple(t for i, t in enumerate(terms) if mask >> i & 1)) for mask in masks]
 
 
 def exact_vector(strategy: Strategy, m: Matrices, counts: Counts) -> np.ndarray:

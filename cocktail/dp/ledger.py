@@ -39,8 +39,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from .noise import DEFINITIONS, PARAMETER, PURE, ZCDP
+
 SCHEMA_VERSION = 7
-DEFINITIONS = ("pure", "zcdp")  # as dp.strategies names them
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS roles (name TEXT PRIMARY KEY, alpha REAL NOT NULL CHECK (alpha > 0),
                                   budget REAL NOT NULL CHECK (budget >= 0),
@@ -103,10 +104,9 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
 _POLL, _POLL_MAX = 0.005, 0.1  # a waiter's first pause, doubled up to the longest
 
 
-# Per definition: what a role's per-query parameter is called, and the dataset's settings.
-_PARAMETER = {"pure": "alpha", "zcdp": "rho"}
-_DATASET = {"pure": ("dataset_budget", "dataset_spent"),
-            "zcdp": ("dataset_rho_budget", "dataset_rho_spent")}
+# Per definition: the dataset's cap and spending in the settings.
+_DATASET = {PURE: ("dataset_budget", "dataset_spent"),
+            ZCDP: ("dataset_rho_budget", "dataset_rho_spent")}
 
 
 class LedgerError(Exception):
@@ -133,13 +133,13 @@ class User:
     role: str
     alpha: float  # per query: an α, or a ρ under "zcdp"
     budget: float
-    definition: str = "pure"
+    definition: str = PURE
 
     @property
     def pure_alpha(self) -> float:
         """The α of a pure-DP mechanism (a dp ranking's) that spends one query's budget: α,
         or √(2ρ) under zCDP, since an α-DP release is α²/2-zCDP."""
-        return self.alpha if self.definition == "pure" else math.sqrt(2 * self.alpha)
+        return self.alpha if self.definition == PURE else math.sqrt(2 * self.alpha)
 
 
 @dataclass(frozen=True)
@@ -376,7 +376,7 @@ class Ledger:
     # -- administration (owner) ----------------------------------------------------------
 
     def add_role(self, name: str, alpha: float, budget: float,
-                 definition: str = "pure") -> None:
+                 definition: str = PURE) -> None:
         """Create or change a role: ``alpha`` per query and ``budget`` per user, each an α,
         or a ρ under "zcdp".  A role's definition never changes once it has charged anyone:
         its users' spending would change meaning."""
@@ -385,7 +385,7 @@ class Ledger:
             raise LedgerError(f"unknown privacy definition {definition!r}: use one of "
                               f"{', '.join(DEFINITIONS)}")
         if not (0 < alpha < float("inf")) or not (0 <= budget < float("inf")):
-            raise LedgerError(f"a role needs a finite {_PARAMETER[definition]} > 0 and a finite "
+            raise LedgerError(f"a role needs a finite {PARAMETER[definition]} > 0 and a finite "
                               "budget >= 0")
         with self._transaction() as db:
             row = db.execute("SELECT definition FROM roles WHERE name = ?", (name,)).fetchone()
@@ -483,7 +483,7 @@ class Ledger:
         if row is None or not hmac.compare_digest(row[0], _sha256(token)):
             raise Forbidden("not the owner's credential")
 
-    def set_dataset_budget(self, budget: float, definition: str = "pure") -> None:
+    def set_dataset_budget(self, budget: float, definition: str = PURE) -> None:
         """The cap on all users of the roles under ``definition`` together (an α, or a ρ)."""
         if not 0 <= budget < float("inf"):
             raise LedgerError("the dataset budget must be finite and >= 0")
@@ -511,10 +511,10 @@ class Ledger:
             spent = db.execute("SELECT spent FROM users WHERE name = ?",
                                (user.name,)).fetchone()[0]
             status |= {"user": user.name, "role": user.role,
-                       f"{_PARAMETER[user.definition]}_per_query": user.alpha,
+                       f"{PARAMETER[user.definition]}_per_query": user.alpha,
                        "budget": user.budget, "spent": spent,
                        "remaining": max(0.0, _exact(user.budget - spent))}
-            if user.definition != "pure":
+            if user.definition != PURE:
                 status["definition"] = user.definition
         return status
 
@@ -600,7 +600,7 @@ class Ledger:
                    (_exact(status["spent"] + cost), user.name))
         db.execute("INSERT INTO settings VALUES (?, ?) ON CONFLICT(key) "
                    "DO UPDATE SET value = excluded.value", (spent_key, repr(dataset_spent)))
-        if user.definition == "pure":  # its share of the dataset's loss in ρ
+        if user.definition == PURE:  # its share of the dataset's loss in ρ
             db.execute("INSERT INTO settings VALUES ('dataset_pure_rho', ?) ON CONFLICT(key) "
                        "DO UPDATE SET value = excluded.value", (repr(_exact(
                            (self._setting(db, "dataset_pure_rho") or 0.0) + cost * cost / 2)),))

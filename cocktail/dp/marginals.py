@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import combinations
 
 import numpy as np
@@ -80,18 +81,24 @@ def coefficients(m: Matrices, characters: np.ndarray) -> np.ndarray:
     return m.W @ share
 
 
-def families(m: Matrices) -> list[np.ndarray]:
+def families(m: Matrices) -> tuple[np.ndarray, ...]:
     """The candidate families F (bitmasks): the workload's closure, alone, with every marginal
     of t and t + 1 terms (t: the widest count), and with each block partition (the whole set of
     terms the last: its marginal is the cell histogram); none whose closure is over
-    ``MAX_SUBSETS``."""
-    widest = max(int(mask).bit_count() for mask in m.masks)
+    ``MAX_SUBSETS``.  A request asks for them several times (whether to search, its deadline,
+    the search), so they are kept by shape."""
+    return _families(tuple(m.masks.tolist()), len(m.terms))
+
+
+@lru_cache(maxsize=64)
+def _families(masks: tuple[int, ...], u: int) -> tuple[np.ndarray, ...]:
+    widest = max(mask.bit_count() for mask in masks)
     if 1 << widest > MAX_SUBSETS:  # one count's own subsets are too many: never enumerated
-        return []
-    base = closure(m.masks)  # at most 2^10 subsets for each of the published 128 counts
+        return ()
+    base = closure(masks)  # at most 2^10 subsets for each of the published 128 counts
     if len(base) > MAX_SUBSETS:
-        return []
-    u, found = len(m.terms), [base]
+        return ()
+    found = [base]
     for size in (widest, widest + 1):  # every marginal of that many terms
         if 1 <= size < u and sum(math.comb(u, i) for i in range(size + 1)) <= MAX_SUBSETS:
             every = [sum(1 << t for t in terms) for terms in combinations(range(u), size)]
@@ -105,7 +112,9 @@ def families(m: Matrices) -> list[np.ndarray]:
         family = np.union1d(base, blocks)
         if len(family) > len(base) and len(np.union1d(base, closure(blocks))) <= MAX_SUBSETS:
             found.append(family)  # (blocks all in the closure would repeat it)
-    return found
+    for family in found:
+        family.flags.writeable = False  # kept, and shared by every request of the shape
+    return tuple(found)
 
 
 def feasible(m: Matrices) -> bool:

@@ -5,6 +5,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+# The privacy definitions, each with its sampler below, and what its per-query parameter and
+# budgets are called: pure ε-DP (α here; Laplace) and ρ-zero-concentrated DP (Gaussian).
+DEFINITIONS = ("pure", "zcdp")
+PURE, ZCDP = DEFINITIONS
+PARAMETER = {PURE: "alpha", ZCDP: "rho"}
+
 
 def _prelude():
     import opendp.prelude as dp  # here, not above: it would slow every command's start
@@ -39,14 +45,11 @@ def gaussian(values: list[float], scale: float) -> list[float]:
     return _noisy("gaussian", values, scale)
 
 
-
 @lru_cache(maxsize=256)
 def epsilon(rho: float, delta: float) -> float:
     """The ε of (ε, δ)-DP that ρ-zCDP implies at ``delta``: OpenDP's conversion of the
     Gaussian mechanism's privacy profile (tighter than Bun and Steinke's ρ + 2√(ρ ln 1/δ))."""
     if not (rho > 0 and 0 < delta < 1):
         raise ValueError(f"need ρ > 0 and 0 < δ < 1, got ρ = {rho}, δ = {delta}")
-    dp = _prelude()
-    unit = dp.m.make_gaussian(dp.vector_domain(dp.atom_domain(T=float, nan=False)),
-                              dp.l2_distance(T=float), scale=1 / (2 * rho) ** 0.5)  # ρ at Δ₂ = 1
-    return float(dp.c.make_zCDP_to_approxDP(unit).map(1.0).epsilon(delta))
+    unit = _measurement("gaussian", 1 / (2 * rho) ** 0.5)  # ρ-zCDP at Δ₂ = 1
+    return float(_prelude().c.make_zCDP_to_approxDP(unit).map(1.0).epsilon(delta))

@@ -31,7 +31,8 @@ from .deadline import Deadlines
 from .ledger import Ledger, Ticket, User
 from .limits import LIMITS, LimitExceeded, Limits
 from .search import SEARCHES, Searches
-from .strategies import PER_QUERY, PURE, check_objective, most_counts, searched
+from .noise import PARAMETER
+from .strategies import PER_QUERY, check_objective, most_counts, searched
 from .workload import Matrices
 
 log = logging.getLogger("cocktail.dp")
@@ -75,11 +76,11 @@ def admit(ledger: Ledger, token: str | None, request: Workload | str,
     check_objective(objective)
     user = ledger.authenticate(token)
     workload = limits.check(request) if isinstance(request, Workload) else limits.parse(request)
-    name, other = ("alpha", rho) if user.definition == PURE else ("rho", alpha)
-    if other is not None:
-        raise LimitExceeded(name, f"your role spends {name} ({user.definition}), not "
-                            f"{'rho' if name == 'alpha' else 'alpha'}")
-    return user, workload, limits.spend(alpha if name == "alpha" else rho, user.alpha, name)
+    asked, name = {"alpha": alpha, "rho": rho}, PARAMETER[user.definition]
+    for other, value in asked.items():
+        if other != name and value is not None:
+            raise LimitExceeded(name, f"your role spends {name} ({user.definition}), not {other}")
+    return user, workload, limits.spend(asked[name], user.alpha, name)
 
 
 def ask(ledger: Ledger, source: Source, token: str | None, request: Workload | str, *,

@@ -42,13 +42,11 @@ from ..blas import one_blas_thread
 from ..extras import MissingExtra
 from . import marginals, optimize
 from .limits import LIMITS
-from .noise import gaussian, laplace
+from .noise import DEFINITIONS, PURE, ZCDP, gaussian, laplace
 from .sensitivity import satisfiable_sensitivity
 from .workload import Matrices
 
-# The privacy definitions a strategy is chosen and answered under (dp/noise.py's samplers).
-DEFINITIONS = ("pure", "zcdp")
-PURE, ZCDP = DEFINITIONS
+# The sensitivity's norm under each privacy definition (dp/noise.py).
 _NORM = {PURE: 1, ZCDP: 2}
 
 # The whole choice's CPU time (this thread's), whatever the units say: with the fixed
@@ -145,13 +143,13 @@ def searched_candidates(m: Matrices, bound: np.ndarray | None, budget: optimize.
 
 # The searches minimise Δ² Σ a²/λ (L1 or L2 Δ): the variance at a budget of 1 is that times
 # the Laplace's 2, or the Gaussian's ½ (σ² = Δ² / 2ρ).
-_VARIANCE_PER_LOSS = {PURE: 2.0, ZCDP: 0.5}
+VARIANCE_PER_LOSS = {PURE: 2.0, ZCDP: 0.5}
 
 
 def _searched_subsets(m: Matrices, bound: np.ndarray | None, budget: optimize.Budget,
                       seed: int, definition: str) -> list[Strategy]:
     scale = float(np.abs(m.W).max()) or 1.0  # as in _searched
-    loss_bound = None if bound is None else bound / _VARIANCE_PER_LOSS[definition] / scale ** 2
+    loss_bound = None if bound is None else bound / VARIANCE_PER_LOSS[definition] / scale ** 2
     found = marginals.search(m, budget, seed, loss_bound, scale, l2=definition == ZCDP)
     if found is None:
         return []
@@ -292,8 +290,8 @@ def choose(m: Matrices, search_units: int = LIMITS.search_units,
            definition: str = PURE) -> Choice:
     """NOQ, NOT and the optimized strategy for a workload under ``definition`` (errors scale
     as 1/α² or 1/ρ, so the budget plays no part in the choice) and ``objective``
-    (:data:`OBJECTIVES`).  The choice depends only
-    on the workload's shape and the objective, never on term names.  ``search_units`` bounds
+    (:data:`OBJECTIVES`).  The choice depends only on the workload's shape, the definition and
+    the objective, never on term names.  ``search_units`` bounds
     the search's work (:class:`.optimize.Budget`), backed by ``SEARCH_CPU_SECONDS`` of this
     thread's CPU time for the whole choice and by ``until`` (monotonic).  Nothing is cached
     here: :class:`.search.Searches` keeps and shares the choices."""

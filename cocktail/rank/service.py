@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 
 from ..dp.ledger import Ledger
+from ..dp.noise import PURE
 from ..dp.session import ComputeFailed
 from ..private_config import store_identity
 from ..releases import current_version
@@ -116,7 +117,7 @@ def answer_rank(index: RankIndex, version: str, name: str, text: str, k: int,
             raise ComputeFailed("another request is still computing this answer; ask again "
                                 "(free)")
     rows = draw()
-    spent = {"alpha": user.pure_alpha} | ({} if user.definition == "pure" else
+    spent = {"alpha": user.pure_alpha} | ({} if user.definition == PURE else
                                           {"definition": user.definition, "rho": user.alpha})
     stored = ledger.fulfil(ticket, {"results": [index.row(i) for i in rows], **spent})
     return body | stored

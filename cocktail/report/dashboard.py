@@ -24,6 +24,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from ..dp.ledger import Ledger, LedgerError, User
+from ..dp.noise import PURE
 from ..guards import form_page, page, posted_here
 from ..problems import documented, problem
 from ..releases import current_version
@@ -152,6 +153,7 @@ def _plotly() -> bytes:
 
 def _analyst_html(user: User, ledger: Ledger) -> str:
     status = ledger.budget_status(user)
+    symbol = "α" if user.definition == PURE else "ρ"
     rows = "".join(
         f"<tr><td>{utc(h['at'])}</td><td>{html.escape(h['version'])}</td>"
         f"<td>{h['alpha']:g}</td><td>{html.escape(_summary(h['answer']))}</td></tr>"
@@ -159,14 +161,13 @@ def _analyst_html(user: User, ledger: Ledger) -> str:
     return document(
         f"Cocktail: {user.name}",
         f"<h1>{html.escape(user.name)}</h1><p class='meta'>role {html.escape(user.role)}, "
-        f"{'α' if user.definition == 'pure' else 'ρ (zCDP)'} = {user.alpha:g} per query</p>"
+        f"{symbol}{'' if user.definition == PURE else ' (zCDP)'} = {user.alpha:g} per query</p>"
         "<div class='cards'>"
         f"<div class='card' id='remaining'><b>{status['remaining']:g}</b>remaining of "
         f"{status['budget']:g}</div><div class='card'><b>{status['spent']:g}</b>spent</div>"
         f"</div><h2>Your answers</h2><p class='meta'>the last {PAGE_ROWS:,} at most</p>"
         "<table class='data' id='answers'><thead><tr>"
-        f"<th>time (UTC)</th><th>version</th><th>{'α' if user.definition == 'pure' else 'ρ'}"
-        "</th><th>answer</th></tr></thead>"
+        f"<th>time (UTC)</th><th>version</th><th>{symbol}</th><th>answer</th></tr></thead>"
         f"<tbody>{rows}</tbody></table>")
 
 
