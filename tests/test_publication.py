@@ -104,6 +104,27 @@ def test_store_refuses_private_data_in_public_zone(tmp_path):
     assert not (tmp_path / "s/public/x").exists()
 
 
+@pytest.mark.parametrize("umask", [0o000, 0o022, 0o077, 0o277])
+def test_every_file_gets_its_zones_mode_whatever_the_umask(tmp_path, umask):
+    """New files and files written over (whose old mode open keeps) alike: a file is
+    chmod-ed only where its mode would otherwise be wrong."""
+    previous = os.umask(umask)
+    try:
+        store = LocalStore(tmp_path / "s")
+        for zone, label, mode, stale in (("public", False, 0o644, 0o600),
+                                         ("private", True, 0o600, 0o666)):
+            store.write(zone, "v/new.tsv", b"a", pri_label=label)
+            store.write(zone, "v/old.tsv", b"a", pri_label=label)
+            (tmp_path / "s" / zone / "v/old.tsv").chmod(stale)
+            store.write(zone, "v/old.tsv", b"b", pri_label=label)
+            for name in ("new.tsv", "old.tsv"):
+                path = tmp_path / "s" / zone / "v" / name
+                assert path.stat().st_mode & 0o777 == mode, (zone, name, oct(umask))
+            assert store.read(zone, "v/old.tsv") == b"b"
+    finally:
+        os.umask(previous)
+
+
 def test_versions_switch_and_old_ones_are_pruned(tmp_path):
     store = LocalStore(tmp_path / "s")
     versions = [publish(SMALL, store, PublishParams(k=2, m=2, keep=2), rebase=True).version

@@ -13,6 +13,19 @@ from typing import BinaryIO
 from .base import Store, StoreError, StoreUnavailable, check_zone
 
 
+def process_umask() -> int | None:
+    """The process's umask, read without setting it (os.umask would change it for every thread
+    for a moment); None where the kernel does not say (before Linux 4.7)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    return None
+
+
 class LocalStore(Store):
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
@@ -20,6 +33,7 @@ class LocalStore(Store):
         if self.root.exists() and not self.root.is_dir():
             raise StoreError(f"store {self.root} exists and is not a directory")
         self._made: set[str] = set()  # directories known to exist: publishing writes many files
+        self._umask = process_umask()
 
     @property
     def spec(self) -> str:
@@ -48,9 +62,10 @@ class LocalStore(Store):
                                    exist_ok=True)
                 self._made.add(parent)
             mode = 0o644 if zone == "public" else 0o600  # the private zone is the owner's alone
-            handle = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+            handle, exact = self._create(target, mode)
             with open(handle, "wb") as stream:
-                os.fchmod(handle, mode)
+                if not exact:
+                    os.fchmod(handle, mode)
                 if isinstance(data, bytes):
                     stream.write(data)
                 else:
@@ -58,6 +73,17 @@ class LocalStore(Store):
                     shutil.copyfileobj(data, stream, 1 << 20)
         except OSError as exc:
             raise StoreUnavailable(f"cannot write {target}: {exc.strerror}") from exc
+
+    def _create(self, target: str, mode: int) -> tuple[int, bool]:
+        """An open descriptor on ``target``, emptied, and whether it has ``mode`` already.  A
+        new file has it unless the umask takes bits away; one written over keeps its old mode.
+        (An fchmod of every file was a third of a publish's commit: 1,814 files on
+        BMS-WebView-1.)"""
+        try:
+            handle = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+            return handle, self._umask is not None and not self._umask & mode
+        except FileExistsError:
+            return os.open(target, os.O_WRONLY | os.O_TRUNC), False
 
     def read(self, zone: str, path: str) -> bytes:
         """Without touching atime: which old chunks an append reads would sort by it."""
