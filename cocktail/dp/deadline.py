@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from .limits import Limits
 from .marginals import MAX_SUBSETS
-from .workload import MAX_CELL_TERMS
+from .workload import MAX_GROUPED_CELL_TERMS
 
 RANK_TUPLES = 300_000  # a top 10 over 300,000 tuples takes ~50-300 ms
 # A dp top k is OpenDP's noisy top k over every tuple: ~0.45 s for a top 10 over 300,000
@@ -93,7 +93,7 @@ class Deadlines:
         return self.rank_ms * steps / 1000
 
     def schedule(self, limits: Limits) -> dict:
-        largest = max(limits.counts, 1 << MAX_CELL_TERMS, MAX_SUBSETS)
+        largest = max(limits.counts, 1 << MAX_GROUPED_CELL_TERMS, MAX_SUBSETS)
         classes = sorted({self.size_class(e) for e in range(1, largest + 1)})
         return {"refusal_or_reuse_ms": self.base_ms,
                 "fresh_ms": {str(c): self.base_ms + self.count_ms * c for c in classes},

@@ -23,10 +23,12 @@ sensitivity is in that definition's norm, and the choice is made in its variance
   default objective ("per-query") a searched candidate may win only if no query's variance is
   above the best fixed candidate's; under "total" any may (the search unbounded).  The lowest
   total wins.  As NOQ's and NOT's own measurements are candidates, the optimized error is never
-  above theirs.  Past ``MAX_CELL_TERMS`` workload terms there are no cells to work on: the
-  candidates are NOQ, NOT and weighted marginals searched over the conjunctive counts of term
-  subsets (the "subsets" space, :mod:`.marginals`), while those subsets number at most
-  ``marginals.MAX_SUBSETS``; past that, the better of NOQ and NOT.
+  above theirs.  Past ``MAX_CELL_TERMS`` workload terms the fixed cell candidates cost too much
+  (a pseudo-inverse over 2^u columns): the candidates are NOQ, NOT and weighted marginals
+  searched over the conjunctive counts of term subsets (the "subsets" space, :mod:`.marginals`),
+  while those subsets number at most ``marginals.MAX_SUBSETS``, and under pure DP up to
+  ``MAX_GROUPED_CELL_TERMS`` p-Identity over the groups of cells, its least squares in closed
+  form; past that, the better of NOQ and NOT.
 """
 
 from __future__ import annotations
@@ -104,11 +106,12 @@ def noT(m: Matrices, definition: str = PURE) -> Strategy:  # noqa: N802 - the pa
 
 
 def _cell_strategy(name: str, A: np.ndarray, m: Matrices,  # noqa: N803
-                   definition: str = PURE) -> Strategy:
+                   definition: str = PURE, R: np.ndarray | None = None) -> Strategy:  # noqa: N803
+    """``R``: the least-squares reconstruction where it is known in closed form."""
     # one record moves one cell by one: the largest column's norm
     sensitivity = float(np.linalg.norm(A, ord=_NORM[definition], axis=0).max())
-    return Strategy(name, "cells", A, m.W_cells @ np.linalg.pinv(A), sensitivity,
-                    definition=definition)
+    return Strategy(name, "cells", A, m.W_cells @ np.linalg.pinv(A) if R is None else R,
+                    sensitivity, definition=definition)
 
 
 def cell_candidates(m: Matrices, definition: str = PURE) -> list[Strategy]:
@@ -131,13 +134,17 @@ def searched_candidates(m: Matrices, bound: np.ndarray | None, budget: optimize.
                         seed: int = 0, definition: str = PURE) -> list[Strategy]:
     """Under pure DP up to ``MAX_CELL_TERMS`` terms: HDMM's weighted marginals over the u
     terms (a third of the budget) and p-Identity over the groups of cells with equal columns
-    (p in {G/16, n, q, 2q}: G groups, n queries, q counting queries); past them, and under
-    zCDP at any u, weighted marginals over term subsets (:mod:`.marginals`).  Found for this
+    (p in {G/16, n, q, 2q}: G groups, n queries, q counting queries); up to
+    ``MAX_GROUPED_CELL_TERMS``, weighted marginals over term subsets and p-Identity over the
+    groups; past them, and under zCDP at any u, weighted marginals over term subsets
+    (:mod:`.marginals`).  Found for this
     workload, their queries' variances (at a budget of 1) held under ``bound`` if given
     (penalised, then bounded or unpenalised with what the budget has left)."""
     with one_blas_thread():
-        if definition == ZCDP or not m.cells_feasible:
+        if definition == ZCDP or not m.groups_feasible:
             return _searched_subsets(m, bound, budget, seed, definition)
+        if not m.cells_feasible:
+            return _searched_past_cells(m, bound, budget, seed)
         return _searched(m, bound, budget, seed)
 
 
@@ -177,15 +184,41 @@ def _over_subsets(m: Matrices, subsets) -> np.ndarray:
     return W
 
 
+# p-Identity's rows past the cell space: on 9 and 10 terms the best p found was 8 to 24
+# (docs/dp.md, "Past 8 terms"), and each p more costs every evaluation.
+PAST_CELLS_PS = (12, 24)
+
+
+def _scaled(m: Matrices, bound: np.ndarray | None) -> tuple[np.ndarray, float, np.ndarray | None]:
+    """The cell workload scaled to entries of at most 1, the scale, and the bound as
+    :mod:`.optimize` takes it (without the Laplace variance's 2): the best strategy is the same
+    for W and W / s (variances scale by 1/s²), and weights like 857523 drove the unscaled
+    search's Θ to overflow."""
+    scale = float(np.abs(m.W_cells).max()) or 1.0
+    return m.W_cells / scale, scale, None if bound is None else bound / 2 / scale ** 2
+
+
+def _searched_past_cells(m: Matrices, bound: np.ndarray | None, budget: optimize.Budget,
+                         seed: int) -> list[Strategy]:
+    """9 or 10 terms, pure DP: weighted marginals over term subsets (a quarter of the budget)
+    and p-Identity over the groups of cells, searched over x = φ² (the rest)."""
+    quarter = budget.units // 4
+    share = budget.portion(quarter)
+    found = _searched_subsets(m, bound, share, seed, PURE)
+    budget.settle(share, quarter)
+    V, scale, half = _scaled(m, bound)  # noqa: N806
+    groups, index = optimize.distinct_columns(V)
+    theta = optimize.p_identity(groups, list(PAST_CELLS_PS), budget, seed, half, squared=True)
+    if theta is not None:
+        strategy = _p_identity_strategy(theta, groups * scale, index, m)
+        found += [strategy] if _unbiased(strategy, m) else []
+    return found
+
+
 def _searched(m: Matrices, bound: np.ndarray | None, budget: optimize.Budget,
               seed: int) -> list[Strategy]:
-    # The workload scaled to entries of at most 1: the best strategy is the same for W and
-    # W / s (variances scale by 1/s²), and weights like 857523 drove the unscaled search's
-    # Θ to overflow.
-    scale = float(np.abs(m.W_cells).max()) or 1.0
-    V, u = m.W_cells / scale, len(m.terms)  # noqa: N806
-    # optimize leaves out the Laplace variance's 2
-    half = None if bound is None else bound / 2 / scale ** 2
+    V, scale, half = _scaled(m, bound)  # noqa: N806
+    u = len(m.terms)
     found = []
     third = budget.units // 3
     share = budget.portion(third)
@@ -198,29 +231,33 @@ def _searched(m: Matrices, bound: np.ndarray | None, budget: optimize.Budget,
     groups, index = optimize.distinct_columns(V)
     ps = sorted({max(1, groups.shape[1] // 16), len(V), m.C.shape[0], 2 * m.C.shape[0]})
     theta = optimize.p_identity(groups, ps, budget, seed, half)
+    weights = groups * scale
     if theta is not None:
-        found.append(_p_identity_strategy(theta, index, m))
+        found.append(_p_identity_strategy(theta, weights, index, m))
     if half is not None and (theta is None or not within(found[-1], bound)):
         # the penalised optimum is over the bound: what remains of the budget goes to the
         # bounded problem itself
         theta = optimize.bounded_p_identity(groups, ps, budget, seed, half)
         if theta is not None:
-            found.append(_p_identity_strategy(theta, index, m, " bounded"))
+            found.append(_p_identity_strategy(theta, weights, index, m, " bounded"))
     elif half is not None:
         # within it: the rest goes to the unpenalised search, whose optimum may meet the bound
         # too and be lower (the penalty's margin steers the search away from some such)
         theta = optimize.p_identity(groups, ps, budget, seed + 1)
         if theta is not None:
-            found.append(_p_identity_strategy(theta, index, m, " unpenalised"))
+            found.append(_p_identity_strategy(theta, weights, index, m, " unpenalised"))
     return [s for s in found if _unbiased(s, m)]
 
 
-def _p_identity_strategy(theta: np.ndarray, index: np.ndarray, m: Matrices,
-                         label: str = "") -> Strategy:
-    """[I; Θ] D over the groups, lifted to the cells: each cell takes its group's column."""
+def _p_identity_strategy(theta: np.ndarray, groups: np.ndarray, index: np.ndarray,
+                         m: Matrices, label: str = "") -> Strategy:
+    """[I; Θ] D over the groups (``groups``: the workload over them), lifted to the cells: each
+    cell takes its group's column.  The reconstruction over the groups is the cells' too: with
+    S summing cells into groups, (A S)⁺ = S⁺ A⁺ and W S S⁺ = W."""
     lifted = np.hstack([optimize.p_identity_matrix(theta), np.zeros((theta.shape[0] + theta.shape[
         1], 1))])[:, index]  # index −1: the zero column, for cells no query asks
-    return _cell_strategy(f"cells: p-identity{label} (p={len(theta)})", lifted, m)
+    return _cell_strategy(f"cells: p-identity{label} (p={len(theta)})", lifted, m,
+                          R=optimize.p_identity_reconstruction(groups, theta))
 
 
 def above(variances: np.ndarray, bound: np.ndarray) -> np.ndarray:
@@ -281,8 +318,8 @@ def most_counts(m: Matrices) -> int:
     (a function of the workload alone): all 2^u cells, or the largest closure searched."""
     if m.cells_feasible:
         return 1 << len(m.terms)
-    return max([len(m.workload.counts), *(len(marginals.closure(f))
-                                           for f in marginals.families(m))])
+    return max([len(m.workload.counts), *([1 << len(m.terms)] if m.groups_feasible else []),
+                *(len(marginals.closure(f)) for f in marginals.families(m))])
 
 
 def choose(m: Matrices, search_units: int = LIMITS.search_units,

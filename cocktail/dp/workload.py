@@ -19,6 +19,9 @@ from ..querylang import Workload
 # 256 cells: choosing among the cell strategies (least squares over 2^u columns) costs O(8^u),
 # about 0.1 s at 8 terms and 200 s at 12; beyond, only NOQ and NOT are offered.
 MAX_CELL_TERMS = 8
+# Up to 10 terms (1,024 cells) p-Identity is still searched under pure DP: over the groups of
+# cells with equal columns, its least squares in closed form (no pseudo-inverse, no 8^u).
+MAX_GROUPED_CELL_TERMS = 10
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,11 @@ class Matrices:
     @property
     def cells_feasible(self) -> bool:
         return len(self.terms) <= MAX_CELL_TERMS
+
+    @property
+    def groups_feasible(self) -> bool:
+        """Whether p-Identity over the groups of cells is searched (pure DP)."""
+        return len(self.terms) <= MAX_GROUPED_CELL_TERMS
 
     @cached_property
     def C(self) -> np.ndarray:  # noqa: N802
