@@ -521,9 +521,12 @@ def test_esvt_leaves_exactly_l_candidates(tmp_path, synthetic_table, l):
                "B1,B2,B3,B4,B5", "--defense", "esvt", "--candidates", str(l), "--store",
                store)[0] == 0
     code, report = cli("attack", "rank", "--store", store, "--victims", "40")
-    # (a value the references' own sets all show cannot be told apart: rarely, one is missed;
-    # the sets are drawn with secret randomness, and a full run once saw 2.84 of 3)
-    assert l - 0.2 <= report["candidates"]["differencing"] <= l
+    # The sets are drawn with secret randomness.  A value of v's set that every reference's
+    # set shows too cannot be told apart: rarely, one is missed (a full run once saw 2.84 of
+    # 3); more rarely still all of them are, and on that column the attacker learned nothing
+    # and keeps the whole domain (a CI run saw a mean of 2.045 for l = 2, over 200 columns).
+    # Either way it never narrows v below its set: its success stays at 1/l.
+    assert l - 0.2 <= report["candidates"]["differencing"] <= l + 0.1
     assert report["success"]["differencing"] == pytest.approx(1 / l, abs=0.02)
     # the domain expert does better than 1/l where private values lean on public ones
     assert report["success"]["prior"] > 1 / l

@@ -77,8 +77,8 @@ class LocalStore(Store):
     def _create(self, target: str, mode: int) -> tuple[int, bool]:
         """An open descriptor on ``target``, emptied, and whether it has ``mode`` already.  A
         new file has it unless the umask takes bits away; one written over keeps its old mode.
-        (An fchmod of every file was a third of a publish's commit: 1,814 files on
-        BMS-WebView-1.)"""
+        (An fchmod a file was over half of a publish's commit on ext4: BMS-WebView-1's 1,814
+        files took 0.77-1.12 s to commit with it, 0.29-0.42 s without.)"""
         try:
             handle = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
             return handle, self._umask is not None and not self._umask & mode
