@@ -194,7 +194,7 @@ def test_p_identity_in_closed_form_is_the_pseudo_inverses(seed):
     for scale in (0.1, 1.0, 300.0):
         theta = scale * rng.random((5, 40))
         A = optimize.p_identity_matrix(theta)  # noqa: N806
-        R = optimize.p_identity_reconstruction(V, theta)  # noqa: N806
+        R = optimize.p_identity_reconstruction(V, theta, A)  # noqa: N806
         assert np.abs(R @ A - V).max() < 1e-8
         assert R == pytest.approx(V @ np.linalg.pinv(A), abs=1e-7)
 

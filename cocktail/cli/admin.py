@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..dp.noise import PARAMETER, PURE, ZCDP
+from ..dp.noise import PARAMETER, PURE, SYMBOL, ZCDP
 from ..private_config import (ledger_location, open_ledger, require_set_up,
                               set_ledger_location)
 from ..releases import signing
@@ -77,7 +77,7 @@ def roles_add(name: str, alpha: float | None, rho: float | None, budget: float,
     open_ledger(open_store(store_spec), create).add_role(name, per_query, budget, definition)
     confirm(as_json, {"role": name, PARAMETER[definition]: per_query, "budget": budget,
                       "definition": definition},
-            f"role {name}: {_SYMBOL[definition]}={per_query:g} per query, budget {budget:g} "
+            f"role {name}: {SYMBOL[definition]}={per_query:g} per query, budget {budget:g} "
             f"per user ({definition})")
 
 
@@ -88,11 +88,8 @@ def roles_list(store_spec: str, as_json: bool) -> None:
     """List roles (owner command)."""
     roles = open_ledger(open_store(store_spec)).roles()
     emit(as_json, {"roles": roles}, lambda: [out.print(
-        f"{r['name']}: {_SYMBOL[r['definition']]}={r['alpha']:g} per query, budget "
+        f"{r['name']}: {SYMBOL[r['definition']]}={r['alpha']:g} per query, budget "
         f"{r['budget']:g} ({r['definition']})", markup=False) for r in roles])
-
-
-_SYMBOL = {PURE: "α", ZCDP: "ρ"}
 
 
 @click.group("users", help=f"Analysts: each has a role and a token. {OWNER}")

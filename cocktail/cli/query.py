@@ -10,6 +10,7 @@ import click
 from rich.table import Table
 
 from .. import client
+from ..dp.noise import PURE, SYMBOL, ZCDP
 from ..dp.strategies import OBJECTIVES, PER_QUERY
 from ..query import BACKENDS, Engine, Publication, describe, plan_summary
 from ..query.engine import answer_from_matches
@@ -113,7 +114,7 @@ def _print_noisy(workload: Workload, result: dict) -> None:
         out.print(f"{query} ≈ {answer:.1f}  (± {error:.1f} RMS expected{note})",
                   highlight=False, markup=False)
     budget = result["budget"]
-    symbol = "ρ" if "rho" in result else "α"
+    symbol = SYMBOL[ZCDP if "rho" in result else PURE]
     note = "reused, no charge" if result["reused"] else f"charged {symbol}={result['charged']:g}"
     out.print(f"[dim]{result['strategy']}; {note}; {budget['remaining']:g} of "
               f"{budget['budget']:g} left[/]", highlight=False)

@@ -10,6 +10,7 @@ from functools import lru_cache
 DEFINITIONS = ("pure", "zcdp")
 PURE, ZCDP = DEFINITIONS
 PARAMETER = {PURE: "alpha", ZCDP: "rho"}
+SYMBOL = {PURE: "α", ZCDP: "ρ"}  # the parameter as people read it
 
 
 def _prelude():

@@ -201,17 +201,19 @@ def _p_identity_terms(V: np.ndarray,  # noqa: N803
     return B, B - np.linalg.solve(np.eye(len(theta)) + theta @ theta.T, theta @ B.T).T @ theta
 
 
-def p_identity_reconstruction(V: np.ndarray, theta: np.ndarray) -> np.ndarray:  # noqa: N803
-    """R = V A⁺ for A = [I; Θ] D: R = [BM, BMΘᵀ] (R A = B M (I + ΘᵀΘ) D = B D = V), in
-    O(n N p) where the pseudo-inverse of A would take O(N³): 1.1 s at 1,024 cells.  Then one
-    step of iterative refinement: where Θ is large, M = I − Θᵀ K⁻¹ Θ cancels digits (R A was
-    2.5e-5 off V on the prefix of 10 terms; 3e-10 after the step)."""
+def p_identity_reconstruction(V: np.ndarray, theta: np.ndarray,  # noqa: N803
+                              A: np.ndarray) -> np.ndarray:  # noqa: N803
+    """R = V A⁺ for A = [I; Θ] D (:func:`p_identity_matrix`, the caller's): R = [BM, BMΘᵀ]
+    (R A = B M (I + ΘᵀΘ) D = B D = V), in O(n N p) where the pseudo-inverse of A would take
+    O(N³): 1.1 s at 1,024 cells.  Then one step of iterative refinement: where Θ is large,
+    M = I − Θᵀ K⁻¹ Θ cancels digits (R A was 2.5e-5 off V on the prefix of 10 terms; 3e-10
+    after the step)."""
     def reconstruction(target: np.ndarray) -> np.ndarray:
         _, BM = _p_identity_terms(target, theta)  # noqa: N806
         return np.hstack([BM, BM @ theta.T])
 
     R = reconstruction(V)  # noqa: N806
-    return R + reconstruction(V - R @ p_identity_matrix(theta))
+    return R + reconstruction(V - R @ A)
 
 
 def p_identity_loss(V: np.ndarray, p: int, bound: np.ndarray | None = None) -> Loss:  # noqa: N803

@@ -254,10 +254,11 @@ def _p_identity_strategy(theta: np.ndarray, groups: np.ndarray, index: np.ndarra
     """[I; Θ] D over the groups (``groups``: the workload over them), lifted to the cells: each
     cell takes its group's column.  The reconstruction over the groups is the cells' too: with
     S summing cells into groups, (A S)⁺ = S⁺ A⁺ and W S S⁺ = W."""
-    lifted = np.hstack([optimize.p_identity_matrix(theta), np.zeros((theta.shape[0] + theta.shape[
-        1], 1))])[:, index]  # index −1: the zero column, for cells no query asks
+    A = optimize.p_identity_matrix(theta)  # noqa: N806
+    # index −1: the zero column, for cells no query asks
+    lifted = np.hstack([A, np.zeros((len(A), 1))])[:, index]
     return _cell_strategy(f"cells: p-identity{label} (p={len(theta)})", lifted, m,
-                          R=optimize.p_identity_reconstruction(groups, theta))
+                          R=optimize.p_identity_reconstruction(groups, theta, A))
 
 
 def above(variances: np.ndarray, bound: np.ndarray) -> np.ndarray:

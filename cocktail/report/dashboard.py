@@ -24,7 +24,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from ..dp.ledger import Ledger, LedgerError, User
-from ..dp.noise import PURE
+from ..dp.noise import PURE, SYMBOL
 from ..guards import form_page, page, posted_here
 from ..problems import documented, problem
 from ..releases import current_version
@@ -153,7 +153,7 @@ def _plotly() -> bytes:
 
 def _analyst_html(user: User, ledger: Ledger) -> str:
     status = ledger.budget_status(user)
-    symbol = "α" if user.definition == PURE else "ρ"
+    symbol = SYMBOL[user.definition]
     rows = "".join(
         f"<tr><td>{utc(h['at'])}</td><td>{html.escape(h['version'])}</td>"
         f"<td>{h['alpha']:g}</td><td>{html.escape(_summary(h['answer']))}</td></tr>"
