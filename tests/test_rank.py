@@ -8,6 +8,7 @@ import dataclasses
 import itertools
 import json
 import math
+import secrets
 import time
 from collections import Counter
 from fractions import Fraction
@@ -18,6 +19,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from cocktail.attacks.rank import REFERENCES, _tie_winners
 from cocktail.cli import main
 from cocktail.dp.ledger import Ledger
 from cocktail.private_config import ledger_location
@@ -530,6 +532,17 @@ def test_esvt_leaves_exactly_l_candidates(tmp_path, synthetic_table, l):
     assert report["success"]["differencing"] == pytest.approx(1 / l, abs=0.02)
     # the domain expert does better than 1/l where private values lean on public ones
     assert report["success"]["prior"] > 1 / l
+
+
+def test_the_attacker_finds_every_reference_even_for_a_victim_that_wins_nearly_all_ties():
+    # The flake this pins: a victim whose digest is in the lowest 1/6,250 of the range
+    # needs ~100,000 accounts for 16 references, and a cap of 10,000 gave it one or two.
+    key = secrets.token_bytes(32)
+    low = next(rid for rid in (f"v{n}" for n in itertools.count())
+               if int.from_bytes(tie_digest(key, rid)[:4], "big") < 2**32 * 16 // 100_000)
+    winners = _tie_winners(key, low)
+    assert len(winners) == REFERENCES
+    assert all(tie_digest(key, rid) < tie_digest(key, low) for rid in winners)
 
 
 def test_estt_hides_among_two_and_a_sybil_partner_breaks_it(tmp_path, synthetic_table):

@@ -40,7 +40,11 @@ from ..store import Store
 
 ATTACKERS = ("differencing", "sybil", "prior")
 REFERENCES = 16         # accounts per victim that win its ties
-ACCOUNTS_TRIED = 10_000  # accounts an attacker creates at most to find them
+# Accounts an attacker creates at most to find them: a victim whose tie digest is a share p
+# of the range needs REFERENCES/p tries: 10,000 left a rare victim (about one in a thousand)
+# with fewer references than a column has values, a column it then never differenced.  A
+# million costs ~2 s for such a victim and nothing for the others.
+ACCOUNTS_TRIED = 1_000_000
 MAX_GROUP = 100     # dp probes ask for at most this many results
 
 
