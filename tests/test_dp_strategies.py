@@ -51,7 +51,8 @@ def test_searched_variances_and_sensitivity_equal_brute_force(seed):
     for strategy in found:
         delta, variances = brute_force(strategy.A, m)
         assert strategy.sensitivity == pytest.approx(delta, rel=1e-12)
-        assert strategy.variances(1.0) == pytest.approx(variances, rel=1e-9)
+        # (1e-9 held on one CPU; another's BLAS kernels put seed 6 at 1.7e-9.)
+        assert strategy.variances(1.0) == pytest.approx(variances, rel=1e-8)
         assert strategy.R @ strategy.A == pytest.approx(m.W_cells, abs=1e-6)  # unbiased
 
 
@@ -345,11 +346,13 @@ def test_the_bounded_problem_improves_a_workload_the_penalised_search_left_on_th
 
 def test_a_lower_unpenalised_optimum_within_the_bound_is_taken():
     # The penalised search stops at 330.9 (its margin keeps queries under 0.97 of the bound);
-    # the unpenalised one, on the rest of the budget, finds 289.7 with no query above.
+    # the unpenalised one, on the rest of the budget, finds 289.7 with no query above on an
+    # Intel CPU and 295.4 on an AMD EPYC: OpenBLAS picks other kernels, whose roundings move
+    # L-BFGS-B's path.
     m = Matrices(random_workload(12))
     choice = choose(m)
     assert choice.optimized.name.startswith("cells: p-identity unpenalised")
-    assert choice.optimized.expected_error(1.0) <= 290
+    assert choice.optimized.expected_error(1.0) <= 300
     _, variances = brute_force(choice.optimized.A, m)
     assert np.all(variances <= choice.fixed.variances(1.0) * (1 + 1e-9))
 
@@ -367,7 +370,11 @@ def test_the_jacobian_of_the_variances_is_their_derivative():
         assert (up - down) / 2e-6 == pytest.approx(jacobian[:, k], rel=1e-5, abs=1e-7)
 
 
-def test_the_total_objective_takes_the_lowest_total_and_says_which_queries_pay_for_it():
+def test_the_total_objective_takes_the_lowest_total_and_says_which_queries_pay_for_it(
+        monkeypatch):
+    # Not the clock's test: on a slower CPU (an AMD EPYC) this search's 10,000 units took
+    # 1.2-1.5 s, past SEARCH_CPU_SECONDS, and a search the clock cut is never kept.
+    monkeypatch.setattr(strategies, "SEARCH_CPU_SECONDS", 60.0)
     m = Matrices(random_workload(9))
     per_query = SEARCHES.choose(m)
     total = SEARCHES.choose(m, objective="total")  # the same shape: kept apart, by objective

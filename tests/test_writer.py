@@ -7,12 +7,15 @@ import hashlib
 import json
 from collections import Counter
 
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
 from cocktail import chunkformat as fmt
 from cocktail.dataset import Records
 from cocktail.overlay.layout import LeafMembers
 from cocktail.publish.writer import ChunkMembers, build_chunk, pseudonyms, split_members
 from cocktail.query.termindex import TermIndexBuilder
-from cocktail.releases.log import Added, chunk_record, member_key, member_keys
+from cocktail.releases.log import (Added, chunk_record, member_key, member_keys,
+                                   record_digests)
 
 CHUNK = "0123456789abcdef"
 KEY = b"k" * 32
@@ -57,14 +60,17 @@ def test_a_chunk_is_written_as_the_format_defines_it():
     records = _records(400, 12)
     members = [(f"r{i}", 10 * i, sorted(r)) for i, r in enumerate(records) if r]
     built = build_chunk(KEY, CHUNK, members)
-    prefix = hashlib.blake2b(key=KEY, digest_size=fmt.PSEUDONYM_HEX // 2)
-    prefix.update(CHUNK.encode() + b"\x00")
+    # docs/publication-format.md: AES-128, under keyed BLAKE2b(owner key; chunk id), of the
+    # first 128 bits of SHA-256(record id); the first 80 bits, in hex.
+    chunk_key = hashlib.blake2b(CHUNK.encode(), key=KEY, digest_size=16,
+                                person=b"chunk key").digest()
     names = []
     for record_id, _, _ in members:
-        state = prefix.copy()
-        state.update(record_id.encode())
-        names.append(state.hexdigest())
-    assert pseudonyms(KEY, CHUNK, [r for r, _, _ in members]).astype(str).tolist() == names
+        encryptor = Cipher(algorithms.AES(chunk_key), modes.ECB()).encryptor()
+        block = encryptor.update(hashlib.sha256(record_id.encode()).digest()[:16])
+        names.append(block[:fmt.PSEUDONYM_HEX // 2].hex())
+    digests = record_digests(r for r, _, _ in members)
+    assert pseudonyms(KEY, CHUNK, digests).astype(str).tolist() == names
     rows = sorted(zip(names, members))
     lines = [(name, sub) for name, (_, _, sub) in rows]
     assert built.names == [name for name, _ in lines]

@@ -33,20 +33,34 @@ LOG_DIR = "releases"
 KINDS = ("fresh", "append", "rebase", "imported", "derived")
 
 
-def _key_bytes(record_id: str) -> bytes:
-    return hashlib.sha256(record_id.encode("utf-8", "surrogatepass")).digest()[:8]
+DIGEST = np.dtype((np.void, 16))  # a record id's digest: the first 128 bits of its SHA-256
+
+
+def _digest(record_id: str) -> bytes:
+    return hashlib.sha256(record_id.encode("utf-8", "surrogatepass")).digest()[:16]
 
 
 @lru_cache(maxsize=1 << 16)  # a record is a member of each of its cluster's chunks
 def member_key(record_id: str) -> int:
     """A record's name in the log (the log never needs the id itself), as a number: the first
     64 bits of SHA-256(record id)."""
-    return int.from_bytes(_key_bytes(record_id), "big")
+    return int.from_bytes(_digest(record_id)[:8], "big")
+
+
+def record_digests(record_ids: Iterable[str]) -> np.ndarray:
+    """Each record id's digest (:data:`DIGEST`), hashed once for both of its uses: the log's
+    name for it (:func:`keys_of`) and what its pseudonyms encrypt (``publish.writer``)."""
+    return np.frombuffer(b"".join(map(_digest, record_ids)), dtype=DIGEST)
+
+
+def keys_of(digests: np.ndarray) -> np.ndarray:
+    """:func:`member_key` of each digest, as 64-bit numbers (no Python int per record)."""
+    return np.frombuffer(digests.tobytes(), dtype=">u8")[::2].astype(np.uint64)
 
 
 def member_keys(record_ids: Iterable[str]) -> np.ndarray:
-    """:func:`member_key` of each record, as 64-bit numbers (no Python int per record)."""
-    return np.frombuffer(b"".join(map(_key_bytes, record_ids)), dtype=">u8").astype(np.uint64)
+    """:func:`member_key` of each record."""
+    return keys_of(record_digests(record_ids))
 
 
 def member_hash(record_id: str) -> str:
