@@ -18,7 +18,7 @@ from cocktail.dp.noise import laplace
 from cocktail.dp.workload import Matrices
 from cocktail.querylang import parse_batch
 
-from .test_dp_strategies import choices_within_cpu, random_workload
+from .test_dp_strategies import choices_within_cpu, random_workload, unclocked  # noqa: F401
 
 
 def conj(terms) -> str:
@@ -156,6 +156,7 @@ def test_a_workload_whose_subsets_are_too_many_is_answered_by_noq_or_not(width):
 
 
 @pytest.mark.parametrize("u", [12, 16, 32])
+@pytest.mark.clocked
 def test_past_eight_terms_a_choice_stays_under_1_5_cpu_seconds(u):
     for prepared in choices_within_cpu(one_way(u).workload):
         assert prepared.choice.optimized.space == "subsets"
@@ -219,6 +220,7 @@ def test_past_eight_terms_p_identity_over_cells_is_exact_and_unbiased(text):
 
 
 @pytest.mark.parametrize("u", [9, 10])
+@pytest.mark.clocked
 def test_p_identity_past_eight_terms_stays_under_1_5_cpu_seconds(u):
     for prepared in choices_within_cpu(two_way(u).workload):
         assert prepared.choice.optimized.space == "cells"
