@@ -456,14 +456,15 @@ def unit_outputs(job: UnitJob, unit: int, kind: str, members: list[tuple[int, st
         for name, data in built.files():
             yield "file", zone, f"{job.staging}/{name}", data, private
         rows.extend(built.map_rows(with_ids=private))
-        keys = {releases.member_key(record_id) for record_id, _, _ in chunk_members}
+        # names and subrecords from what build_chunk made (each member's digest hashed once)
+        chunk_added = built.members.added()
+        keys = set(chunk_added.keys.tolist())
         added |= keys
         logged = None
         if not private:
             shown |= keys
-            logged = releases.chunk_record(unit, chunk_terms[rank],
-                                           [(record_id, sub) for record_id, _, sub in
-                                            chunk_members], built.sha256["chunk"])
+            logged = releases.chunk_record(unit, chunk_terms[rank], chunk_added,
+                                           built.sha256["chunk"])
         yield "chunk", built.chunk_id, built.entry(unit, private, chunk_terms[rank]), logged, \
             sum(len(sub) for _, _, sub in chunk_members)
     yield ("file", "private", f"{job.staging}/{fmt.PSEUDONYM_DIR}/{unit}.tsv",
