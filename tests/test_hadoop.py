@@ -121,6 +121,8 @@ def test_streaming_jobs_on_yarn_equal_brute_force(cluster, published, sample, mo
     assert Engine(publication).counts(queries) == answers  # the fast path, over WebHDFS
     labels = succeeded_label_expressions(lambda *args: yarn_application(cluster, *args))
     assert labels.count("private") >= 1 and labels.count("<Not set>") >= 1, labels
+    # The job files went up, and their outputs came back, through the store; none is left.
+    assert list(store.walk("private", "jobs")) == []
 
 
 def test_a_job_over_the_index_shards_runs_on_private_nodes_only(cluster, published, sample,

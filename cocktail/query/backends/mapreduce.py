@@ -16,9 +16,7 @@ from ...overlay.combine import count_matches, resolve
 from ...overlay.planner import MapTask, plan_conjunction
 from ...querylang import CountQuery
 from ..view import Publication
-from .streaming import PLACED, hadoop_args, run_job
-
-SCRATCH = "jobs"  # the hadoop runner's job files and outputs, in the private zone
+from .streaming import PLACED, OnYarn, run_job
 
 
 class MapReduce:
@@ -40,18 +38,17 @@ class MapReduce:
                   log: Callable[[str], None] | None = None) -> Mapping[MapTask, Set[int]]:
         """Record positions matched by each task."""
         if self.runner not in PLACED:
-            return resolve(self._job(publication, tasks, (), log), publication.record_positions)
-        scratch = publication.store.location("private", SCRATCH)
+            return resolve(self._job(publication, tasks, None, log), publication.record_positions)
         sides = [(private, [task for task in tasks if task.private == private])
                  for private in (False, True)]
         with ThreadPoolExecutor(2) as pool:
-            jobs = [pool.submit(self._job, publication, group, hadoop_args(scratch, private),
+            jobs = [pool.submit(self._job, publication, group, OnYarn(publication.store, private),
                                 log) for private, group in sides if group]
             matched = {task: found for job in jobs for task, found in job.result().items()}
         return resolve(matched, publication.record_positions)
 
     def _job(self, publication: Publication, tasks: Sequence[MapTask],
-             extra_args: Sequence[str], log: Callable[[str], None] | None
+             on_yarn: OnYarn | None, log: Callable[[str], None] | None
              ) -> dict[MapTask, list[str]]:
         inputs = sorted({publication.index_location(task.chunk) for task in tasks})
-        return run_job(tasks, inputs, self.runner, extra_args, log)
+        return run_job(tasks, inputs, self.runner, on_yarn, log)

@@ -13,8 +13,7 @@ from pathlib import Path
 
 from ...querylang import CountQuery
 from ..view import Publication
-from .mapreduce import SCRATCH
-from .streaming import PLACED, check_runner, execute, hadoop_args, require_runner
+from .streaming import PLACED, OnYarn, check_runner, execute, require_runner
 
 
 class IndexShards:
@@ -38,9 +37,7 @@ class IndexShards:
 
     def _job(self, publication: Publication, asked: list[CountQuery], files: list[str],
              log: Callable[[str], None] | None) -> dict[CountQuery, int]:
-        extra = []
-        if self.runner in PLACED:
-            extra = hadoop_args(publication.store.location("private", SCRATCH), private=True)
+        on_yarn = OnYarn(publication.store, private=True) if self.runner in PLACED else None
         with tempfile.TemporaryDirectory(prefix="cocktail-shards-") as tmp:
             queries = Path(tmp) / "queries.json"
             queries.write_text(json.dumps([list(q.terms) for q in asked]))
@@ -54,7 +51,7 @@ class IndexShards:
             from .mr_shards import ShardCountJob  # mrjob loads only when a job runs
 
             output = execute(ShardCountJob, self.runner,
-                             ["--store", publication.store.spec, "--queries", str(queries),
-                              *extra], [str(i) for i in inputs], log)
+                             ["--store", publication.store.spec, "--queries", str(queries)],
+                             [str(i) for i in inputs], log, on_yarn)
         counts = dict(line.split("\t") for line in output)
         return {query: int(counts[str(n)]) for n, query in enumerate(asked)}

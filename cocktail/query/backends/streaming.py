@@ -10,6 +10,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from ...extras import require
@@ -20,6 +21,7 @@ RUNNERS = ("inline", "local", "spark", "hadoop")
 BUNDLED = ("inline", "local")  # runners that start a task per input file, on this machine
 PLACED = ("hadoop",)  # runners whose tasks land on cluster nodes: private work on private ones
 PRIVATE_LABEL = "private"  # the exclusive YARN node label of the private datanodes' hosts
+SCRATCH = "jobs"  # the hadoop runner's job files and outputs, in the private zone
 FILES_PER_BUNDLE = 256
 
 
@@ -51,29 +53,34 @@ def write_tasks(tasks: Sequence[MapTask], directory: Path) -> Path:
     return path
 
 
-def hadoop_args(scratch: str, private: bool) -> list[str]:
-    """mrjob options for the hadoop runner.
+@dataclass(frozen=True)
+class OnYarn:
+    """Where a hadoop-runner job runs: its job files and outputs in ``store``'s private zone
+    (matched pseudonyms are private-cloud data), its containers on the exclusive ``private``
+    node label if ``private``."""
+    store: Store
+    private: bool
 
-    All job files and outputs live under ``scratch``, a directory of the private zone (matched
-    pseudonyms are private-cloud data); a job over private chunks asks for the exclusive
-    ``private`` node label for all its containers.  The `hadoop` command and the streaming jar
-    come from $COCKTAIL_HADOOP_BIN and $COCKTAIL_HADOOP_STREAMING_JAR where set, else mrjob's
-    own search ($HADOOP_HOME, PATH)."""
-    args = ["--hadoop-tmp-dir", scratch,
-            "--no-check-input-paths",  # the plan named them; a `hadoop fs -ls` JVM each is slow
-            "-D", f"mapreduce.input.fileinputformat.split.maxsize={128 << 20}",
-            "-D", "stream.map.input.ignoreKey=true"]  # as with TextInputFormat: lines only
-    for variable, option in (("COCKTAIL_HADOOP_BIN", "--hadoop-bin"),
-                             ("COCKTAIL_HADOOP_STREAMING_JAR", "--hadoop-streaming-jar")):
-        if os.environ.get(variable):
-            args += [option, os.environ[variable]]
-    if private:
-        args += ["-D", f"mapreduce.job.node-label-expression={PRIVATE_LABEL}"]
-    return args
+    def args(self) -> list[str]:
+        """mrjob options.  The `hadoop` command and the streaming jar come from
+        $COCKTAIL_HADOOP_BIN and $COCKTAIL_HADOOP_STREAMING_JAR where set, else mrjob's own
+        search ($HADOOP_HOME, PATH)."""
+        args = ["--hadoop-tmp-dir", self.store.location("private", SCRATCH),
+                "--no-check-input-paths",  # the plan named them; a `hadoop fs -ls` JVM each
+                "-D", f"mapreduce.input.fileinputformat.split.maxsize={128 << 20}",
+                "-D", "stream.map.input.ignoreKey=true",  # as with TextInputFormat: lines only
+                "-D", "mapreduce.job.ubertask.enable=true"]
+        for variable, option in (("COCKTAIL_HADOOP_BIN", "--hadoop-bin"),
+                                 ("COCKTAIL_HADOOP_STREAMING_JAR", "--hadoop-streaming-jar")):
+            if os.environ.get(variable):
+                args += [option, os.environ[variable]]
+        if self.private:
+            args += ["-D", f"mapreduce.job.node-label-expression={PRIVATE_LABEL}"]
+        return args
 
 
 def run_job(tasks: Sequence[MapTask], inputs: Sequence[str], runner: str,
-            extra_args: Sequence[str] = (),
+            on_yarn: OnYarn | None = None,
             log: Callable[[str], None] | None = None) -> dict[MapTask, list[str]]:
     """Pseudonyms matched per task; ``inputs`` are the index files of the tasks' chunks."""
     check_runner(runner)
@@ -89,8 +96,8 @@ def run_job(tasks: Sequence[MapTask], inputs: Sequence[str], runner: str,
             log(f"{runner} job: {len(tasks)} map task(s) over {len(inputs)} index file(s)")
         if runner in BUNDLED:
             inputs = bundle(inputs, Path(tmp))
-        for value in execute(MatchJob, runner, ["--tasks", str(tasks_file), *extra_args],
-                             inputs, log):
+        for value in execute(MatchJob, runner, ["--tasks", str(tasks_file)], inputs, log,
+                             on_yarn):
             number, pseudonym = value.split("\t")
             results[tasks[int(number)]].append(pseudonym)
     return results
@@ -132,15 +139,20 @@ def hadoop_bin() -> str | None:
 
 
 def execute(job_class, runner: str, options: Sequence[str], inputs: Sequence[str],
-            log: Callable[[str], None] | None) -> list[str]:
-    """Run an mrjob job on ``runner``: the output's values, one per line."""
+            log: Callable[[str], None] | None, on_yarn: OnYarn | None = None) -> list[str]:
+    """Run an mrjob job on ``runner`` (``on_yarn`` says where, for the hadoop runner): the
+    output's values, one per line."""
     # Tasks and the Spark driver must run this very interpreter (it has cocktail installed),
     # not whatever `python3` is first on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     python = [] if runner == "inline" else ["--python-bin", sys.executable]  # inline: in here
-    job = job_class(args=["-r", runner, "--no-conf", *python, *options, *inputs])
+    placed = on_yarn.args() if on_yarn and runner in PLACED else []
+    job = job_class(args=["-r", runner, "--no-conf", *python, *options, *placed, *inputs])
     with _mrjob_quiet(log is None), job.make_runner() as mr:
+        if placed:
+            from .scratch import scratch_first
+            scratch_first(mr, on_yarn.store)
         mr.run()
         return [value.rstrip("\r\n") for _, value in job.parse_output(mr.cat_output())]
 
