@@ -216,7 +216,7 @@ def provisioned(testbed: Rehearsal, out: dict[str, str]) -> None:
 def started(testbed: Rehearsal, out: dict[str, str]) -> None:
     assert "formatting HDFS" in out[NAMENODE] and "overlay started" in out[NAMENODE]
     wait_report(testbed, "-live", f"Live datanodes ({len(HOSTS)})")
-    wait_until(testbed, "yarn node -list -states RUNNING", "Total Nodes:4")
+    wait_nodemanagers(testbed, 4)
     status = testbed.run("status")
     assert status.count(" running ") == 13 and "stopped" not in status
 
@@ -381,15 +381,33 @@ def check_nothing_left(testbed: Rehearsal, user_was_there: bool) -> None:
 
 
 def wait_report(testbed: Rehearsal, which: str, expected: str) -> None:
-    """Until `hdfs dfsadmin -report -live|-dead` says `expected`."""
-    wait_until(testbed, f"hdfs dfsadmin -report {which}", expected)
+    """Until `hdfs dfsadmin -report -live|-dead` says `expected` ("Live datanodes (5)"): polled
+    on the namenode's JMX (a curl, where the command is a JVM start a poll), then said once by
+    the command itself."""
+    count = int(re.fullmatch(r"(?:Live|Dead) datanodes \((\d+)\)", expected).group(1))
+    field = "NumLiveDataNodes" if which == "-live" else "NumDeadDataNodes"
+    state = (f"curl -s 'http://{NAMENODE}:9870/jmx?"
+             "qry=Hadoop:service=NameNode,name=FSNamesystemState'")
+    poll(testbed, state, lambda reply: reply["beans"][0][field] == count, expected)
+    assert expected in testbed.on(NAMENODE, f"hdfs dfsadmin -report {which}")
 
 
-def wait_until(testbed: Rehearsal, command: str, expected: str, timeout: float = 120) -> None:
-    """Until `command` on the namenode's host says `expected`."""
+def wait_nodemanagers(testbed: Rehearsal, count: int) -> None:
+    """Until `yarn node -list` counts `count` running NodeManagers: polled on the
+    resourcemanager's REST API, then said once by the command itself."""
+    metrics = f"curl -s http://{NAMENODE}:8088/ws/v1/cluster/metrics"
+    poll(testbed, metrics, lambda reply: reply["clusterMetrics"]["activeNodes"] == count,
+         f"{count} active nodes")
+    nodes = testbed.on(NAMENODE, "yarn node -list -states RUNNING")
+    assert f"Total Nodes:{count}" in nodes, nodes
+
+
+def poll(testbed: Rehearsal, command: str, done, what: str, timeout: float = 120) -> None:
+    """Until the JSON that `command` prints on the namenode's host is `done`."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if expected in testbed.on(NAMENODE, command):
+        reply = testbed.on(NAMENODE, f"{command} || true").strip()
+        if reply.startswith("{") and done(json.loads(reply)):
             return
-        time.sleep(2)
-    raise AssertionError(f"{command!r} never said {expected!r} in {timeout} s")
+        time.sleep(1)
+    raise AssertionError(f"{command!r} never said {what} in {timeout} s")
