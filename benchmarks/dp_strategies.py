@@ -205,7 +205,7 @@ def compare(definition: str, texts: dict[str, str], args, counts, console: Conso
         console.print(candidates(m, fixed, name, definition))
         hdmm = hdmm_best(m, args.hdmm_starts, definition)
         issue = ISSUE_HDMM.get(name, np.nan) if definition == PURE else np.nan
-        reference = np.nanmin([hdmm, issue])
+        reference = min((x for x in (hdmm, issue) if not np.isnan(x)), default=np.nan)
         for objective, (choice, seconds, cpu) in choices.items():
             chosen, v = choice.optimized, choice.optimized.variances(1.0)
             gap = empirical(chosen, m, exact_vector(chosen, m, counts), args.draws)
