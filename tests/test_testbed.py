@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from cocktail.cluster.spec import PORTS
 from cocktail.dataset import load
 from cocktail.synthetic import random_conjunctions
 
@@ -38,6 +39,7 @@ HOSTS = ("ck-private-1", "ck-private-2", "ck-public-1", "ck-public-2", "ck-publi
 SWITCH = "cocktail-sw"
 USER = "cocktail"
 QUERY = "count(12 & 40)"  # the query of the doc's blocks
+RM_REST = f"http://{NAMENODE}:{PORTS['resourcemanager_http']}/ws/v1/cluster"
 
 
 @dataclass(frozen=True)
@@ -215,7 +217,7 @@ def provisioned(testbed: Rehearsal, out: dict[str, str]) -> None:
 
 def started(testbed: Rehearsal, out: dict[str, str]) -> None:
     assert "formatting HDFS" in out[NAMENODE] and "overlay started" in out[NAMENODE]
-    wait_report(testbed, "-live", f"Live datanodes ({len(HOSTS)})")
+    wait_datanodes(testbed, "live", len(HOSTS))
     wait_nodemanagers(testbed, 4)
     status = testbed.run("status")
     assert status.count(" running ") == 13 and "stopped" not in status
@@ -330,8 +332,7 @@ def succeeded_labels(testbed: Rehearsal) -> list[str]:
     """The node label expression of every SUCCEEDED application, from the resourcemanager's
     REST API (one curl, where `yarn application -status` is a JVM start an application); the
     newest one's is also asked as an operator does (tests/hadoop_cluster.py), and agrees."""
-    reply = json.loads(testbed.on(
-        NAMENODE, f"curl -s 'http://{NAMENODE}:8088/ws/v1/cluster/apps?states=FINISHED'"))
+    reply = json.loads(testbed.on(NAMENODE, f"curl -s '{RM_REST}/apps?states=FINISHED'"))
     apps = sorted((app for app in (reply["apps"] or {}).get("app", [])
                    if app["finalStatus"] == "SUCCEEDED"), key=lambda app: app["id"])
     labels = [app.get("appNodeLabelExpression") or "<Not set>" for app in apps]
@@ -357,7 +358,7 @@ def queries_and_failures(testbed: Rehearsal) -> None:
     private_datanode_dies(testbed, exact, expected)
     started = time.monotonic()
     testbed.on(PUBLIC_1, "scripts/daemons stop datanode")
-    wait_report(testbed, "-dead", "Dead datanodes (1)")
+    wait_datanodes(testbed, "dead", 1)
     assert testbed.json_on(NAMENODE, on_yarn)["answers"] == expected
     testbed.timed("public datanode stopped, 20 queries on YARN", started)
     assert testbed.json_on(NAMENODE, AUDIT)["ok"]
@@ -372,7 +373,7 @@ def private_datanode_dies(testbed: Rehearsal, exact: str, expected: list[int]) -
     # Until its heartbeats expire (20 s here) the namenode still names the dead datanode for
     # its replicas, first for a reader on its rack: the store must exclude it and ask again.
     assert testbed.json_on(NAMENODE, AUDIT)["ok"]
-    wait_report(testbed, "-dead", "Dead datanodes (1)")
+    wait_datanodes(testbed, "dead", 1)
     time.sleep(5)  # a few redundancy-monitor rounds, each looking for targets
     audit = testbed.json_on(NAMENODE, AUDIT)
     assert audit["ok"] and audit["placement"]["replicas_outside_private_racks"] == 0
@@ -380,7 +381,7 @@ def private_datanode_dies(testbed: Rehearsal, exact: str, expected: list[int]) -
                      testbed.log(NAMENODE, "namenode")), "the shim never refused a public target"
     assert testbed.json_on(NAMENODE, exact)["answers"] == expected
     testbed.on(PRIVATE_2, "scripts/daemons start datanode")
-    wait_report(testbed, "-live", f"Live datanodes ({len(HOSTS)})")
+    wait_datanodes(testbed, "live", len(HOSTS))
     testbed.timed("private datanode killed and back", started)
 
 
@@ -395,22 +396,22 @@ def check_nothing_left(testbed: Rehearsal, user_was_there: bool) -> None:
     assert status.returncode == 1 and "testbed down" in status.stdout
 
 
-def wait_report(testbed: Rehearsal, which: str, expected: str) -> None:
-    """Until `hdfs dfsadmin -report -live|-dead` says `expected` ("Live datanodes (5)"): polled
-    on the namenode's JMX (a curl, where the command is a JVM start a poll), then said once by
-    the command itself."""
-    count = int(re.fullmatch(r"(?:Live|Dead) datanodes \((\d+)\)", expected).group(1))
-    field = "NumLiveDataNodes" if which == "-live" else "NumDeadDataNodes"
-    state = (f"curl -s 'http://{NAMENODE}:9870/jmx?"
-             "qry=Hadoop:service=NameNode,name=FSNamesystemState'")
-    poll(testbed, state, lambda reply: reply["beans"][0][field] == count, expected)
-    assert expected in testbed.on(NAMENODE, f"hdfs dfsadmin -report {which}")
+def wait_datanodes(testbed: Rehearsal, state: str, count: int) -> None:
+    """Until `hdfs dfsadmin -report -STATE` (live or dead) says "STATE datanodes (COUNT)":
+    polled on the namenode's JMX (a curl, where the command is a JVM start a poll), then said
+    once by the command itself."""
+    field = f"Num{state.title()}DataNodes"
+    jmx = (f"curl -s 'http://{NAMENODE}:{PORTS['namenode_http']}/jmx?"
+           "qry=Hadoop:service=NameNode,name=FSNamesystemState'")
+    said = f"{state.title()} datanodes ({count})"
+    poll(testbed, jmx, lambda reply: reply["beans"][0][field] == count, said)
+    assert said in testbed.on(NAMENODE, f"hdfs dfsadmin -report -{state}")
 
 
 def wait_nodemanagers(testbed: Rehearsal, count: int) -> None:
     """Until `yarn node -list` counts `count` running NodeManagers: polled on the
     resourcemanager's REST API, then said once by the command itself."""
-    metrics = f"curl -s http://{NAMENODE}:8088/ws/v1/cluster/metrics"
+    metrics = f"curl -s {RM_REST}/metrics"
     poll(testbed, metrics, lambda reply: reply["clusterMetrics"]["activeNodes"] == count,
          f"{count} active nodes")
     nodes = testbed.on(NAMENODE, "yarn node -list -states RUNNING")

@@ -140,17 +140,17 @@ def hadoop_bin() -> str | None:
 
 def execute(job_class, runner: str, options: Sequence[str], inputs: Sequence[str],
             log: Callable[[str], None] | None, on_yarn: OnYarn | None = None) -> list[str]:
-    """Run an mrjob job on ``runner`` (``on_yarn`` says where, for the hadoop runner): the
-    output's values, one per line."""
+    """Run an mrjob job on ``runner`` (``on_yarn`` says where, given for a PLACED runner only):
+    the output's values, one per line."""
     # Tasks and the Spark driver must run this very interpreter (it has cocktail installed),
     # not whatever `python3` is first on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     python = [] if runner == "inline" else ["--python-bin", sys.executable]  # inline: in here
-    placed = on_yarn.args() if on_yarn and runner in PLACED else []
+    placed = on_yarn.args() if on_yarn else []
     job = job_class(args=["-r", runner, "--no-conf", *python, *options, *placed, *inputs])
     with _mrjob_quiet(log is None), job.make_runner() as mr:
-        if placed:
+        if on_yarn:
             from .scratch import scratch_first
             scratch_first(mr, on_yarn.store)
         mr.run()
