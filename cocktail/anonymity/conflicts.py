@@ -16,8 +16,8 @@ terms matrix: pair supports from every record's pairs at once, and the supports 
 {a, b, c} with a < b < c as the Gram matrix of the records holding a, over the terms b, c > a
 that form a frequent pair with a.  Under the exact rule, where a cluster's records are short (the
 usual case: 5 terms on average in 1M synthetic baskets), every record's triples are counted
-instead, with one sort for the whole cluster.  Sets of 4..m terms are apriori-gen of the frequent itemsets
-concept mining (pyfim) provides, checked with bitset intersections.
+instead, with one sort for the whole cluster.  Sets of 4..m terms are apriori-gen of the
+frequent itemsets concept mining (pyfim) provides, checked with bitset intersections.
 
 Term sets are Python ints used as bitsets over the frequent terms (index 0 = most frequent):
 growing a chunk by one term is then a handful of big-integer operations, not a loop.  Forbidden
