@@ -93,6 +93,14 @@ class Records(Sequence[frozenset[str]]):
         """(record, term) pairs over all records."""
         return len(self.indices)
 
+    @staticmethod
+    def joined(parts: Sequence[Records]) -> Records:
+        """``parts`` (over the same names) one after the other."""
+        lengths = np.concatenate([np.diff(part.indptr) for part in parts])
+        indptr = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=indptr[1:])
+        return Records(parts[0].names, indptr, np.concatenate([part.indices for part in parts]))
+
     def take(self, positions: np.ndarray) -> Records:
         """The records at ``positions``, in that order."""
         indptr = np.zeros(len(positions) + 1, dtype=np.int64)

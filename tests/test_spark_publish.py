@@ -89,6 +89,30 @@ def test_both_engines_publish_the_same(source, tmp_path, request):
         assert_metadata_reveals_no_clusters(tmp_path / "spark")
 
 
+# Large nodes split level by level on the cluster, small ones grow their subtree in one task:
+# all of one way, all of the other, and a mix give the single-machine tree.
+@pytest.mark.parametrize("local_subtree", [0, 4_000, 10**9])
+def test_the_tree_grown_on_spark_is_the_single_machine_tree(local_subtree, session,
+                                                            monkeypatch):
+    from cocktail.overlay.tree import SplitSearch, grow_tree
+    from cocktail.publish import spark
+
+    monkeypatch.setattr(spark, "LOCAL_SUBTREE", local_subtree)
+    records = load(dataset_path("bms-webview-1.dat")).records[:12_000]
+    rows = [(p, f"r{p}", tuple(sorted(records.indices[a:b].tolist()))) for p, (a, b)
+            in enumerate(zip(records.indptr.tolist(), records.indptr[1:].tolist()))]
+    tree, leaf_of, leaves = spark.grow_tree_distributed(
+        session.sparkContext, session.sparkContext.parallelize(rows, 3), tuple(records.names),
+        len(records), 400, SplitSearch())
+    single = grow_tree(records, 400)
+    assert tree.to_manifest() == [node | {"units": []} for node in single.to_manifest()]
+    assert len(single.nodes) > 15  # a tree of several levels
+    assert sorted((position, leaf) for leaf, (position, _, _) in leaf_of.collect()) == \
+        sorted((p, node.id) for node in single.nodes for c in node.clusters for p in c)
+    assert leaves == {node.id: sum(map(len, node.clusters)) for node in single.nodes
+                      if not node.children}
+
+
 def test_both_engines_cut_the_term_index_into_the_same_parts(tmp_path):
     """With a small --index-shard, Spark's index is in parts of that size, each numbered by
     its own order, as the single engine's: the same bitmaps, answers as brute force."""

@@ -18,7 +18,7 @@ EQI-partitioning works on.  The tree is private: it lives in the private manifes
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
@@ -325,26 +325,52 @@ def grow_tree(records: Sequence[frozenset[str]], leaf_size: int, *, max_terms: i
     if not 1 <= max_terms <= 3:
         raise ValueError(f"a split uses 1 to 3 terms, got {max_terms}")
     records = as_records(records)
-    search = SplitSearch(max_terms, pool, combo_pool)
     nodes = [Node(0)]
-    pending = [(0, np.arange(len(records)))]
+    for grown in grow(records, np.arange(len(records)), leaf_size,
+                      SplitSearch(max_terms, pool, combo_pool), max_share):
+        node = nodes[grown.id]
+        if grown.split is None:
+            node.clusters = cut_clusters(grown.positions.tolist(), leaf_size)
+            continue
+        node.split = tuple(records.names[t] for t in grown.split)
+        for patterns, child in grown.children:
+            nodes.append(Node(child))
+            node.children.update({pattern: child for pattern in patterns})
+    return Tree(nodes)
+
+
+@dataclass
+class Grown:
+    """One node of a tree being grown: its records and, if it is split, its split's terms
+    and its children (their patterns and ids)."""
+
+    id: int
+    positions: np.ndarray
+    split: tuple[int, ...] | None = None
+    children: list[tuple[list[Pattern], int]] = field(default_factory=list)
+
+
+def grow(records: Records, positions: np.ndarray, leaf_size: int, search: SplitSearch,
+         max_share: float) -> Iterator[Grown]:
+    """The tree over the records at ``positions``, node by node, depth first: the root is
+    0, children are numbered when their parent is split and the last child is split next.
+    A node depends on its own records alone, so the Spark engine grows a small node's
+    subtree with this in one task."""
+    pending, count = [(0, positions)], 1
     while pending:
-        node_id, positions = pending.pop()
-        node = nodes[node_id]
+        node, positions = pending.pop()
         found = _best_split(records, positions, search) if len(positions) > leaf_size else None
-        children = children_of(found and found[0], len(positions), leaf_size, max_share)
-        if not children:
-            node.clusters = cut_clusters(positions.tolist(), leaf_size)
+        groups = children_of(found and found[0], len(positions), leaf_size, max_share)
+        if not groups:
+            yield Grown(node, positions)
             continue
         choice, codes = found
-        node.split = tuple(records.names[t] for t in choice.terms)
-        for patterns in children:
-            child = Node(len(nodes))
-            nodes.append(child)
-            node.children.update({pattern: child.id for pattern in patterns})
-            wanted = np.isin(codes, [int(p, 2) for p in patterns])
-            pending.append((child.id, positions[wanted]))
-    return Tree(nodes)
+        grown = Grown(node, positions, choice.terms)
+        for patterns in groups:
+            grown.children.append((patterns, count))
+            pending.append((count, positions[np.isin(codes, [int(p, 2) for p in patterns])]))
+            count += 1
+        yield grown
 
 
 def cut_clusters(positions: list[int], leaf_size: int) -> list[list[int]]:

@@ -70,7 +70,7 @@ from ..blas import one_thread
 from ..dataset import (Dataset, InputError, MalformedLine, Records, detect_format,
                        format_by_name, parse_line, sniff_format, spmf_item_name)
 from ..overlay.layout import PhaseProgress, partitions_pool
-from ..overlay.tree import (Node, SplitSearch, Tree, children_of, choose_split,
+from ..overlay.tree import (Node, SplitSearch, Tree, children_of, choose_split, grow,
                             pattern_codes, presence, rank_candidates, split_stats)
 from ..query.termindex import TermIndexBuilder
 from ..query.view import Publication
@@ -152,6 +152,10 @@ def read_records(sc, source: str, data_format: str | None, skip_bad_lines: bool)
 NOT_UTF8 = "not valid UTF-8"
 INPUT_SPLIT = 8 << 20       # bytes of input per partition: a partition is one tree block
 RECORDS_PER_TASK = 50_000   # records per task of each shuffle
+# A node of at most this many records grows its whole subtree in one task (a few tens of MB
+# of term ids), not level by level: each level on the cluster costs two jobs, about 1.2 s on
+# a 2-core machine, whatever its records.
+LOCAL_SUBTREE = 100_000
 
 
 def _input_partitions(sc, source: str) -> int:
@@ -245,21 +249,28 @@ def grow_tree_distributed(sc, records, names: tuple[str, ...], total: int, leaf_
                           search: SplitSearch, max_share: float = 0.95):
     """The overlay tree of :func:`cocktail.overlay.tree.grow_tree`, and each record's leaf.
     Each partition's records are one :class:`Block`, so a pass over a level is a few numpy
-    operations per node.  Nodes get temporary ids while the levels are grown, then the
-    single-machine engine's ids (depth first, the last child first)."""
+    operations per node.  Large nodes are split level by level on the cluster; a node of at
+    most :data:`LOCAL_SUBTREE` records grows its subtree in one task (:func:`_subtrees`).
+    Nodes get temporary ids while the tree grows, then the single-machine engine's ids
+    (depth first, the last child first)."""
     vocabulary = len(names)
     blocks = records.mapPartitions(lambda items: [Block.of(list(items), vocabulary)])
     blocks.persist(StorageLevel.DISK_ONLY)
-    frontier = {0: total}
     splits: dict[int, tuple[tuple[int, ...], list[tuple[list[str], int]]]] = {}
     leaves: dict[int, int] = {}
+    local: dict[int, int] = {}  # nodes whose subtree one task grows
     next_id = 1
-    while frontier:
-        sizes = {node: n for node, n in frontier.items() if n > leaf_size}
+
+    def large(frontier: dict[int, int]) -> dict[int, int]:
+        """The nodes split on the cluster; the others go to ``leaves`` or ``local``."""
         leaves.update({node: n for node, n in frontier.items() if n <= leaf_size})
-        if not sizes:
-            break
-        ranked = _ranked(sc, blocks, sizes, vocabulary, search.pool)
+        local.update({node: n for node, n in frontier.items()
+                      if leaf_size < n <= LOCAL_SUBTREE})
+        return {node: n for node, n in frontier.items() if n > max(leaf_size, LOCAL_SUBTREE)}
+
+    sizes = large({0: total})
+    ranked = _ranked(sc, blocks, sizes, vocabulary, search.pool) if sizes else {}
+    while sizes:
         choices = _choices(sc, blocks, ranked, search)
         frontier, routes = {}, {}
         for node, n in sorted(sizes.items()):
@@ -279,13 +290,55 @@ def grow_tree_distributed(sc, records, names: tuple[str, ...], total: int, leaf_
         routes_b = sc.broadcast(routes)
         moved = blocks.map(lambda block: block.routed(routes_b.value))
         moved.persist(StorageLevel.DISK_ONLY)
-        moved.count()
+        sizes = large(frontier)
+        # The job that routes the records (and caches them) sums the next level's supports.
+        if sizes:
+            ranked = _ranked(sc, moved, sizes, vocabulary, search.pool)
+        else:
+            moved.count()
         blocks.unpersist()
         blocks = moved
+    routes = {}
+    for root, grown in _subtrees(sc, blocks, local, leaf_size, search, max_share).items():
+        ids = {0: root}  # the subtree's own ids (a parent before its children) -> temporary
+        for node, n, split, children in grown:
+            if split is None:
+                leaves[ids[node]] = n
+                continue
+            route = np.full(2 ** len(split), -1, dtype=np.int64)
+            for patterns, child in children:
+                ids[child] = next_id
+                route[[int(p, 2) for p in patterns]] = next_id
+                next_id += 1
+            splits[ids[node]] = (split, [(patterns, ids[child]) for patterns, child in children])
+            routes[ids[node]] = (np.array(split), split, route)
     final, tree = _number(splits, names)
-    final_b = sc.broadcast(final)
-    return tree, blocks.flatMap(lambda block: block.items(final_b.value)), \
-        {final[node]: n for node, n in leaves.items()}
+    final_b, routes_b = sc.broadcast(final), sc.broadcast(routes)
+    return tree, blocks.flatMap(lambda block: block.descended(routes_b.value).items(
+        final_b.value)), {final[node]: n for node, n in leaves.items()}
+
+
+def _subtrees(sc, blocks, roots: dict[int, int], leaf_size: int, search: SplitSearch,
+              max_share: float) -> dict[int, list[tuple]]:
+    """Each of ``roots``' subtrees, grown in one task from the node's records, gathered from
+    every block: (node, records, split terms or None, children) per node, parents first."""
+    if not roots:
+        return {}
+    wanted = sc.broadcast(roots)
+
+    def pieces(block: Block) -> Iterator:
+        for node, rows in block.by_node(wanted.value):
+            yield node, block.records.take(rows)
+
+    def subtree(item: tuple) -> tuple[int, list[tuple]]:
+        one_thread()  # an executor's Python worker, once
+        node, parts = item
+        records = Records.joined(list(parts))
+        return node, [(g.id, len(g.positions), g.split, g.children)
+                      for g in grow(records, np.arange(len(records)), leaf_size, search,
+                                    max_share)]
+
+    return dict(blocks.flatMap(pieces).groupByKey().map(subtree).collect())
 
 
 @dataclass
@@ -321,6 +374,13 @@ class Block:
             node[rows] = route[pattern_codes(presence(self.records, rows, ranked), ranked,
                                              split)]
         return Block(self.positions, self.ids, self.records, node)
+
+    def descended(self, routes: dict) -> Block:
+        """Every record routed down to a node ``routes`` does not split (a subtree's leaf)."""
+        block = self
+        while np.isin(block.node, list(routes)).any():
+            block = block.routed(routes)
+        return block
 
     def items(self, final: dict[int, int]) -> Iterator[tuple[int, tuple]]:
         """(leaf, (position, record id, term ids)) per record, in input order."""
