@@ -12,7 +12,8 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cocktail import chunkformat as fmt
 from cocktail.dataset import Records
 from cocktail.overlay.layout import LeafMembers
-from cocktail.publish.writer import ChunkMembers, build_chunk, pseudonyms, split_members
+from cocktail.publish.writer import (ChunkMembers, build_chunk, pseudonyms, unit_chunks,
+                                     unit_records)
 from cocktail.query.termindex import TermIndexBuilder
 from cocktail.releases.log import (Added, chunk_record, member_key, member_keys,
                                    record_digests)
@@ -42,6 +43,16 @@ def _split_by_definition(members, chunk_terms):
         for i, sub in sorted(found.items()):
             parts[i].append((position, sub))
     return parts
+
+
+def split_members(members, chunk_terms):
+    """:func:`unit_chunks` as (position, sorted subrecord) per chunk."""
+    positions, records = unit_records(members)
+    chunks, _ = unit_chunks(records, positions, [f"r{p}" for p in positions.tolist()],
+                            chunk_terms)
+    return [[(position, list(chunk.subrecords.terms[which])) for position, which
+             in zip(chunk.positions.tolist(), chunk.subrecords.which.tolist())]
+            for chunk in chunks]
 
 
 def test_members_split_into_chunks_as_term_by_term():

@@ -78,7 +78,7 @@ from ..store import Store, open_store
 from . import Built, PublishParams, PublishReport, check_size, promotion, release
 from .append import AppendReport, NewClusters, append
 from .batch import collector_paused
-from .writer import Placement, VersionWriter, build_chunk, split_members
+from .writer import Placement, VersionWriter, build_chunk, unit_chunks
 
 _NO_JOB = type("NoJob", (), {"stageIds": ()})()  # a job the tracker has already forgotten
 
@@ -494,19 +494,23 @@ def chunk_id_for(secret: bytes, unit: int, rank: int, attempt: int) -> str:
 
 
 def unit_outputs(job: UnitJob, unit: int, kind: str, members: list[tuple[int, str, frozenset]],
-                 chunk_terms: list[frozenset[str]], public: int) -> Iterator[tuple]:
+                 chunk_terms: list[frozenset[str]], public: int,
+                 records: Records | None = None) -> Iterator[tuple]:
     """A partitioned unit's chunks: ("file", zone, path, bytes, private) for its chunk, index
-    and pseudonym-map files and ("chunk", id, manifest entry, release entry or None) for the
-    driver, ("keys", unit, added, public) with its records' names for the release log, and
-    ("terms", its term index)."""
-    record_ids = {position: record_id for position, record_id, _ in members}
-    rows, added, shown = [], set(), set()
+    and pseudonym-map files and ("chunk", id, manifest entry, release entry or None, pairs)
+    for the driver, ("keys", unit, added, public) with its records' names for the release
+    log, and ("terms", its term index).  ``records``: the members' terms as term ids, where
+    the caller has them."""
+    positions = np.array([p for p, _, _ in members], dtype=np.int64)
+    if records is None:
+        records = Records.build(terms for _, _, terms in members)
+    chunks, (pair_rows, pair_terms) = unit_chunks(
+        records, positions, [record_id for _, record_id, _ in members], chunk_terms)
     index = TermIndexBuilder()
-    parts = split_members(((p, terms) for p, _, terms in members), chunk_terms)
-    for rank, part in enumerate(parts):
+    index.add_pairs(records.names, pair_terms, positions[pair_rows])
+    maps, added, shown = [], [], []
+    for rank, chunk_members in enumerate(chunks):
         private = rank >= public
-        chunk_members = [(record_ids[p], p, sub) for p, sub in part]
-        index.add_members(part)
         attempt, built = 0, None
         while built is None:
             built = build_chunk(job.key, chunk_id_for(job.secret, unit, rank, attempt),
@@ -515,23 +519,24 @@ def unit_outputs(job: UnitJob, unit: int, kind: str, members: list[tuple[int, st
         zone = "private" if private else "public"
         for name, data in built.files():
             yield "file", zone, f"{job.staging}/{name}", data, private
-        rows.extend(built.map_rows(with_ids=private))
-        # names and subrecords from what build_chunk made (each member's digest hashed once)
-        chunk_added = built.members.added()
-        keys = set(chunk_added.keys.tolist())
-        added |= keys
+        maps.append(built.map_lines(with_ids=private))
+        chunk_added = chunk_members.added()
+        added.append(chunk_added.keys)
         logged = None
         if not private:
-            shown |= keys
+            shown.append(chunk_added.keys)
             logged = releases.chunk_record(unit, chunk_terms[rank], chunk_added,
                                            built.sha256["chunk"])
         yield "chunk", built.chunk_id, built.entry(unit, private, chunk_terms[rank]), logged, \
-            sum(len(sub) for _, _, sub in chunk_members)
+            chunk_members.subrecords.pair_count()
     yield ("file", "private", f"{job.staging}/{fmt.PSEUDONYM_DIR}/{unit}.tsv",
-           fmt.encode_pseudonym_map(rows), True)
-    yield "keys", unit, kind, np.array(sorted(added), dtype=np.uint64), \
-        np.array(sorted(shown), dtype=np.uint64)
+           b"".join(maps), True)
+    yield "keys", unit, kind, _distinct_keys(added), _distinct_keys(shown)
     yield "terms", index.encode_piece()
+
+
+def _distinct_keys(keys: list[np.ndarray]) -> np.ndarray:
+    return np.unique(np.concatenate([np.zeros(0, np.uint64), *keys])).astype(np.uint64)
 
 
 def merge_term_indexes(items: Iterator[tuple]) -> Iterator[bytes]:
@@ -553,16 +558,16 @@ def partition_leaves(job_b, leaf_of_unit_b):
                 rows = sorted(rows)
                 members = [(p, record_id, frozenset(job.names[t] for t in ids))
                            for p, record_id, ids in rows]
+                records = _as_records([ids for _, _, ids in rows], len(job.names), job.names)
                 started = time.process_time()
-                split = _partition_leaf(job, _as_records([ids for _, _, ids in rows],
-                                                         len(job.names), job.names))
+                split = _partition_leaf(job, records)
                 cpu = time.process_time() - started
                 node, cluster = leaf_of_unit[unit]
                 stored = [] if job.aggregate or not split.private else [split.private]
                 yield "unit", unit, _unit_summary("leaf", node, len(members), split,
                                                   not job.aggregate, cpu, members)
                 yield from unit_outputs(job, job.unit(unit), "leaf", job.placed(members),
-                                        [*split.public, *stored], len(split.public))
+                                        [*split.public, *stored], len(split.public), records)
                 if job.aggregate:
                     for p, record_id, terms in members:
                         if terms & split.private:

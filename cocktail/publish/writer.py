@@ -456,17 +456,17 @@ class VersionWriter:
         return entry
 
 
-def split_members(members: Iterable[tuple[int, frozenset[str]]],
-                  chunk_terms: Sequence[frozenset[str]]) -> list[list[tuple[int, list[str]]]]:
-    """For each chunk, the (position, subrecord) of the members that meet it; terms in no
-    chunk (a private part passed up the tree) are left out."""
-    positions, records = unit_records(members)
-    parts = []
-    for rows, subrecords in split_records(records, chunk_terms)[0]:
-        terms = subrecords.terms
-        parts.append([(position, list(terms[which])) for position, which
-                      in zip(positions[rows].tolist(), subrecords.which.tolist())])
-    return parts
+def unit_chunks(records: Records, positions: np.ndarray, ids: Sequence[str],
+                chunk_terms: Sequence[frozenset[str]]
+                ) -> tuple[list[ChunkMembers], tuple[np.ndarray, np.ndarray]]:
+    """A unit's members (``records``, with their record positions and ids) as each chunk's
+    members, and the (row, term id) pairs of them all (the term index's); terms in no chunk
+    (a private part passed up the tree) are left out.  Both engines build a unit's chunks
+    from this."""
+    digests = record_digests(ids)  # each record hashed once, not once per chunk it meets
+    chunks, pairs = split_records(records, chunk_terms)
+    return [ChunkMembers(list(map(ids.__getitem__, rows.tolist())), positions[rows],
+                         subrecords, digests[rows]) for rows, subrecords in chunks], pairs
 
 
 def unit_records(members: LeafMembers | Iterable[tuple[int, frozenset[str]]]
@@ -605,20 +605,17 @@ def write_layout(writer: VersionWriter, record_ids: Sequence[str], layout: Layou
         chunk_terms = [*split.public, *stored_private]
         positions, records = unit_records(unit.members)
         placed = where.records_of(positions)
-        ids = [record_ids[p] for p in placed.tolist()]
-        digests = record_digests(ids)  # each record hashed once, not once per chunk it meets
-        chunks, (pair_rows, pair_terms) = split_records(records, chunk_terms)
+        chunks, (pair_rows, pair_terms) = unit_chunks(
+            records, placed, [record_ids[p] for p in placed.tolist()], chunk_terms)
         writer.index_pairs(records.names, pair_terms, placed[pair_rows])
-        for i, (rows, subrecords) in enumerate(chunks):
+        for i, members in enumerate(chunks):
             private = i >= len(split.public)
-            members = ChunkMembers(list(map(ids.__getitem__, rows.tolist())), placed[rows],
-                                   subrecords, digests[rows])
             writer.add_chunk(where.unit(unit.id), unit.kind, private, chunk_terms[i], members,
                              indexed=True)
             kind = "private" if private else "public"
             totals[kind] += 1
             totals[f"{kind}_subrecords"] += len(members)
-            totals[f"{kind}_pairs"] += subrecords.pair_count()
+            totals[f"{kind}_pairs"] += members.subrecords.pair_count()
         writer.close_unit(where.unit(unit.id))
         if progress:
             progress("write", unit.id + 1, len(layout.units))
