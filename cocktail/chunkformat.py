@@ -46,7 +46,6 @@ one part covering every record, at home in that version.
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -258,15 +257,6 @@ def merge_index(old: bytes, chunk_id: str, added: bytes) -> bytes:
 
 
 # -- pseudonym maps (private, one file per cluster) ----------------------------------------
-
-def encode_pseudonym_map(rows: Iterable[tuple]) -> bytes:
-    """(chunk id, pseudonym, record position) rows; a row of a private chunk may carry the
-    record id too, as a fourth field (a JSON string), so that an append that re-pools the
-    chunk's subrecords names them without reading every record id."""
-    runs = itertools.groupby(rows, key=lambda row: (row[0], len(row)))
-    return b"".join(encode_map_lines(chunk_id, *list(zip(*run))[1:])
-                    for (chunk_id, _), run in runs)
-
 
 def encode_map_lines(chunk_id: str, pseudonyms: Sequence[str], positions: Sequence[int],
                      record_ids: Sequence[str] | None = None) -> bytes:

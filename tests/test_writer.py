@@ -8,6 +8,7 @@ import json
 from collections import Counter
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from pyroaring import BitMap
 
 from cocktail import chunkformat as fmt
 from cocktail.dataset import Records
@@ -88,9 +89,9 @@ def test_a_chunk_is_written_as_the_format_defines_it():
     assert built.chunk == "".join(f"{name}\t{json.dumps(sub, ensure_ascii=False)}\n"
                                   for name, sub in lines).encode()
     assert built.index == fmt.encode_index(CHUNK, fmt.build_index(lines))
-    assert built.map_rows() == [(CHUNK, name, position) for name, (_, position, _) in rows]
+    assert fmt.decode_map_rows(built.map_lines()) == \
+        [(CHUNK, name, position) for name, (_, position, _) in rows]
     with_ids = [(CHUNK, name, position, record_id) for name, (record_id, position, _) in rows]
-    assert built.map_rows(with_ids=True) == with_ids
     assert built.map_lines(with_ids=True) == "".join(
         f"{c}\t{n}\t{p}\t{json.dumps(r, ensure_ascii=False)}\n" for c, n, p, r in with_ids).encode()
     again = build_chunk(KEY, CHUNK, ChunkMembers.of(members))
@@ -109,15 +110,20 @@ def test_what_a_chunk_adds_to_the_log_and_the_term_index():
     counted = Added.of(by_members)
     assert counted.subrecords == added.subrecords
     assert counted.keys.tolist() == member_keys([r for r, _ in by_members]).tolist()
-    pairs, per_member = TermIndexBuilder(), TermIndexBuilder()
+    pairs = TermIndexBuilder()
     rows, terms = chunk.subrecords.pairs()
     pairs.add_pairs(chunk.subrecords.distinct.names, terms, chunk.positions[rows])
-    per_member.add_members((position, sub) for _, position, sub in members)
-    assert pairs.bitmaps == per_member.bitmaps
+    postings: dict[str, list[int]] = {}
+    for _, position, sub in members:
+        for term in sub:
+            postings.setdefault(term, []).append(position)
+    assert pairs.bitmaps == {term: BitMap(positions) for term, positions in postings.items()}
 
 
 def test_a_map_mixes_chunks_with_and_without_record_ids():
-    rows = [("c1", "p1", 3), ("c1", "p2", 4, 'id "x"'), ("c2", "p3", 5), ("c2", "p4", 6)]
-    assert fmt.encode_pseudonym_map(rows) == \
-        b'c1\tp1\t3\nc1\tp2\t4\t"id \\"x\\""\nc2\tp3\t5\nc2\tp4\t6\n'
-    assert fmt.encode_pseudonym_map([]) == b""
+    lines = fmt.encode_map_lines("c1", ["p1", "p2"], [3, 4], ['id "x"', "y"]) + \
+        fmt.encode_map_lines("c2", ["p3"], [5])
+    assert lines == b'c1\tp1\t3\t"id \\"x\\""\nc1\tp2\t4\t"y"\nc2\tp3\t5\n'
+    assert fmt.encode_map_lines("c3", [], []) == b""
+    assert fmt.decode_map_rows(lines) == \
+        [("c1", "p1", 3, 'id "x"'), ("c1", "p2", 4, "y"), ("c2", "p3", 5)]

@@ -145,13 +145,9 @@ class BuiltChunk:
         return [(f"{fmt.CHUNK_DIR}/{self.chunk_id}.tsv", self.chunk),
                 (f"{fmt.INDEX_DIR}/{self.chunk_id}.tsv", self.index)]
 
-    def map_rows(self, with_ids: bool = False) -> list[tuple]:
-        """The pseudonym map's (chunk id, pseudonym, record position) rows; ``with_ids``
-        (a private chunk's) adds each record id."""
-        return list(zip(itertools.repeat(self.chunk_id), *self._map_columns(with_ids)))
-
     def map_lines(self, with_ids: bool = False) -> bytes:
-        """The same rows, encoded."""
+        """The pseudonym map's lines of the chunk: (chunk id, pseudonym, record position)
+        each; ``with_ids`` (a private chunk's) adds each record id."""
         return fmt.encode_map_lines(self.chunk_id, *self._map_columns(with_ids))
 
     def _map_columns(self, with_ids: bool) -> list[Sequence]:

@@ -337,15 +337,6 @@ class TermIndexBuilder:
         self._flush()
         return self._bitmaps
 
-    def add_members(self, members: Iterable[tuple[int, Sequence[str]]]) -> None:
-        """(record position, its terms in one chunk)."""
-        postings: dict[str, list[int]] = {}
-        for position, terms in members:
-            for term in terms:
-                postings.setdefault(term, []).append(position)
-        for term, positions in postings.items():
-            self._add(term, array.array("I", positions))
-
     def add_pairs(self, names: Sequence[str], terms: np.ndarray, positions: np.ndarray) -> None:
         """(record position, term) pairs as arrays: the term of pair i is
         ``names[terms[i]]``.  Gathered, and added millions at a time: one sort and one
