@@ -132,14 +132,32 @@ def drawn(driver, charts: int) -> list:
     """Wait until ``charts`` figures each hold a drawn plot (plotly's SVG) and a data table."""
     from selenium.webdriver.common.by import By
 
+    from selenium.common.exceptions import StaleElementReferenceException
+
     deadline = time.monotonic() + 30
     while True:
         figures = driver.find_elements(By.CSS_SELECTOR, "figure.chart")
-        done = [f for f in figures if f.find_elements(By.CSS_SELECTOR, ".main-svg")
-                and f.find_elements(By.CSS_SELECTOR, "table.data")]
+        try:
+            done = [f for f in figures if f.find_elements(By.CSS_SELECTOR, ".main-svg")
+                    and f.find_elements(By.CSS_SELECTOR, "table.data")]
+        except StaleElementReferenceException:  # redrawn while read: look again
+            done = []
         if len(done) == len(figures) == charts or time.monotonic() > deadline:
             return figures
         time.sleep(0.2)
+
+
+def text_of(driver, selector: str) -> str:
+    """The element's text, or "" if the page replaced it while it was read (a dashboard
+    that follows a new release redraws itself)."""
+    from selenium.common.exceptions import NoSuchElementException, \
+        StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    try:
+        return driver.find_element(By.CSS_SELECTOR, selector).text
+    except (NoSuchElementException, StaleElementReferenceException):
+        return ""
 
 
 def errors(driver) -> list[dict]:
@@ -354,8 +372,7 @@ def test_the_dashboard_signs_the_owner_in_and_follows_a_new_release(owned, tmp_p
                 "analyst", "login", "owner"}  # the 401/403 of the refusals above, nothing else
             before = driver.find_element(By.CSS_SELECTOR, ".meta").text
             appended = cli("publish", str(more), "--store", str(owned["store"]), "--append")
-            meta = driver.find_element
-            assert until(lambda: appended["version"] in meta(By.CSS_SELECTOR, ".meta").text), \
+            assert until(lambda: appended["version"] in text_of(driver, ".meta")), \
                 "the dashboard did not follow CURRENT"
             assert appended["version"] not in before
             assert len(drawn(driver, CHARTS)) == CHARTS
