@@ -128,8 +128,9 @@ def read_records(sc, source: str, data_format: str | None, skip_bad_lines: bool)
     elif data_format == "jsonl":
         parsed = _without_duplicate_ids(parsed)
     parsed.persist(StorageLevel.DISK_ONLY)
-    bad = parsed.filter(lambda item: item[0] == "bad")
-    first_bad = sorted(bad.map(lambda item: (item[1], item[2])).takeOrdered(1) + bad_names)
+    # One pass counts each partition's records, pairs and bad lines (it caches the parse).
+    tallies = sorted(parsed.mapPartitionsWithIndex(_tally).collect())
+    first_bad = sorted([tally[4] for tally in tallies if tally[4]] + bad_names)
     skipped = 0
     if first_bad:
         if not skip_bad_lines:
@@ -137,16 +138,37 @@ def read_records(sc, source: str, data_format: str | None, skip_bad_lines: bool)
             if message == NOT_UTF8:
                 message = _utf8_error(sc, source, number)
             raise InputError(f"{source}:{number}: {message}")
-        skipped = bad.count() + len(bad_names)
-    good = parsed.filter(lambda item: item[0] == "record")
-    vocabulary = sorted(good.flatMap(lambda item: item[3]).distinct().collect())
-    if good.isEmpty():
+        skipped = sum(tally[3] for tally in tallies) + len(bad_names)
+    counts = [tally[1] for tally in tallies]
+    if not sum(counts):
         skipped_note = f"; {skipped} malformed line(s) skipped" if skipped else ""
         raise InputError(f"{source}: no records (empty file){skipped_note}")
+    good = parsed.filter(lambda item: item[0] == "record")
+    vocabulary = sorted(good.flatMap(lambda item: item[3]).distinct().collect())
     ids = sc.broadcast({term: i for i, term in enumerate(vocabulary)})
-    records = good.zipWithIndex().map(
-        lambda item: (item[1], item[0][2], tuple(sorted({ids.value[t] for t in item[0][3]}))))
-    return Input(records, tuple(vocabulary), skipped, data_format, source)
+    first = dict(zip([tally[0] for tally in tallies], np.cumsum([0, *counts]).tolist()))
+
+    def numbered(index: int, items: Iterator) -> Iterator[tuple]:
+        for position, item in enumerate(items, first[index]):
+            yield position, item[2], tuple(sorted({ids.value[t] for t in item[3]}))
+
+    return Input(good.mapPartitionsWithIndex(numbered), tuple(vocabulary), skipped,
+                 data_format, source, sum(counts), sum(tally[2] for tally in tallies))
+
+
+def _tally(index: int, items: Iterator[tuple]) -> list[tuple]:
+    """A partition of parsed lines: (index, records, their distinct terms, bad lines, the
+    first bad line's (number, message) or None)."""
+    records = pairs = bad = 0
+    first = None
+    for item in items:
+        if item[0] == "record":
+            records += 1
+            pairs += len(set(item[3]))
+        else:
+            bad += 1
+            first = min(first or item[1:], item[1:])
+    return [(index, records, pairs, bad, first)]
 
 
 NOT_UTF8 = "not valid UTF-8"
@@ -694,7 +716,8 @@ def publish_spark(source: str, store: Store, params: PublishParams, settings: Sp
         data = read_records(sc, source, data_format, skip_bad_lines)
         # On disk, not in the heap: the driver's JVM is the local executors' too, and each
         # cached partition would have to fit in it whole.
-        total = data.records.persist(StorageLevel.DISK_ONLY).count()
+        data.records.persist(StorageLevel.DISK_ONLY)
+        total = data.total
         check_size(params, total)
         progress("load", 1, 1)
         loading = time.perf_counter() - started
@@ -751,7 +774,7 @@ def refuse_cloned(store: Store) -> None:
 
 def collect_dataset(data: Input) -> Dataset:
     """The batch's records at the driver, in input order, as the loader would give them."""
-    rows = data.records.collect()  # in position order: zipWithIndex keeps the partitions'
+    rows = data.records.collect()  # in position order: partitions keep the input order
     lengths = np.fromiter((len(terms) for _, _, terms in rows), dtype=np.int64, count=len(rows))
     indptr = np.zeros(len(rows) + 1, dtype=np.int64)
     np.cumsum(lengths, out=indptr[1:])
@@ -784,7 +807,8 @@ class SparkClusters:
         rows = [(local, ids[position], tuple(sorted(number[t] for t in terms)))
                 for local, (position, terms) in enumerate(zip(pool, records))]
         slices = max(2, self.sc.defaultParallelism, -(-len(rows) // RECORDS_PER_TASK))
-        data = Input(self.sc.parallelize(rows, slices), names, 0, "pool", "pool")
+        data = Input(self.sc.parallelize(rows, slices), names, 0, "pool", "pool", len(rows),
+                     sum(len(terms) for _, _, terms in rows))
         run = _Run(self.sc, data, len(rows), params, writer.out.store,
                    progress or (lambda phase, done, total: None))
         laid = run.lay_out(writer, run.job(
@@ -804,6 +828,8 @@ class Input:
     skipped: int
     format: str
     source: str
+    total: int               # records
+    pairs: int               # (record, term) pairs
 
 
 class _Run:
@@ -868,7 +894,7 @@ class _Run:
         return Built(laid.tree, _units_manifest(summaries), _stats(summaries), laid.found.totals,
                      records, {"path": self.data.source, "format": self.data.format,
                                "records": self.total, "skipped_lines": self.data.skipped},
-                     self.data.records.map(lambda r: len(r[2])).sum(),
+                     self.data.pairs,
                      sum(s["cpu"] for s in summaries.values()),
                      dict(self.phases))
 
