@@ -90,8 +90,9 @@ def test_both_engines_publish_the_same(source, tmp_path, request):
 
 
 # Large nodes split level by level on the cluster, small ones grow their subtree in one task:
-# all of one way, all of the other, and a mix give the single-machine tree.
-@pytest.mark.parametrize("local_subtree", [0, 4_000, 10**9])
+# a mix (the root's levels on the cluster) and all in one task give the single-machine tree.
+# (Every level on the cluster, threshold 0, passes too, but takes 40 s of CI.)
+@pytest.mark.parametrize("local_subtree", [3_000, 10**9])
 def test_the_tree_grown_on_spark_is_the_single_machine_tree(local_subtree, session,
                                                             monkeypatch):
     from cocktail.overlay.tree import SplitSearch, grow_tree
