@@ -174,10 +174,14 @@ def main() -> int:
     parser.add_argument("--speed", action="store_true",
                         help="time the default publish (beside the peer with --peer)")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--peer", type=Path, help="a checkout of the disassociation peer")
+    parser.add_argument("--peer", type=Path, help="the disassociation peer's source directory "
+                        "(the one holding horpart/ and verpart/)")
     parser.add_argument("--peer-include", type=Path, default=Path("/usr/include"),
                         help="where nlohmann/json.hpp is")
     args = parser.parse_args()
+    if args.peer and not all((args.peer / part).is_dir() for part in ("horpart", "verpart")):
+        parser.error(f"--peer {args.peer}: no horpart/ and verpart/ there; give the peer's "
+                     "source directory")
     console = Console(width=240)  # the table is wide; never squeeze it into 80 columns
     if args.speed:
         files = [DATASETS / name for name in FILES if (DATASETS / name).exists()]
