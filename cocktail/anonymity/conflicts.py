@@ -199,10 +199,11 @@ def _forbidden_triples(ids: np.ndarray, owner: np.ndarray, records: int, frequen
     boolean matrix ``frequent``), support below k, and above 0 unless ``strict``."""
     lengths = np.bincount(owner, minlength=records)
     triples = int((lengths * (lengths - 1) * (lengths - 2) // 6).sum())
-    terms = np.count_nonzero(np.count_nonzero(np.tril(frequent, -1), axis=1) >= 2)
-    if not strict and triples <= COUNTED_TRIPLES_PER_TERM * terms:
+    lower = np.tril(frequent, -1)
+    looped = np.flatnonzero(np.count_nonzero(lower, axis=1) >= 2)  # the Gram matrices' terms
+    if not strict and triples <= COUNTED_TRIPLES_PER_TERM * len(looped):
         return _counted_triples(ids, lengths, frequent, k)
-    return _gram_triples(ids, owner, records, frequent, k, strict)
+    return _gram_triples(ids, owner, records, frequent, lower, looped, k, strict)
 
 
 @cache
@@ -231,8 +232,9 @@ def _counted_triples(ids: np.ndarray, lengths: np.ndarray, frequent: np.ndarray,
 
 
 def _gram_triples(ids: np.ndarray, owner: np.ndarray, records: int, frequent: np.ndarray,
-                  k: int, strict: bool) -> np.ndarray:
-    """:func:`_forbidden_triples` for long records or the strict rule.
+                  lower: np.ndarray, looped: np.ndarray, k: int, strict: bool) -> np.ndarray:
+    """:func:`_forbidden_triples` for long records or the strict rule (``lower``: the frequent
+    pairs below the diagonal; ``looped``: the terms a with two or more of them).
 
     Each triple is counted from the records of its least frequent term a (the highest index),
     and of those only the records holding two more of a's frequent partners: a term x record
@@ -241,10 +243,9 @@ def _gram_triples(ids: np.ndarray, owner: np.ndarray, records: int, frequent: np
     starts = np.searchsorted(owner, np.arange(records + 1))  # occurrences are by record
     holding = np.argsort(ids, kind="stable")                 # occurrences by term, then record
     term_starts = np.searchsorted(ids[holding], np.arange(len(frequent) + 1))
-    lower = np.tril(frequent, -1)
     column = np.full(len(frequent), -1)
     found = [np.empty((0, 3), np.intp)]
-    for a in np.flatnonzero(np.count_nonzero(lower, axis=1) >= 2):
+    for a in looped:
         earlier = np.flatnonzero(lower[a])
         column[earlier] = np.arange(len(earlier))
         held = owner[holding[term_starts[a]:term_starts[a + 1]]]  # the records holding a

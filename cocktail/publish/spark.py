@@ -301,14 +301,13 @@ def grow_tree_distributed(sc, records, names: tuple[str, ...], total: int, leaf_
             if not groups:
                 leaves[node] = n
                 continue
-            children, route = [], np.full(2 ** len(choice.terms), -1, dtype=np.int64)
+            children = []
             for patterns in groups:
                 children.append((patterns, next_id))
                 frontier[next_id] = sum(choice.sizes[int(p, 2)] for p in patterns)
-                route[[int(p, 2) for p in patterns]] = next_id
                 next_id += 1
             splits[node] = (choice.terms, children)
-            routes[node] = (ranked[node], choice.terms, route)
+            routes[node] = (ranked[node], choice.terms, _route(choice.terms, children))
         routes_b = sc.broadcast(routes)
         moved = blocks.map(lambda block: block.routed(routes_b.value))
         moved.persist(StorageLevel.DISK_ONLY)
@@ -327,23 +326,31 @@ def grow_tree_distributed(sc, records, names: tuple[str, ...], total: int, leaf_
             if split is None:
                 leaves[ids[node]] = n
                 continue
-            route = np.full(2 ** len(split), -1, dtype=np.int64)
-            for patterns, child in children:
+            for _, child in children:
                 ids[child] = next_id
-                route[[int(p, 2) for p in patterns]] = next_id
                 next_id += 1
-            splits[ids[node]] = (split, [(patterns, ids[child]) for patterns, child in children])
-            routes[ids[node]] = (np.array(split), split, route)
+            children = [(patterns, ids[child]) for patterns, child in children]
+            splits[ids[node]] = (split, children)
+            routes[ids[node]] = (np.array(split), split, _route(split, children))
     final, tree = _number(splits, names)
     final_b, routes_b = sc.broadcast(final), sc.broadcast(routes)
     return tree, blocks.flatMap(lambda block: block.descended(routes_b.value).items(
         final_b.value)), {final[node]: n for node, n in leaves.items()}
 
 
+def _route(split: tuple[int, ...], children: list[tuple[list[str], int]]) -> np.ndarray:
+    """Each presence pattern of the split terms, read as a binary number -> its child."""
+    route = np.full(2 ** len(split), -1, dtype=np.int64)
+    for patterns, child in children:
+        route[[int(p, 2) for p in patterns]] = child
+    return route
+
+
 def _subtrees(sc, blocks, roots: dict[int, int], leaf_size: int, search: SplitSearch,
               max_share: float) -> dict[int, list[tuple]]:
     """Each of ``roots``' subtrees, grown in one task from the node's records, gathered from
-    every block: (node, records, split terms or None, children) per node, parents first."""
+    every block: (node, its number of records, split terms or None, children) per node,
+    parents first."""
     if not roots:
         return {}
     wanted = sc.broadcast(roots)
@@ -558,7 +565,7 @@ def unit_outputs(job: UnitJob, unit: int, kind: str, members: list[tuple[int, st
 
 
 def _distinct_keys(keys: list[np.ndarray]) -> np.ndarray:
-    return np.unique(np.concatenate([np.zeros(0, np.uint64), *keys])).astype(np.uint64)
+    return np.unique(np.concatenate([np.zeros(0, np.uint64), *keys]))  # none: empty
 
 
 def merge_term_indexes(items: Iterator[tuple]) -> Iterator[bytes]:
