@@ -169,12 +169,19 @@ def encode_chunk_lines(pseudonyms: Sequence[str], distinct: Sequence[Sequence[st
     """The chunk file whose line i is (``pseudonyms[i]``, ``distinct[which[i]]``).  Each
     line's array is exactly ``json.dumps(terms)``, encoded once per distinct subrecord: a
     chunk holds few (on 1M records, about 25 lines each).  ``pseudonyms`` are strings."""
+    return encode_chunks_lines(pseudonyms, distinct, which, [0, len(pseudonyms)])[0]
+
+
+def encode_chunks_lines(pseudonyms: Sequence[str], distinct: Sequence[Sequence[str]],
+                        which: Sequence[int] | np.ndarray, cuts: Sequence[int]) -> list[bytes]:
+    """:func:`encode_chunk_lines` of several chunks at once: chunk j's lines are those from
+    ``cuts[j]`` to ``cuts[j + 1]``."""
     arrays = np.empty(len(distinct), dtype=object)  # picked per line in C, not in a loop
     arrays[:] = [f"\t[{', '.join(map(_json_term, terms))}]\n" for terms in distinct]
     pieces = [""] * (2 * len(pseudonyms))
     pieces[::2] = pseudonyms
     pieces[1::2] = arrays[np.asarray(which, dtype=np.intp)].tolist()
-    return "".join(pieces).encode("utf-8")
+    return ["".join(pieces[2 * a:2 * b]).encode("utf-8") for a, b in zip(cuts, cuts[1:])]
 
 
 def decode_chunk(data: bytes, name: str = "chunk") -> Iterator[tuple[str, list[str]]]:
@@ -195,10 +202,13 @@ def decode_chunk(data: bytes, name: str = "chunk") -> Iterator[tuple[str, list[s
 
 def encode_index(chunk_id: str, postings: Mapping[str, Sequence[str]]) -> bytes:
     """term -> sorted pseudonyms, written in term order."""
-    return "".join(
-        f"{chunk_id}\t{_json_term(term)}\t{' '.join(postings[term])}\n"
-        for term in sorted(postings)
-    ).encode("utf-8")
+    return "".join(index_line(chunk_id, term, postings[term])
+                   for term in sorted(postings)).encode("utf-8")
+
+
+def index_line(chunk_id: str, term: str, pseudonyms: Sequence[str]) -> str:
+    """An index's line: a term of the chunk and the pseudonyms of its lines holding it."""
+    return f"{chunk_id}\t{_json_term(term)}\t{' '.join(pseudonyms)}\n"
 
 
 def decode_index(data: bytes, chunk_id: str, name: str = "index") -> Iterator[tuple[str, list[str]]]:
@@ -249,7 +259,7 @@ def merge_index(old: bytes, chunk_id: str, added: bytes) -> bytes:
         if term in postings:
             postings[term] = sorted([*pseudonyms, *postings[term]])
         else:
-            kept[term] = f"{chunk_id}\t{_json_term(term)}\t{' '.join(pseudonyms)}\n".encode()
+            kept[term] = index_line(chunk_id, term, pseudonyms).encode("utf-8")
     rewritten = encode_index(chunk_id, postings)
     lines_by_term = kept | {t: line + b"\n" for t, line in
                             zip(sorted(postings), rewritten.split(b"\n")[:-1])}

@@ -13,8 +13,9 @@ from pyroaring import BitMap
 from cocktail import chunkformat as fmt
 from cocktail.dataset import Records
 from cocktail.overlay.layout import LeafMembers
-from cocktail.publish.writer import (ChunkMembers, build_chunk, pseudonyms, unit_chunks,
-                                     unit_records)
+from cocktail.publish import writer
+from cocktail.publish.writer import (ChunkMembers, build_chunk, build_chunks, build_drawn,
+                                     pseudonyms, unit_chunks, unit_records)
 from cocktail.query.termindex import TermIndexBuilder
 from cocktail.releases.log import (Added, chunk_record, member_key, member_keys,
                                    record_digests)
@@ -96,6 +97,43 @@ def test_a_chunk_is_written_as_the_format_defines_it():
         f"{c}\t{n}\t{p}\t{json.dumps(r, ensure_ascii=False)}\n" for c, n, p, r in with_ids).encode()
     again = build_chunk(KEY, CHUNK, ChunkMembers.of(members))
     assert (again.chunk, again.index) == (built.chunk, built.index)
+
+
+def test_a_units_chunks_built_together_are_each_as_built_alone():
+    """One sort, one decoding and one pass over the terms for all of a unit's chunks; a
+    vocabulary the chunks share, a chunk no member meets, terms JSON escapes."""
+    records = _records(500, 40)
+    names = sorted(set().union(*records))
+    chunk_terms = [frozenset(names[:12]), frozenset(names[12:30]), frozenset(),
+                   frozenset(names[30:])]
+    positions, unit = unit_records(list(enumerate(records)))
+    chunks, _ = unit_chunks(unit, positions, [f"r{p}" for p in positions.tolist()],
+                            chunk_terms)
+    ids = [f"{j:016x}" for j in range(len(chunks))]
+    together = build_chunks(KEY, ids, chunks)
+    for chunk_id, members, built in zip(ids, chunks, together):
+        alone = build_chunk(KEY, chunk_id, members)
+        assert (built.chunk_id, built.names, built.order.tolist(), built.chunk, built.index,
+                built.map_lines(with_ids=True)) == \
+            (alone.chunk_id, alone.names, alone.order.tolist(), alone.chunk, alone.index,
+             alone.map_lines(with_ids=True))
+    assert [len(built.names) for built in together][2] == 0
+
+
+def test_only_a_chunk_whose_pseudonyms_collide_is_drawn_again(monkeypatch):
+    real = writer.pseudonyms
+
+    def colliding(key, chunk_id, digests):
+        names = real(key, chunk_id, digests)
+        return names[:1].repeat(len(names)) if chunk_id == "1-0" else names
+
+    monkeypatch.setattr(writer, "pseudonyms", colliding)
+    records = _records(60, 10)
+    chunks = [ChunkMembers.of([(f"r{i}", i, sorted(r)) for i, r in enumerate(records) if r])
+              for _ in range(3)]
+    drawn = build_drawn(KEY, chunks, lambda j, attempt: f"{j}-{attempt}")
+    assert [built.chunk_id for built in drawn] == ["0-0", "1-1", "2-0"]
+    assert build_chunk(KEY, "1-0", chunks[1]) is None
 
 
 def test_what_a_chunk_adds_to_the_log_and_the_term_index():

@@ -33,7 +33,7 @@ from ..audit import verified_view
 from ..releases import signing
 from ..releases.layout import DERIVED, Refused, is_derived
 from ..store import Store
-from .writer import build_chunk
+from .writer import ChunkMembers, build_drawn
 
 
 @dataclass
@@ -101,11 +101,10 @@ def write_view(store: Store, parts: Sequence[Sequence[tuple[str, list[str]]]], k
             raise Refused(f"{store.url} holds an owner's publication: a re-share goes to a "
                           "store of its own, and this one would lose its publication")
         entries = []
-        for members in parts:
-            built = None
-            while built is None:  # a pseudonym collision: draw another chunk id
-                built = build_chunk(key, secrets.token_hex(fmt.CHUNK_ID_HEX // 2),
-                                    [(name, n, sub) for n, (name, sub) in enumerate(members)])
+        chunks = [ChunkMembers.of([(name, n, sub) for n, (name, sub) in enumerate(members)])
+                  for members in parts]
+        drawn = build_drawn(key, chunks, lambda *_: secrets.token_hex(fmt.CHUNK_ID_HEX // 2))
+        for members, built in zip(parts, drawn):
             for name, data in built.files():
                 out.put("public", name, data)
             entries.append({"id": built.chunk_id, "priLabel": False, "subrecords": len(members),

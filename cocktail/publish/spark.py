@@ -78,7 +78,7 @@ from ..store import Store, open_store
 from . import Built, PublishParams, PublishReport, check_size, promotion, release
 from .append import AppendReport, NewClusters, append
 from .batch import collector_paused
-from .writer import Placement, VersionWriter, build_chunk, unit_chunks
+from .writer import Placement, VersionWriter, build_drawn, unit_chunks
 
 _NO_JOB = type("NoJob", (), {"stageIds": ()})()  # a job the tracker has already forgotten
 
@@ -538,13 +538,10 @@ def unit_outputs(job: UnitJob, unit: int, kind: str, members: list[tuple[int, st
     index = TermIndexBuilder()
     index.add_pairs(records.names, pair_terms, positions[pair_rows])
     maps, added, shown = [], [], []
-    for rank, chunk_members in enumerate(chunks):
+    drawn = build_drawn(job.key, chunks,
+                        lambda rank, attempt: chunk_id_for(job.secret, unit, rank, attempt))
+    for rank, (chunk_members, built) in enumerate(zip(chunks, drawn)):
         private = rank >= public
-        attempt, built = 0, None
-        while built is None:
-            built = build_chunk(job.key, chunk_id_for(job.secret, unit, rank, attempt),
-                                chunk_members)
-            attempt += 1
         zone = "private" if private else "public"
         for name, data in built.files():
             yield "file", zone, f"{job.staging}/{name}", data, private

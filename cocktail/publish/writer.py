@@ -13,7 +13,7 @@ import multiprocessing
 import secrets
 import time
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
@@ -101,7 +101,7 @@ class Subrecords:
 class ChunkMembers:
     """A chunk's members: record id, record position, subrecord and record digest of each."""
 
-    record_ids: list[str]
+    record_ids: Sequence[str]  # a list, or an object array
     positions: np.ndarray
     subrecords: Subrecords
     digests: np.ndarray
@@ -153,7 +153,7 @@ class BuiltChunk:
     def _map_columns(self, with_ids: bool) -> list[Sequence]:
         columns = [self.names, self.members.positions[self.order].tolist()]
         if with_ids:
-            columns.append(list(map(self.members.record_ids.__getitem__, self.order.tolist())))
+            columns.append(np.asarray(self.members.record_ids, dtype=object)[self.order].tolist())
         return columns
 
     def entry(self, unit: int, private: bool, terms: Iterable[str]) -> dict:
@@ -168,36 +168,74 @@ def build_chunk(key: bytes, chunk_id: str,
     """``members``: (record id, record position, subrecord terms), or as
     :class:`ChunkMembers`.  None if two of them got the same pseudonym (the caller draws
     another chunk id)."""
-    members = ChunkMembers.of(members)
-    names = pseudonyms(key, chunk_id, members.digests)
-    order = np.argsort(names, kind="stable")
+    return build_chunks(key, [chunk_id], [ChunkMembers.of(members)])[0]
+
+
+def build_drawn(key: bytes, chunks: Sequence[ChunkMembers], draw: Callable[[int, int], str]
+                ) -> list[BuiltChunk]:
+    """:func:`build_chunks`, chunk j under the id ``draw(j, attempt)``, drawn again (attempt
+    1, 2, ...) while two of its members get one pseudonym."""
+    built: list[BuiltChunk | None] = [None] * len(chunks)
+    todo, attempt = list(range(len(chunks))), 0
+    while todo:
+        ids = [draw(j, attempt) for j in todo]
+        for j, chunk in zip(todo, build_chunks(key, ids, [chunks[j] for j in todo])):
+            built[j] = chunk
+        todo, attempt = [j for j in todo if built[j] is None], attempt + 1
+    return built
+
+
+def build_chunks(key: bytes, chunk_ids: Sequence[str], chunks: Sequence[ChunkMembers]
+                 ) -> list[BuiltChunk | None]:
+    """Each chunk's files under its id, a unit's chunks at once: one sort of all their
+    pseudonyms, one decoding, one pass over their terms (a chunk at a time, the numpy calls
+    of 7,534 chunks cost more than their work on 1M records).  None for a chunk two of whose
+    members got one pseudonym (the caller draws another id for it)."""
+    sizes = np.array([len(members) for members in chunks], dtype=np.int64)
+    cuts = np.concatenate(([0], np.cumsum(sizes))).tolist()
+    names = np.concatenate([pseudonyms(key, chunk_id, members.digests)
+                            for chunk_id, members in zip(chunk_ids, chunks)])
+    chunk = np.repeat(np.arange(len(chunks)), sizes)
+    order = np.lexsort((names, chunk))  # by chunk, then pseudonym: the lines of each
     names = names[order]
-    if np.any(names[1:] == names[:-1]):
-        return None
-    lines = Subrecords(members.subrecords.distinct, members.subrecords.which[order])
+    # (chunk[order] is chunk; two equal names of two chunks merely redraw the second's id)
+    clashed = set(chunk[1:][names[1:] == names[:-1]].tolist())
     text = _strings(names)
-    chunk = fmt.encode_chunk_lines(text, members.subrecords.terms, lines.which)
-    return BuiltChunk(chunk_id, members, text, order, chunk,
-                      fmt.encode_index(chunk_id, postings(text, lines)))
+    distinct = [members.subrecords.distinct for members in chunks]
+    firsts = np.concatenate(([0], np.cumsum([len(d) for d in distinct]))).tolist()
+    lines = np.concatenate([members.subrecords.which + first
+                            for members, first in zip(chunks, firsts)])[order]
+    chunk_bytes = fmt.encode_chunks_lines(
+        text, [terms for members in chunks for terms in members.subrecords.terms], lines, cuts)
+    indexes = _indexes(chunk_ids, distinct, text, lines, chunk)
+    return [None if j in clashed else
+            BuiltChunk(chunk_ids[j], chunks[j], text[a:b], order[a:b] - a, chunk_bytes[j],
+                       indexes[j]) for j, (a, b) in enumerate(zip(cuts, cuts[1:]))]
+
+
+def _indexes(chunk_ids: Sequence[str], distinct: Sequence[Records], text: list[str],
+             lines: np.ndarray, chunk: np.ndarray) -> list[bytes]:
+    """Each chunk's inverted index: each of its terms' pseudonyms in line order (``text``,
+    ``lines``, ``chunk``: the pseudonym, the subrecord among all chunks' ``distinct`` ones
+    and the chunk of each line, chunk after chunk)."""
+    rows, terms = Records.joined(distinct).rows(lines)  # (each chunk's term ids its own)
+    width = max(len(d.names) for d in distinct) if distinct else 1
+    keys = chunk[rows].astype(np.int64) * width + terms
+    by_term = np.argsort(keys, kind="stable")  # lines stay in order within a term
+    held = np.array(text, dtype=object)[rows[by_term]].tolist()
+    keys = keys[by_term]
+    starts = _run_starts(keys).tolist()
+    out: list[list[str]] = [[] for _ in chunk_ids]
+    for key, start, stop in zip(keys[starts].tolist(), starts, [*starts[1:], len(held)]):
+        j, term = divmod(key, width)
+        out[j].append(fmt.index_line(chunk_ids[j], distinct[j].names[term], held[start:stop]))
+    return ["".join(lines_of).encode("utf-8") for lines_of in out]
 
 
 def _strings(names: np.ndarray) -> list[str]:
     """Pseudonyms (``S20``) as strings: decoded at once, then cut."""
     text, width = names.tobytes().decode("ascii"), fmt.PSEUDONYM_HEX
     return [text[at:at + width] for at in range(0, len(text), width)]
-
-
-def postings(names: list[str], lines: Subrecords) -> dict[str, list[str]]:
-    """The chunk's inverted index: each term's pseudonyms in line order (``names`` and
-    ``lines``: the pseudonym and the subrecord of each line)."""
-    rows, terms = lines.pairs()  # by line
-    order = np.argsort(terms, kind="stable")
-    held = np.array(names, dtype=object)[rows[order]].tolist()
-    terms = terms[order]
-    starts = _run_starts(terms).tolist()
-    vocabulary = lines.distinct.names
-    return {vocabulary[term]: held[start:stop] for term, start, stop
-            in zip(terms[starts].tolist(), starts, [*starts[1:], len(held)])}
 
 
 def owner_key(store: Store) -> bytes:
@@ -233,32 +271,34 @@ class VersionWriter:
         # referenced and this one does not (their files stay in their homes).
         self.index_superseded: list[IndexPart] = []
 
-    def _new_chunk(self, members: ChunkMembers) -> BuiltChunk:
-        """The chunk's files under a fresh random id whose pseudonyms are distinct."""
+    def _fresh_id(self, *_: int) -> str:
+        """A random chunk id no chunk of the version has (64 bits: a repeat is a formality)."""
         while True:
             chunk_id = secrets.token_hex(fmt.CHUNK_ID_HEX // 2)
-            built = build_chunk(self.key, chunk_id, members) if chunk_id not in self.chunks \
-                else None
-            if built is not None:
-                return built
+            if chunk_id not in self.chunks:
+                return chunk_id
 
     def add_chunk(self, unit: int, unit_kind: str, private: bool, terms: frozenset[str],
-                  members: Sequence[tuple[str, int, Iterable[str]]] | ChunkMembers,
-                  indexed: bool = False) -> None:
+                  members: Sequence[tuple[str, int, Iterable[str]]] | ChunkMembers) -> None:
         """``members``: (record id, record position, subrecord terms) of every non-empty
-        subrecord, or as :class:`ChunkMembers`; ``indexed``: their terms are in the term
-        index already (a unit indexes its records' terms once for all its chunks)."""
+        subrecord, or as :class:`ChunkMembers`; their terms go into the term index."""
         members = ChunkMembers.of(members)
-        built = self._new_chunk(members)
-        zone = "private" if private else "public"
-        for name, data in built.files():
-            self.out.put(zone, name, data)
-        self.unit_map.append(built.map_lines(with_ids=private))
-        if not indexed:
-            self._index(members)
-        self.chunks[built.chunk_id] = built.entry(unit, private, terms)
-        self.release.add_chunk(built.chunk_id, unit, unit_kind, private, terms,
-                               members.added(), built.sha256["chunk"])
+        self._index(members)
+        self.add_chunks(unit, unit_kind, [terms], [members], public=0 if private else 1)
+
+    def add_chunks(self, unit: int, unit_kind: str, chunk_terms: Sequence[frozenset[str]],
+                   chunks: Sequence[ChunkMembers], public: int) -> None:
+        """A unit's chunks, the first ``public`` of them public, under fresh random ids; their
+        members' terms are in the term index already (a unit indexes them once for all)."""
+        for i, built in enumerate(build_drawn(self.key, chunks, self._fresh_id)):
+            private, terms = i >= public, chunk_terms[i]
+            zone = "private" if private else "public"
+            for name, data in built.files():
+                self.out.put(zone, name, data)
+            self.unit_map.append(built.map_lines(with_ids=private))
+            self.chunks[built.chunk_id] = built.entry(unit, private, terms)
+            self.release.add_chunk(built.chunk_id, unit, unit_kind, private, terms,
+                                   built.members.added(), built.sha256["chunk"])
 
     def extend_chunk(self, chunk_id: str, home: str, unit: int, unit_kind: str, private: bool,
                      terms: Sequence[str], old: tuple[bytes, bytes],
@@ -459,10 +499,11 @@ def unit_chunks(records: Records, positions: np.ndarray, ids: Sequence[str],
     members, and the (row, term id) pairs of them all (the term index's); terms in no chunk
     (a private part passed up the tree) are left out.  Both engines build a unit's chunks
     from this."""
+    ids = np.asarray(ids, dtype=object)  # picked per chunk in C
     digests = record_digests(ids)  # each record hashed once, not once per chunk it meets
     chunks, pairs = split_records(records, chunk_terms)
-    return [ChunkMembers(list(map(ids.__getitem__, rows.tolist())), positions[rows],
-                         subrecords, digests[rows]) for rows, subrecords in chunks], pairs
+    return [ChunkMembers(ids[rows], positions[rows], subrecords, digests[rows])
+            for rows, subrecords in chunks], pairs
 
 
 def unit_records(members: LeafMembers | Iterable[tuple[int, frozenset[str]]]
@@ -593,6 +634,8 @@ def write_layout(writer: VersionWriter, record_ids: Sequence[str], layout: Layou
     """Write every unit of ``layout``; ``where`` places a layout built over some records
     (an append's) among all of the publication's."""
     where = where or Placement()
+    if isinstance(record_ids, (tuple, list)):
+        record_ids = np.array(record_ids, dtype=object)  # a unit's picked in C
     totals = {"public": 0, "private": 0, "public_subrecords": 0, "private_subrecords": 0,
               "public_pairs": 0, "private_pairs": 0}
     for unit in layout.units:
@@ -601,14 +644,13 @@ def write_layout(writer: VersionWriter, record_ids: Sequence[str], layout: Layou
         chunk_terms = [*split.public, *stored_private]
         positions, records = unit_records(unit.members)
         placed = where.records_of(positions)
-        chunks, (pair_rows, pair_terms) = unit_chunks(
-            records, placed, [record_ids[p] for p in placed.tolist()], chunk_terms)
+        ids = record_ids[placed] if isinstance(record_ids, np.ndarray) \
+            else [record_ids[p] for p in placed.tolist()]
+        chunks, (pair_rows, pair_terms) = unit_chunks(records, placed, ids, chunk_terms)
         writer.index_pairs(records.names, pair_terms, placed[pair_rows])
+        writer.add_chunks(where.unit(unit.id), unit.kind, chunk_terms, chunks, len(split.public))
         for i, members in enumerate(chunks):
-            private = i >= len(split.public)
-            writer.add_chunk(where.unit(unit.id), unit.kind, private, chunk_terms[i], members,
-                             indexed=True)
-            kind = "private" if private else "public"
+            kind = "private" if i >= len(split.public) else "public"
             totals[kind] += 1
             totals[f"{kind}_subrecords"] += len(members)
             totals[f"{kind}_pairs"] += members.subrecords.pair_count()
