@@ -120,3 +120,36 @@ def test_a_hand_run_job_is_finished_by_plan_matches(tmp_path):
                               str(tmp_path / "tasks0.json"), "--matches",
                               str(tmp_path / "matches0.tsv"), "--json"])
     assert other.exit_code == 2 and "not this query's plan" in json.loads(other.stdout)["error"]
+
+
+def test_a_jobs_files_stay_in_its_directory(tmp_path):
+    """The hadoop runner's filesystem for the private zone (query.backends.scratch) reads,
+    writes and removes in the job directory only: the owner's key and a version, elsewhere in
+    the private zone, can be neither listed, read, overwritten nor removed through it."""
+    from cocktail.publish.writer import KEY_FILE, owner_key
+    from cocktail.query.backends.scratch import ScratchFilesystem
+    from cocktail.query.backends.streaming import SCRATCH
+
+    store = LocalStore(tmp_path / "s")
+    key = owner_key(store)
+    store.write("private", "v000001/manifest.json", b"{}", pri_label=True)
+    fs = ScratchFilesystem(store, SCRATCH)
+    root = store.location("private", "").rstrip("/")
+    source = tmp_path / "part"
+    source.write_bytes(b"a line\n")
+    job_file = f"{root}/{SCRATCH}/job-1/files/part"
+    fs.put(str(source), job_file)
+    assert list(fs.ls(f"{root}/{SCRATCH}/job-1")) == [job_file]
+    assert b"".join(fs.cat(job_file)) == b"a line\n"
+    fs.rm(f"{root}/{SCRATCH}/job-1")
+    assert not fs.exists(job_file)
+    assert not fs.can_handle_path(f"{root}/{SCRATCH}/job-1/output/part-*")  # `hadoop fs`'s
+    for path in (f"{root}/{KEY_FILE}", f"{root}/v000001", f"{root}/", f"{root}/{SCRATCH}x/a",
+                 f"{root}/*", f"{root}/v*/manifest.json"):
+        assert fs.can_handle_path(path)  # claimed, so never handed on to `hadoop fs`
+        for attempt in (lambda: fs.rm(path), lambda: fs.put(str(source), path),
+                        lambda: list(fs.ls(path)), lambda: list(fs.cat(path)),
+                        lambda: fs.exists(path), lambda: fs.touchz(path)):
+            with pytest.raises(PermissionError):
+                attempt()
+    assert owner_key(store) == key and store.read("private", "v000001/manifest.json") == b"{}"

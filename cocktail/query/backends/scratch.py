@@ -23,17 +23,28 @@ GLOB = frozenset("*?[{")
 
 
 class ScratchFilesystem(Filesystem):
-    """The URIs under the private zone's root (``store.location("private", "")``); globs are
-    left to ``hadoop fs``, which expands them."""
+    """The URIs under the private zone's root (``store.location("private", "")``).  Only
+    those in the job directory ``scratch`` are read, written or removed (its globs are left to
+    ``hadoop fs``, which expands them): any other private path, a glob too, is refused here
+    rather than handed on to ``hadoop fs``, so no job's bookkeeping can list, overwrite or
+    delete the owner's files (its key, a version)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, scratch: str) -> None:
         self.store = store
         self.root = store.location(ZONE, "").rstrip("/") + "/"
+        self.scratch = scratch.strip("/")
 
     def can_handle_path(self, path: str) -> bool:
-        return path.startswith(self.root) and not GLOB & set(path)
+        return path.startswith(self.root) and not (GLOB & set(path) and self._inside(path))
+
+    def _inside(self, path: str) -> bool:
+        relative = path[len(self.root):].strip("/")
+        return relative == self.scratch or relative.startswith(self.scratch + "/")
 
     def _relative(self, path: str) -> str:
+        if not self._inside(path):
+            raise PermissionError(f"{path}: outside {self.root}{self.scratch}/, where a job's "
+                                  "files are kept")
         return path[len(self.root):].strip("/")
 
     def ls(self, path_glob: str) -> Iterator[str]:
@@ -54,10 +65,11 @@ class ScratchFilesystem(Filesystem):
         makes a directory only to put files in it."""
 
     def put(self, src: str, path: str) -> None:
+        relative = self._relative(path)
         if path.endswith("/"):
             raise ValueError("put() destination may not be a directory")
         with open(src, "rb") as data:
-            self.store.write(ZONE, self._relative(path), data, pri_label=True)
+            self.store.write(ZONE, relative, data, pri_label=True)
 
     def rm(self, path_glob: str) -> None:
         self.store.remove(ZONE, self._relative(path_glob))
@@ -69,11 +81,12 @@ class ScratchFilesystem(Filesystem):
         self.store.write(ZONE, relative, b"", pri_label=True)
 
 
-def scratch_first(runner, store: Store) -> None:
-    """Route ``runner``'s paths under the private zone through the store, the rest as before
-    (its own ``hadoop`` and ``local`` filesystems)."""
+def scratch_first(runner, store: Store, scratch: str) -> None:
+    """Route ``runner``'s paths under the private zone through the store (those outside its
+    job directory ``scratch`` refused), the rest as before (its own ``hadoop`` and ``local``
+    filesystems)."""
     composite = CompositeFilesystem()
-    composite.add_fs("scratch", ScratchFilesystem(store))
+    composite.add_fs("scratch", ScratchFilesystem(store, scratch))
     composite.add_fs("hadoop", runner.fs.hadoop)
     composite.add_fs("local", runner.fs.local)
     runner._fs = composite  # mrjob 0.7 keeps a runner's filesystem there and has no setter

@@ -152,7 +152,7 @@ def execute(job_class, runner: str, options: Sequence[str], inputs: Sequence[str
     with _mrjob_quiet(log is None), job.make_runner() as mr:
         if on_yarn:
             from .scratch import scratch_first
-            scratch_first(mr, on_yarn.store)
+            scratch_first(mr, on_yarn.store, SCRATCH)
         mr.run()
         return [value.rstrip("\r\n") for _, value in job.parse_output(mr.cat_output())]
 
