@@ -721,11 +721,10 @@ def publish_spark(source: str, store: Store, params: PublishParams, settings: Sp
         # On disk, not in the heap: the driver's JVM is the local executors' too, and each
         # cached partition would have to fit in it whole.
         data.records.persist(StorageLevel.DISK_ONLY)
-        total = data.total
-        check_size(params, total)
+        check_size(params, data.total)
         progress("load", 1, 1)
         loading = time.perf_counter() - started
-        engine = _Run(sc, data, total, params, store, progress)
+        engine = _Run(sc, data, params, store, progress)
         report = release(store, params, engine.build, rebase=rebase, engine="spark")
     finally:
         if active is None:
@@ -813,7 +812,7 @@ class SparkClusters:
         slices = max(2, self.sc.defaultParallelism, -(-len(rows) // RECORDS_PER_TASK))
         data = Input(self.sc.parallelize(rows, slices), names, 0, "pool", "pool", len(rows),
                      sum(len(terms) for _, _, terms in rows))
-        run = _Run(self.sc, data, len(rows), params, writer.out.store,
+        run = _Run(self.sc, data, params, writer.out.store,
                    progress or (lambda phase, done, total: None))
         laid = run.lay_out(writer, run.job(
             writer, writer.out.mtime, held=held, pass_up_root=params.aggregate,
@@ -839,13 +838,13 @@ class Input:
 class _Run:
     """One publish's Spark work, from the parsed records to the files in staging."""
 
-    def __init__(self, sc, data: Input, total: int, params: PublishParams, store: Store,
+    def __init__(self, sc, data: Input, params: PublishParams, store: Store,
                  progress: PhaseProgress) -> None:
-        self.sc, self.data, self.total, self.params = sc, data, total, params
+        self.sc, self.data, self.total, self.params = sc, data, data.total, params
         self.store, self.progress = store, progress
         self.phases: dict[str, float] = {}
         # partitions of each shuffle: small ones, as each is cached whole in the JVM's heap
-        self.tasks = max(2, sc.defaultParallelism * 2, total // RECORDS_PER_TASK)
+        self.tasks = max(2, sc.defaultParallelism * 2, data.total // RECORDS_PER_TASK)
 
     def _timed(self, phase: str, started: float) -> None:
         self.phases[phase] = time.perf_counter() - started

@@ -219,7 +219,7 @@ def _indexes(chunk_ids: Sequence[str], distinct: Sequence[Records], text: list[s
     ``lines``, ``chunk``: the pseudonym, the subrecord among all chunks' ``distinct`` ones
     and the chunk of each line, chunk after chunk)."""
     rows, terms = Records.joined(distinct).rows(lines)  # (each chunk's term ids its own)
-    width = max(len(d.names) for d in distinct) if distinct else 1
+    width = max(len(d.names) for d in distinct)
     keys = chunk[rows].astype(np.int64) * width + terms
     by_term = np.argsort(keys, kind="stable")  # lines stay in order within a term
     held = np.array(text, dtype=object)[rows[by_term]].tolist()
