@@ -18,7 +18,8 @@ from ...overlay.planner import MapTask
 from ...store import Store
 
 RUNNERS = ("inline", "local", "spark", "hadoop")
-BUNDLED = ("inline", "local")  # runners that start a task per input file, on this machine
+# Runners that start a task per input file, on this machine (mrjob's Spark runner: local[*]).
+BUNDLED = ("inline", "local", "spark")
 PLACED = ("hadoop",)  # runners whose tasks land on cluster nodes: private work on private ones
 PRIVATE_LABEL = "private"  # the exclusive YARN node label of the private datanodes' hosts
 SCRATCH = "jobs"  # the hadoop runner's job files and outputs, in the private zone
@@ -29,8 +30,9 @@ def bundle(inputs: Sequence[str], directory: Path) -> list[str]:
     """Concatenate index files into a few inputs for the embedded runners.
 
     mrjob's inline and local runners start one map task (the local one: a process) per input
-    file, which for a batch of queries means hundreds.  Index lines carry their chunk id, so the
-    mapper reads a bundle exactly as it reads the files; cluster runners keep the real files.
+    file, and its Spark runner one Spark task, which for a batch of queries means hundreds.
+    Index lines carry their chunk id, so the mapper reads a bundle exactly as it reads the
+    files; cluster runners, and a store's files named by URI, keep the real files.
     """
     bundles = []
     for start in range(0, len(inputs), FILES_PER_BUNDLE):
@@ -94,7 +96,7 @@ def run_job(tasks: Sequence[MapTask], inputs: Sequence[str], runner: str,
         tasks_file = write_tasks(tasks, Path(tmp))
         if log:
             log(f"{runner} job: {len(tasks)} map task(s) over {len(inputs)} index file(s)")
-        if runner in BUNDLED:
+        if runner in BUNDLED and not any("://" in name for name in inputs):
             inputs = bundle(inputs, Path(tmp))
         for value in execute(MatchJob, runner, ["--tasks", str(tasks_file)], inputs, log,
                              on_yarn):
