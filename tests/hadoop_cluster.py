@@ -135,15 +135,20 @@ def start(base: Path, route: str, yarn: bool) -> Cluster:
     return Cluster(process, json.loads(description.read_text()), base)
 
 
-def succeeded_label_expressions(application: Callable[..., str],
-                                only: str | None = None) -> list[str]:
-    """The node label expression of every finished, SUCCEEDED YARN application (or of the one
-    named ``only``, if it is one), asked as an operator does: `yarn application -list`, then
-    `-status` of each.
+def succeeded_applications(application: Callable[..., str]) -> list[str]:
+    """Every finished, SUCCEEDED YARN application, as an operator lists them.
 
     ``application(*args)`` runs `yarn application ARGS` and returns its output."""
     listing = application("-list", "-appStates", "FINISHED")
-    apps = [app for app in re.findall(r"^(application_\d+_\d+)\s.*SUCCEEDED", listing,
-                                      re.MULTILINE) if only in (None, app)]
-    return [re.search(r"Application Node Label Expression : (.*)",
-                      application("-status", app)).group(1).strip() for app in apps]
+    return re.findall(r"^(application_\d+_\d+)\s.*SUCCEEDED", listing, re.MULTILINE)
+
+
+def label_expression(application: Callable[..., str], app: str) -> str:
+    """The node label expression of application ``app``, as `yarn application -status` says."""
+    return re.search(r"Application Node Label Expression : (.*)",
+                     application("-status", app)).group(1).strip()
+
+
+def succeeded_label_expressions(application: Callable[..., str]) -> list[str]:
+    """The label expression of every SUCCEEDED application: a JVM start for each."""
+    return [label_expression(application, app) for app in succeeded_applications(application)]

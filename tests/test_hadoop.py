@@ -12,6 +12,7 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import replace
+from functools import partial
 
 import pytest
 from click.testing import CliRunner
@@ -31,7 +32,8 @@ from cocktail.store import PrivacyViolation, StoreError, open_store
 from cocktail.synthetic import random_conjunctions
 
 from .conftest import dataset_path
-from .hadoop_cluster import HDFS_EXT, TARGET, build, start, succeeded_label_expressions
+from .hadoop_cluster import (HDFS_EXT, TARGET, build, label_expression, start,
+                             succeeded_applications, succeeded_label_expressions)
 from .metadata import assert_no_grouping
 
 pytestmark = pytest.mark.xdist_group("hadoop")
@@ -134,12 +136,13 @@ def test_a_job_over_the_index_shards_runs_on_private_nodes_only(cluster, publish
     queries = [CountQuery(q) for q in random_conjunctions(sample.records, 40, seed=8)]
     for name, value in cluster.hadoop_env().items():
         monkeypatch.setenv(name, value)
-    before = succeeded_label_expressions(lambda *args: yarn_application(cluster, *args))
+    application = partial(yarn_application, cluster)
+    before = succeeded_applications(application)
     answers = Engine(Publication.open(store), "index-hadoop").counts(queries)
     assert answers == [sample.count_containing(q.terms) for q in queries]
-    labels = succeeded_label_expressions(lambda *args: yarn_application(cluster, *args))
-    assert len(labels) == len(before) + 1, labels  # one job for the batch...
-    assert labels.count("private") == before.count("private") + 1, labels  # ...on private nodes
+    new = [app for app in succeeded_applications(application) if app not in before]
+    assert len(new) == 1, new  # one job for the batch...
+    assert label_expression(application, new[0]) == "private"  # ...on private nodes
 
 
 def test_append_on_hdfs_keeps_every_release_safe(published, sample):
