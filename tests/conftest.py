@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,20 @@ def dataset_path(name: str) -> Path:
     if not path.exists():
         pytest.skip(f"{path} is not present (the shared BMS-WebView datasets live beside the repo)")
     return path
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local[2] session for every Spark test of a worker (the engine uses an active one),
+    in the `spark` group: a session each would cost ten seconds or more."""
+    if shutil.which("java") is None:
+        pytest.skip("the Spark engine needs a Java runtime (java is not on PATH)")
+    pytest.importorskip("pyspark", reason="pyspark is installed by the test extra")
+    from cocktail.publish.spark import SparkSettings, spark_session
+
+    session = spark_session(SparkSettings("local[2]"))
+    yield session
+    session.stop()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

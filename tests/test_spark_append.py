@@ -27,22 +27,9 @@ from cocktail.synthetic import SyntheticSpec, generate, random_conjunctions
 from .conftest import dataset_path
 from .test_spark_publish import content
 
-pytestmark = pytest.mark.xdist_group("spark")
+pytestmark = [pytest.mark.xdist_group("spark"), pytest.mark.usefixtures("spark")]
 
 VARIES = {"store", "seconds"}  # what an AppendReport may differ in between engines
-
-
-@pytest.fixture(scope="module", autouse=True)
-def session():
-    """One local[2] session for the module (append_spark uses an active one)."""
-    if shutil.which("java") is None:
-        pytest.skip("the Spark engine needs a Java runtime (java is not on PATH)")
-    pytest.importorskip("pyspark", reason="pyspark is installed by the test extra")
-    from cocktail.publish.spark import SparkSettings, spark_session
-
-    spark = spark_session(SparkSettings("local[2]"))
-    yield spark
-    spark.stop()
 
 
 def append_spark(path, root, **options):

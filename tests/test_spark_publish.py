@@ -4,7 +4,6 @@ same input errors, and files whose metadata groups nothing."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 
@@ -20,21 +19,7 @@ from cocktail.synthetic import SyntheticSpec, generate
 from .conftest import dataset_path
 from .test_publication import assert_metadata_reveals_no_clusters
 
-pytestmark = pytest.mark.xdist_group("spark")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def session():
-    """One local[2] session for the module (publish_spark uses an active one): a session
-    each would cost ten seconds."""
-    if shutil.which("java") is None:
-        pytest.skip("the Spark engine needs a Java runtime (java is not on PATH)")
-    pytest.importorskip("pyspark", reason="pyspark is installed by the test extra")
-    from cocktail.publish.spark import SparkSettings, spark_session
-
-    spark = spark_session(SparkSettings("local[2]"))
-    yield spark
-    spark.stop()
+pytestmark = [pytest.mark.xdist_group("spark"), pytest.mark.usefixtures("spark")]
 
 
 def publish_spark(source, root, k=5, **options):
@@ -93,17 +78,17 @@ def test_both_engines_publish_the_same(source, tmp_path, request):
 # a mix (the root's levels on the cluster) and all in one task give the single-machine tree.
 # (Every level on the cluster, threshold 0, passes too, but takes 40 s of CI.)
 @pytest.mark.parametrize("local_subtree", [3_000, 10**9])
-def test_the_tree_grown_on_spark_is_the_single_machine_tree(local_subtree, session,
+def test_the_tree_grown_on_spark_is_the_single_machine_tree(local_subtree, spark,
                                                             monkeypatch):
     from cocktail.overlay.tree import SplitSearch, grow_tree
-    from cocktail.publish import spark
+    from cocktail.publish import spark as engine
 
-    monkeypatch.setattr(spark, "LOCAL_SUBTREE", local_subtree)
+    monkeypatch.setattr(engine, "LOCAL_SUBTREE", local_subtree)
     records = load(dataset_path("bms-webview-1.dat")).records[:12_000]
     rows = [(p, f"r{p}", tuple(sorted(records.indices[a:b].tolist()))) for p, (a, b)
             in enumerate(zip(records.indptr.tolist(), records.indptr[1:].tolist()))]
-    tree, leaf_of, leaves = spark.grow_tree_distributed(
-        session.sparkContext, session.sparkContext.parallelize(rows, 3), tuple(records.names),
+    tree, leaf_of, leaves = engine.grow_tree_distributed(
+        spark.sparkContext, spark.sparkContext.parallelize(rows, 3), tuple(records.names),
         len(records), 400, SplitSearch())
     single = grow_tree(records, 400)
     assert tree.to_manifest() == [node | {"units": []} for node in single.to_manifest()]
