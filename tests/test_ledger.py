@@ -185,6 +185,30 @@ def test_a_version_1_ledger_is_migrated_with_nothing_lost(tmp_path):
     assert Ledger(path).budget_status(alice)["spent"] == 1.0  # reopening migrates nothing again
 
 
+def test_a_users_history_is_read_through_its_index_once_migrated(tmp_path):
+    """The analyst's page reads one user's newest charges through `charges_by_user`, and a
+    version-7 ledger (no index) gets it when opened: without it, every page read and sorted
+    everyone's charges (72 ms at a million)."""
+    from cocktail.dp.ledger import HISTORY
+
+    path = tmp_path / "ledger.sqlite"
+    ledger = Ledger(path)
+    ledger.add_role("analyst", alpha=0.5, budget=10)
+    ann = ledger.authenticate(ledger.add_user("ann", "analyst"))
+    for number in range(3):
+        ask(ledger, ann, "v1", f"count(t{number})")
+    with sqlite3.connect(path) as db:
+        db.execute("DROP INDEX charges_by_user")
+        db.execute("PRAGMA user_version = 7")
+    ledger = Ledger(path)
+    assert [h["alpha"] for h in ledger.history(ann, 2)] == [0.5, 0.5]
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 8
+        plan = " | ".join(row[-1] for row in db.execute("EXPLAIN QUERY PLAN " + HISTORY,
+                                                        ("ann", 2)))
+    assert "USING INDEX charges_by_user" in plan and "TEMP B-TREE" not in plan, plan
+
+
 def _ask(args):
     path, token, number = args
     ledger = Ledger(path)
