@@ -35,17 +35,21 @@ class ScratchFilesystem(Filesystem):
         self.scratch = scratch.strip("/")
 
     def can_handle_path(self, path: str) -> bool:
-        return path.startswith(self.root) and not (GLOB & set(path) and self._inside(path))
+        return path.startswith(self.root) and not (
+            GLOB & set(path) and self._inside(self._under_root(path)))
 
-    def _inside(self, path: str) -> bool:
-        relative = path[len(self.root):].strip("/")
+    def _under_root(self, path: str) -> str:
+        return path[len(self.root):].strip("/")
+
+    def _inside(self, relative: str) -> bool:
         return relative == self.scratch or relative.startswith(self.scratch + "/")
 
     def _relative(self, path: str) -> str:
-        if not self._inside(path):
+        relative = self._under_root(path)
+        if not self._inside(relative):
             raise PermissionError(f"{path}: outside {self.root}{self.scratch}/, where a job's "
                                   "files are kept")
-        return path[len(self.root):].strip("/")
+        return relative
 
     def ls(self, path_glob: str) -> Iterator[str]:
         relative = self._relative(path_glob)
