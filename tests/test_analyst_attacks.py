@@ -29,6 +29,7 @@ from cocktail.dp.deadline import Deadlines
 from cocktail.dp.ledger import BudgetExhausted, Ledger
 from cocktail.dp.limits import LIMITS, LimitExceeded
 from cocktail.dp.session import Source, ask
+from cocktail.dp.strategies import SEARCH_CPU_SECONDS
 from cocktail.overlay.planner import plan_conjunction
 from cocktail.private_config import ledger_location, store_identity
 from cocktail.publish import PublishParams, publish
@@ -237,9 +238,12 @@ def test_a_storm_of_waiters_costs_one_search_and_starves_no_other_route(target):
     assert [reply.status_code for reply in replies] == [200] * 45, bodies
     assert bodies[0]["charged"] == 0.1 and not bodies[0]["reused"]
     assert all(b["reused"] and b["answers"] == bodies[0]["answers"] for b in bodies[1:])
-    # One search is at most SEARCH_CPU_SECONDS (1.2 s; ~0.5 s here); the 45 requests' own
-    # work (HTTP, the ledger, polling) is a few tenths more.  The storm cost 91 s before.
-    assert cpu < 2.5, cpu
+    # One search is at most SEARCH_CPU_SECONDS (1.2 s; ~0.5 s here); each request, the 45 and
+    # the budget probes, costs the server a few ms (HTTP, the ledger, polling), more on a loaded
+    # machine, where the storm lasts longer and so draws more probes (2.62 s for ~100 requests
+    # in CI).  The storm cost 91 s before: 45 searches.
+    requests = len(replies) + len(budget_times)
+    assert cpu < SEARCH_CPU_SECONDS + 0.025 * requests, (cpu, requests)
     # Before, every request thread searched, and no GET was answered within 120 s.  Now none
     # waits for the storm: 4-6 ms at the median here.  A machine loaded far past its cores
     # (this server runs niced) stretches every reply, so the bounds are the storm's own
