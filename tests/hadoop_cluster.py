@@ -21,13 +21,15 @@ from urllib.parse import urlencode
 
 import pytest
 
-from cocktail.cluster.render import JAVA17_OPENS
+from cocktail.jvm import JAVA17_OPENS, SHORT_LIVED
 
 from .conftest import REPO
 
 HDFS_EXT = REPO / "hdfs_ext"
 TARGET = HDFS_EXT / "target"
-JVM_FLAGS = ["-Xmx3g", "-XX:+IgnoreUnrecognizedVMOptions", *JAVA17_OPENS]
+# A test cluster lives minutes beside others on two cores: C1 alone and one GC thread cut the
+# Hadoop tests' CPU by a quarter (and the JUnit suite's, pom.xml; Maven's own, .mvn/jvm.config).
+JVM_FLAGS = ["-Xmx3g", *SHORT_LIVED, "-XX:+IgnoreUnrecognizedVMOptions", *JAVA17_OPENS]
 START_TIMEOUT = 240
 
 

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from cocktail.cli import main
 from cocktail.cluster.render import render_host
+from cocktail.jvm import JAVA17_OPENS, SHORT_LIVED
 from cocktail.cluster.spec import SITE_FILES, SpecError, load_spec, parse_spec
 
 from .conftest import REPO
@@ -147,6 +148,24 @@ def test_spec_properties_and_tls_reach_every_host(spec):
         plain, plain.hosts[0])["host.env"]
 
 
+def test_daemons_get_the_specs_jvm_options_and_containers_short_lived_flags(spec):
+    """hadoop.jvm_options follow the Java 17 flags in every host's jvm.options (the reference
+    cluster has none); MapReduce's containers compile with C1 and collect with one thread."""
+    raw = yaml.safe_load(SPEC.read_text())
+    raw["hadoop"]["jvm_options"] = ["-XX:TieredStopAtLevel=1", "-Xss2m"]
+    tuned = parse_spec(raw)
+    for host in tuned.hosts:
+        files = render_host(tuned, host)
+        assert files["jvm.options"].split() == [*JAVA17_OPENS, "-XX:TieredStopAtLevel=1",
+                                                "-Xss2m"]
+        assert render_host(spec, host)["jvm.options"].split() == list(JAVA17_OPENS)
+        mapred = ET.fromstring(files["mapred-site.xml"])
+        values = {p.findtext("name"): p.findtext("value") for p in mapred.iter("property")}
+        for name in ("yarn.app.mapreduce.am.command-opts", "mapreduce.map.java.opts",
+                     "mapreduce.reduce.java.opts"):
+            assert set(SHORT_LIVED) <= set(values[name].split())
+
+
 @pytest.mark.parametrize("change, message", [
     (lambda s: s["hosts"][1].update(address="10.0.0.1"), "not a host address of"),
     (lambda s: s["hosts"][2].update(rack="/private/r9"), "must be /public/NAME"),
@@ -157,6 +176,8 @@ def test_spec_properties_and_tls_reach_every_host(spec):
     (lambda s: s["hadoop"].update(placement="magic"), "hadoop.placement"),
     (lambda s: s["hosts"][0].update(side="public", rack="/public/r0"), "must be private"),
     (lambda s: s["hadoop"].update(properties={"hfds-site.xml": {"a": 1}}), "properties.hfds"),
+    (lambda s: s["hadoop"].update(jvm_options="-Xss2m"), "jvm_options: expected a list"),
+    (lambda s: s["hadoop"].update(jvm_options=["Xss2m"]), "'Xss2m' is not a JVM flag"),
     (lambda s: s["overlay"].pop("tls_key"), "both tls_cert and tls_key"),
     (lambda s: s["overlay"].update(tls_key="tls/overlay.key"), "overlay.tls_key"),
     (lambda s: s["overlay"].update(port=8443), "overlay.port: unknown key"),

@@ -188,3 +188,15 @@ def test_the_cli_reports_the_engine_and_its_phases(tmp_path):
          "--store", str(tmp_path / "s"), "--engine", "spark", "--append", "--k", "3"],
         capture_output=True, text=True, timeout=600)
     assert refused.returncode == 2 and "drop --k" in refused.stderr
+
+
+def test_the_engines_jvm_runs_with_the_short_lived_flags(spark):
+    """The driver's JVM (in local mode, the executors' too) was started with C1 alone and the
+    serial collector, and the settings that carry them to a cluster's JVMs are set."""
+    from cocktail.jvm import SHORT_LIVED, spark_java_options
+
+    runtime = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    assert set(SHORT_LIVED) <= set(runtime.getInputArguments())
+    conf = spark.sparkContext.getConf()  # Spark puts its own Java 17 options first
+    for key, flags in spark_java_options().items():
+        assert conf.get(key).endswith(flags), (key, conf.get(key))

@@ -12,14 +12,10 @@ import shlex
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from ..jvm import JAVA17_OPENS, SHORT_LIVED
 from ..query.backends.streaming import PRIVATE_LABEL  # what private jobs ask for, what nodes get
 from .spec import SITE_FILES, ClusterSpec, Host
 
-# Hadoop 3.4 on Java 17 needs these in every JVM it starts, containers included (HADOOP-19310).
-JAVA17_OPENS = tuple(f"--add-opens=java.base/{package}=ALL-UNNAMED" for package in (
-    "java.io", "java.lang", "java.lang.reflect", "java.math", "java.net", "java.text",
-    "java.util", "java.util.concurrent", "java.util.zip", "sun.security.util",
-    "sun.security.x509"))
 SHIM = "org.cocktail.hdfs.PrivateRackPlacementPolicy"
 VENV = "/opt/cocktail/venv"  # where scripts/provision installs cocktail (it says the same)
 
@@ -54,7 +50,7 @@ def render_host(spec: ClusterSpec, host: Host, *, home: str | None = None,
         "node-labels": "".join(f"{h.name}={PRIVATE_LABEL}\n"
                                for h in spec.with_roles("nodemanager") if h.private),
         "host.env": host_env(spec, host, paths),
-        "jvm.options": "\n".join(JAVA17_OPENS) + "\n",
+        "jvm.options": "\n".join(JAVA17_OPENS + spec.jvm_options) + "\n",
         "log4j.properties": log4j_properties(paths),
     })
     return files
@@ -213,7 +209,7 @@ def _yarn(spec: ClusterSpec, paths: _Paths) -> dict[str, str]:
 
 
 def _mapred(spec: ClusterSpec, paths: _Paths) -> dict[str, str]:
-    opts = " ".join((f"-Xmx{spec.container_mb * 3 // 4}m",) + JAVA17_OPENS)
+    opts = " ".join((f"-Xmx{spec.container_mb * 3 // 4}m", *SHORT_LIVED) + JAVA17_OPENS)
     history = spec.with_roles("historyserver")
     jars = f"{paths.home}/share/hadoop"
     properties = {

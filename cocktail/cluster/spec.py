@@ -56,6 +56,7 @@ class ClusterSpec:
     heap_mb: dict[str, int]
     container_mb: int
     nodemanager_mb: int
+    jvm_options: tuple[str, ...]  # more flags for every daemon's JVM
     hosts: tuple[Host, ...]
     properties: dict[str, dict[str, str]]  # site file -> name -> value, set on every host
     tls_cert: str | None  # the overlay service's certificate and key; none: plain HTTP
@@ -124,6 +125,7 @@ def parse_spec(raw: object, source: str = "cluster.yaml") -> ClusterSpec:
         heap_mb={d: heap[d] for d in HEAPS},
         container_mb=_positive(hadoop.get("container_mb"), "hadoop.container_mb", fail),
         nodemanager_mb=_positive(hadoop.get("nodemanager_mb"), "hadoop.nodemanager_mb", fail),
+        jvm_options=_jvm_options(hadoop.get("jvm_options"), fail),
         hosts=tuple(_host(h, i, network, fail) for i, h in enumerate(raw.get("hosts") or [])),
         properties=_properties(hadoop.get("properties"), fail),
         **_tls(raw.get("overlay"), fail),
@@ -146,6 +148,18 @@ def _properties(raw, fail) -> dict[str, dict[str, str]]:
         out[file] = {str(k): str(v).lower() if isinstance(v, bool) else str(v)
                      for k, v in values.items()}
     return out
+
+
+def _jvm_options(raw, fail) -> tuple[str, ...]:
+    """hadoop.jvm_options: a list of JVM flags (each starting with -), after the rendered ones."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise fail("hadoop.jvm_options", "expected a list of JVM flags")
+    for flag in raw:
+        if not isinstance(flag, str) or not flag.startswith("-") or flag != flag.strip():
+            raise fail("hadoop.jvm_options", f"{flag!r} is not a JVM flag (one word from -)")
+    return tuple(raw)
 
 
 def _tls(raw, fail) -> dict[str, str | None]:

@@ -60,6 +60,7 @@ from typing import BinaryIO
 import numpy as np
 
 from ..extras import require
+from ..jvm import spark_java_options
 
 StorageLevel = require("pyspark").StorageLevel  # this module loads only with --engine spark
 
@@ -101,7 +102,7 @@ def spark_session(settings: SparkSettings):
                .config("spark.log.level", "WARN")
                .config("spark.driver.memory", "1g")
                .config("spark.python.worker.reuse", "true"))
-    for key, value in settings.conf:
+    for key, value in [*spark_java_options().items(), *settings.conf]:
         builder = builder.config(key, value)
     return builder.getOrCreate()
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...extras import require
+from ...jvm import spark_java_options
 from ...overlay.planner import MapTask
 from ...store import Store
 
@@ -150,7 +151,10 @@ def execute(job_class, runner: str, options: Sequence[str], inputs: Sequence[str
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     python = [] if runner == "inline" else ["--python-bin", sys.executable]  # inline: in here
     placed = on_yarn.args() if on_yarn else []
-    job = job_class(args=["-r", runner, "--no-conf", *python, *options, *placed, *inputs])
+    spark = [arg for setting in spark_java_options().items()
+             for arg in ("--jobconf", "=".join(setting))] if runner == "spark" else []
+    job = job_class(args=["-r", runner, "--no-conf", *python, *options, *placed, *spark,
+                          *inputs])
     with _mrjob_quiet(log is None), job.make_runner() as mr:
         if on_yarn:
             from .scratch import scratch_first

@@ -27,7 +27,8 @@ final class YarnCluster implements AutoCloseable {
   static final String NAME = "cocktail-yarn";
   private static final String CAPACITY = "yarn.scheduler.capacity.";
   private static final String TASK_MB = "512";
-  private static final String TASK_OPTS = "-Xmx384m";
+  /** Containers live seconds: C1 and one GC thread (cocktail.jvm.SHORT_LIVED). */
+  private static final String TASK_OPTS = "-Xmx384m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC";
 
   private final MiniMRYarnCluster cluster;
 
