@@ -89,6 +89,15 @@ def workloads(terms: list[str]) -> dict[str, str]:
             "random 40 of 16": random_combinations(t[:16], 40, WORKLOAD_SEED)}
 
 
+def most_frequent(records, n: int) -> list[str]:
+    """The ``n`` most frequent terms, ties by name: the workloads' terms, in this order."""
+    frequency: dict[str, int] = {}
+    for record in records:
+        for term in record:
+            frequency[term] = frequency.get(term, 0) + 1
+    return sorted(frequency, key=lambda t: (-frequency[t], t))[:n]
+
+
 def hdmm_best(m: Matrices, starts: int, definition: str = PURE) -> float:
     """HDMM's objective as its paper states it: OPT0 (p = N/16) and OPT_M from random starts
     (past the cell space, those of the two that fit: NaN when neither does); under zCDP its
@@ -167,11 +176,7 @@ def main() -> int:
     optimize.minimize()  # scipy loaded, then every BLAS on one thread, once for the process
     one_thread()
     data = load(DATASET)
-    frequency: dict[str, int] = {}
-    for record in data.records:
-        for term in record:
-            frequency[term] = frequency.get(term, 0) + 1
-    terms = sorted(frequency, key=lambda t: (-frequency[t], t))[:32]
+    terms = most_frequent(data.records, 32)
 
     def counts(queries):
         return [data.count_containing(q.terms) for q in queries]

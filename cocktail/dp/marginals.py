@@ -19,11 +19,15 @@ cells: the same reconstruction, the same variances (tests/test_dp_marginals.py c
 against the cell-space matrices, and Δ against every record pattern).
 
 The families searched: the closure itself (every subset a workload query could use), and with
-it every marginal of t and of t + 1 terms (t: the widest counting query; under zCDP the 2-way
-counts of 10 terms are best answered from all 120 3-way marginals), and the partitions of the
-terms, in workload order, into blocks of 2 to 6 and into one block (the 1-way counts of 12
-terms are best answered under pure DP from the 3-way marginals of four disjoint blocks: each
-record in one cell of each, Δ = 1, and the total measured four times).
+it every marginal of at most t and of at most t + 1 terms (t: the widest counting query; under
+zCDP the 2-way counts of 10 terms are best answered from all 120 3-way marginals), and the
+partitions of the terms, in workload order, into blocks of 2 to 6 and into one block (the
+1-way counts of 12 terms are best answered under pure DP from the 3-way marginals of four
+disjoint blocks: each record in one cell of each, Δ = 1, and the total measured four times).
+A family is searched by its closed form alone, so it may be larger than the counts a strategy
+may measure: the 2,517 marginals of at most 4 of 16 terms, of which the random 40 over 16
+terms keeps 26 (docs/dp.md).  What is measured is the heaviest marginals whose subsets fit
+``MAX_SUBSETS``.
 """
 
 from __future__ import annotations
@@ -42,6 +46,9 @@ from .workload import Matrices
 # their number (1,024, the histogram of 10 terms: ~0.15 s), and each is a count the private
 # cloud computes.
 MAX_SUBSETS = 1024
+# Marginals a family may hold: an evaluation of the closed form is linear in their number
+# (2.6 ms at 6,885 marginals of 16 terms and a closure of 90), and the search's units pay it.
+MAX_FAMILY = 4096
 BLOCK_SIZES = range(2, 7)
 _SPREAD = 0.01  # every start keeps each subset of the closure measured
 # Seeded starts per family, after its structured one: with up to 9 families, the cell search's
@@ -83,10 +90,10 @@ def coefficients(m: Matrices, characters: np.ndarray) -> np.ndarray:
 
 def families(m: Matrices) -> tuple[np.ndarray, ...]:
     """The candidate families F (bitmasks): the workload's closure, alone, with every marginal
-    of t and t + 1 terms (t: the widest count), and with each block partition (the whole set of
-    terms the last: its marginal is the cell histogram); none whose closure is over
-    ``MAX_SUBSETS``.  A request asks for them several times (whether to search, its deadline,
-    the search), so they are kept by shape."""
+    of at most t and of at most t + 1 terms (t: the widest count; at most ``MAX_FAMILY``), and
+    with each block partition (the whole set of terms the last: its marginal is the cell
+    histogram; none whose closure is over ``MAX_SUBSETS``).  A request asks for them several
+    times (whether to search, its deadline, the search), so they are kept by shape."""
     return _families(tuple(m.masks.tolist()), len(m.terms))
 
 
@@ -99,9 +106,10 @@ def _families(masks: tuple[int, ...], u: int) -> tuple[np.ndarray, ...]:
     if len(base) > MAX_SUBSETS:
         return ()
     found = [base]
-    for size in (widest, widest + 1):  # every marginal of that many terms
-        if 1 <= size < u and sum(math.comb(u, i) for i in range(size + 1)) <= MAX_SUBSETS:
-            every = [sum(1 << t for t in terms) for terms in combinations(range(u), size)]
+    for size in (widest, widest + 1):  # every marginal of at most that many terms
+        if 1 <= size < u and sum(math.comb(u, i) for i in range(size + 1)) <= MAX_FAMILY:
+            every = [sum(1 << t for t in terms) for width in range(1, size + 1)
+                     for terms in combinations(range(u), width)]
             family = np.union1d(base, every)
             if len(family) > len(base):
                 found.append(family)
@@ -115,6 +123,12 @@ def _families(masks: tuple[int, ...], u: int) -> tuple[np.ndarray, ...]:
     for family in found:
         family.flags.writeable = False  # kept, and shared by every request of the shape
     return tuple(found)
+
+
+def most_measured(family: np.ndarray) -> int:
+    """The most conjunctive counts a strategy searched over ``family`` may measure."""
+    return MAX_SUBSETS if len(family) >= MAX_SUBSETS else min(MAX_SUBSETS,
+                                                              len(closure(family)))
 
 
 def feasible(m: Matrices) -> bool:
@@ -165,7 +179,7 @@ def search(m: Matrices, budget: optimize.Budget, seed: int,
     # Every family's structured start first, then the seeded ones in turn: the screening goes
     # down this list while half the budget lasts, and must reach every family.
     for start in range(-1, SEEDED):
-        for family in candidates:
+        for kind, family in enumerate(candidates):
             cost = optimize._units(len(family) * len(characters) + parts.size, len(family))
             if start < 0:
                 blocks = ~np.isin(family, characters)
@@ -173,7 +187,7 @@ def search(m: Matrices, budget: optimize.Budget, seed: int,
             else:
                 point = optimize.start_point(seed, start, len(family))
             problems.append(optimize.Problem(loss(parts, family, characters, bound, l2),
-                                             point + _SPREAD, cost))
+                                             point + _SPREAD, cost, kind=kind))
             family_of[id(problems[-1])] = family
     found = optimize.search(problems, budget)
     if found is None:
@@ -183,6 +197,23 @@ def search(m: Matrices, budget: optimize.Budget, seed: int,
     kept = theta > 1e-4 * theta.max()  # drop the negligible marginals, if all stays measured
     if np.all(theta[kept] ** 2 @ (_within(characters, family[kept]) * 1.0) > 0):
         theta, family = theta[kept], family[kept]
+    return _measurable(Found(theta, family), characters)
+
+
+def _measurable(found: Found, characters: np.ndarray) -> Found | None:
+    """``found`` with its marginals in order of weight, as many as are measured over at most
+    ``MAX_SUBSETS`` counts (a family searched past them keeps few: 24 of the 2,517 of the
+    random 40 over 16 terms); None if those leave a subset of the closure unmeasured."""
+    order = np.argsort(-found.theta, kind="stable")
+    counts: set[int] = set()
+    for taken, index in enumerate(order.tolist()):
+        counts.update(subsets_of(int(found.family[index])))
+        if len(counts) > MAX_SUBSETS:
+            order = order[:taken]
+            break
+    theta, family = found.theta[order], found.family[order]
+    if not np.all(theta ** 2 @ (_within(characters, family) * 1.0) > 0):
+        return None
     return Found(theta, family)
 
 

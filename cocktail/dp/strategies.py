@@ -316,11 +316,12 @@ def searched(m: Matrices) -> bool:
 
 def most_counts(m: Matrices) -> int:
     """The most conjunctive counts the exact vector of any strategy chosen for ``m`` may take
-    (a function of the workload alone): all 2^u cells, or the largest closure searched."""
+    (a function of the workload alone): all 2^u cells, or the most any searched family's
+    strategy may measure."""
     if m.cells_feasible:
         return 1 << len(m.terms)
     return max([len(m.workload.counts), *([1 << len(m.terms)] if m.groups_feasible else []),
-                *(len(marginals.closure(f)) for f in marginals.families(m))])
+                *map(marginals.most_measured, marginals.families(m))])
 
 
 def choose(m: Matrices, search_units: int = LIMITS.search_units,
