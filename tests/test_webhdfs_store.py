@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import http.server
+import json
 import re
 import socket
+import threading
 
 import pytest
-
-from cocktail.store import StoreError, WebHdfsStore, open_store
+from cocktail.store import StoreError, StoreUnavailable, WebHdfsStore, open_store
 
 
 def closed_port() -> int:
@@ -52,3 +54,36 @@ def test_unreachable_namenode_is_named():
         store.write("private", "key", b"k", pri_label=True)
     with pytest.raises(StoreError, match="cannot reach the namenode"):
         store.exists("public", "CURRENT")
+
+
+class _NoReplica(http.server.BaseHTTPRequestHandler):
+    """A namenode whose datanodes holding every block are down: each request is answered as
+    NamenodeWebHdfsMethods.bestNode answers an OPEN then."""
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        body = json.dumps({"RemoteException": {
+            "exception": "IOException", "javaClassName": "java.io.IOException",
+            "message": "No active nodes contain this block"}}).encode()
+        self.send_response(403)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_block_on_no_live_datanode_is_a_store_failure_not_bad_input():
+    """Every replica's datanode down (the rehearsal met it with two datanodes failed at once):
+    StoreUnavailable, which every command reports as exit 5, store/system failure
+    (test_cli_contract), saying what to do; it was a StoreError, exit 2, bad usage or input."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NoReplica)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        store = open_store(f"webhdfs://127.0.0.1:{server.server_address[1]}/cocktail")
+        with pytest.raises(StoreUnavailable, match="every datanode holding a replica of it is "
+                                                   "down .* start one of them"):
+            store.read("public", "v000001/chunks/a.tsv")
+    finally:
+        server.shutdown()

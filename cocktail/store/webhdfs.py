@@ -223,7 +223,7 @@ class WebHdfsStore(Store):
         try:
             yield
         except HdfsError as exc:
-            raise (StoreUnavailable if exc.exception == "AccessControlException" else StoreError)(
+            raise (StoreUnavailable if _system_failure(exc) else StoreError)(
                 f"{action} {where}: {_explain(exc)}") from None
         except requests.ConnectionError as exc:
             raise StoreUnavailable(f"{action} {where}: cannot reach the namenode or a datanode "
@@ -400,6 +400,16 @@ def _unreachable(exc: requests.ConnectionError, store_url: str) -> str:
     return store_url.split("?")[0]
 
 
+# The namenode's words when every datanode holding a block's replicas is down or excluded
+# (NamenodeWebHdfsMethods.bestNode, JspHelper.bestNode): the cluster's failure, not the request's.
+_NO_REPLICA = ("No active nodes contain this block", "No nodes contain this block")
+
+
+def _system_failure(exc: HdfsError) -> bool:
+    return exc.exception == "AccessControlException" or any(
+        words in str(exc) for words in _NO_REPLICA)
+
+
 def _explain(exc: HdfsError) -> str:
     """The namenode's message, with what it means for the common failures."""
     text = str(exc).split("\n")[0]
@@ -409,4 +419,7 @@ def _explain(exc: HdfsError) -> str:
             or "Failed to find datanode" in text:
         return (f"HDFS found no datanode allowed to store it ({text}); for a private file "
                 "this means no private datanode could take a replica")
+    if any(words in text for words in _NO_REPLICA):
+        return (f"every datanode holding a replica of it is down ({text}); start one of them, "
+                "or wait for HDFS to re-replicate from a live one")
     return text
