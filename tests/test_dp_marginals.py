@@ -185,6 +185,7 @@ def test_a_family_past_max_subsets_measures_its_heaviest_marginals():
     found = marginals.Found(theta, family)
     kept = marginals._measurable(found, marginals.closure([1, 2, 4]))
     assert len(marginals.closure(kept.family)) == marginals.MAX_SUBSETS
+    assert np.all(np.diff(kept.family) > 0)  # in the family's order
     assert len(kept.family) == 696 + 327 and kept.theta.min() > np.delete(
         theta, np.searchsorted(family, kept.family)).max()
     lightest = int(family[-1])
