@@ -9,6 +9,7 @@ import socket
 import threading
 
 import pytest
+
 from cocktail.store import StoreError, StoreUnavailable, WebHdfsStore, open_store
 
 

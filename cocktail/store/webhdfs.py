@@ -405,9 +405,12 @@ def _unreachable(exc: requests.ConnectionError, store_url: str) -> str:
 _NO_REPLICA = ("No active nodes contain this block", "No nodes contain this block")
 
 
+def _no_replica(text: str) -> bool:
+    return any(words in text for words in _NO_REPLICA)
+
+
 def _system_failure(exc: HdfsError) -> bool:
-    return exc.exception == "AccessControlException" or any(
-        words in str(exc) for words in _NO_REPLICA)
+    return exc.exception == "AccessControlException" or _no_replica(str(exc))
 
 
 def _explain(exc: HdfsError) -> str:
@@ -419,7 +422,7 @@ def _explain(exc: HdfsError) -> str:
             or "Failed to find datanode" in text:
         return (f"HDFS found no datanode allowed to store it ({text}); for a private file "
                 "this means no private datanode could take a replica")
-    if any(words in text for words in _NO_REPLICA):
+    if _no_replica(text):
         return (f"every datanode holding a replica of it is down ({text}); start one of them, "
                 "or wait for HDFS to re-replicate from a live one")
     return text
