@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -44,6 +45,14 @@ from cocktail.synthetic import random_conjunctions
 from measure import Measured, measured
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+# ``--speed`` times Cocktail as a user's install runs it: with its bytecode cache (pip writes it
+# at install; PYTHONDONTWRITEBYTECODE in the caller's shell made every run compile ~20 modules,
+# 0.2-0.3 s), and each run into a store of its own, all kept until the benchmark ends: on an
+# ext4 without a journal, creating a file skips, one by one, the inodes freed in the last
+# 60-360 s (the kernel's recently_deleted), so deleting a run's 1,800 files made the next
+# runs' commits 1.0-1.5 s instead of 0.3 (the peer writes one file).  Run it on a file system
+# that has not just deleted many files (a test run, another benchmark) for the same reason.
+USERS_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 FILES = ("bms-webview-1.dat", "bms-webview-2.dat")
 PARAMS = ((2, 2), (5, 3), (10, 2))
 METHODS = ("basic", "testing")
@@ -137,15 +146,23 @@ def speed(files: list[Path], runs: int, peer: Path | None, work: Path) -> Table:
         theirs: list[Measured] = []
         reports = []
         source = peer_input(path, work) if peer else None
-        for _ in range(runs):
-            store = work / "store"
-            shutil.rmtree(store, ignore_errors=True)
-            ours.append(measured([sys.executable, "-m", "cocktail.cli", "publish", str(path),
-                                  "--store", str(store), "--json"]))
+        stores = work / "stores" / path.stem  # none deleted before the end: see USERS_ENV
+
+        def ours_run(n: int) -> Measured:
+            return measured([sys.executable, "-m", "cocktail.cli", "publish", str(path),
+                             "--store", str(stores / str(n)), "--json"], env=USERS_ENV)
+
+        def peer_run() -> Measured:
+            return measured([str(peer), str(source), str(work / "peer.json"), "5", "3"])
+
+        ours_run(0)  # untimed: the bytecode cache written, both inputs in the page cache
+        if peer:
+            peer_run()
+        for n in range(1, runs + 1):
+            ours.append(ours_run(n))
             reports.append(json.loads(ours[-1].out))
             if peer:
-                theirs.append(measured([str(peer), str(source), str(work / "peer.json"), "5",
-                                        "3"]))
+                theirs.append(peer_run())
         phases = {name: statistics.median(r["phase_seconds"][name] for r in reports)
                   for name in reports[0]["phase_seconds"]}
         share = 1 - reports[0]["private_term_share"]

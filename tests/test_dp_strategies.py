@@ -19,6 +19,8 @@ from cocktail.dp.strategies import choose, searched_candidates
 from cocktail.dp.workload import Matrices
 from cocktail.querylang import parse_batch
 
+from .conftest import REPO
+
 PREFIX = "count(a); count(a & b); count(a & b & c); count(a & b & c & d); " \
          "count(a & b & c & d & e); count(a & b & c & d & e & f)"
 PAPER = "2*count(a) + count(b) + count(c); count(a) + 2*count(c); " \
@@ -425,3 +427,26 @@ def test_another_objective_is_another_charge_never_a_second_answer_for_free(tmp_
     with pytest.raises(ValueError, match="unknown objective"):
         session.ask(ledger, source, twice, text, objective="mean")
     assert len(computed) == 3 and ledger.budget_status(ledger.authenticate(twice))["spent"] == 2
+
+
+def test_the_gram_matrix_bound_holds_under_every_strategy_and_is_exact_on_the_cells(monkeypatch):
+    """benchmarks/dp_gram_bound.py (docs/dp.md, random 20): on the cells' own counts the
+    histogram is optimal (tr Y⁻¹ ≥ n²/tr Y = n on the cut polytope), so the bound is exactly
+    2n; on a random workload it is below the total of every strategy drawn."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    from dp_gram_bound import gram_bound
+    assert gram_bound(np.eye(8), 50)[0] == pytest.approx(16.0, rel=1e-12)
+    rng = np.random.default_rng(5)  # the workload and strategies: no privacy here
+    W = rng.integers(-2, 3, size=(4, 8)).astype(float)  # noqa: N806
+    bound, reached = gram_bound(W, 300)
+    assert 0 < bound <= reached
+    for rows in (8, 12, 30):
+        A = rng.normal(size=(rows, 8)) * (rng.random((rows, 8)) < 0.6)  # noqa: N806
+        A = A + np.vstack([np.eye(8), np.zeros((rows - 8, 8))])  # noqa: N806  (full rank)
+        total = 2 * np.abs(A).sum(axis=0).max() ** 2 * np.trace(W @ np.linalg.pinv(A.T @ A) @ W.T)
+        assert bound <= total
+    unlimited = optimize.Budget(1 << 40)  # and below HDMM's p-Identity optimum, near it
+    for start in range(3):
+        value, _ = optimize.minimise(optimize.p_identity_loss(W, 2), optimize.start_point(
+            1, start, 16), unlimited, 1)
+        assert bound <= strategies.VARIANCE_PER_LOSS["pure"] * value

@@ -68,3 +68,23 @@ def test_a_publish_runs_its_blas_on_one_thread(tmp_path):
     assert found.returncode == 0, found.stderr
     before, after = json.loads(found.stdout)
     assert before and max(before) > 1 and set(after) == {1}, (before, after)
+
+
+STARTER = """
+import json
+import cocktail.cli
+import numpy
+from threadpoolctl import threadpool_info
+print(json.dumps([i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]))
+"""
+
+
+def test_the_command_line_loads_openblas_on_one_thread_unless_the_user_says_otherwise():
+    """OpenBLAS starts a thread a core as numpy loads, and they spin before they sleep (0.1 s
+    of CPU a command here): the command line asks for one before anything loads numpy."""
+    bare = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    for env, expected in ((bare, {1}), (bare | {"OPENBLAS_NUM_THREADS": "2"}, {2})):
+        found = subprocess.run([sys.executable, "-c", STARTER], capture_output=True, text=True,
+                               timeout=120, env=env)
+        assert found.returncode == 0, found.stderr
+        assert set(json.loads(found.stdout)) == expected

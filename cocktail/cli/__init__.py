@@ -7,9 +7,13 @@ the exit statuses and the ``--json`` contract every command keeps.
 
 from __future__ import annotations
 
-import click
+from ..blas import before_numpy
 
-from .contract import EXIT_STATUS, Cocktail
+before_numpy()  # before any command's imports load numpy
+
+import click  # noqa: E402
+
+from .contract import EXIT_STATUS, Cocktail  # noqa: E402
 
 # command name -> "module:object" in this package
 COMMANDS = {
