@@ -155,19 +155,21 @@ def benchmark_workload(name: str) -> Matrices:
     return Matrices(parse_batch(benchmark.workloads(terms)[name]))
 
 
-@pytest.mark.parametrize("definition, hdmm", [("pure", 130_744.9), ("zcdp", 1_153.6)])
-def test_random_combinations_of_16_terms_reach_hdmms_best_run(definition, hdmm):
+@pytest.mark.parametrize("definition, hdmm, share", [("pure", 130_744.9, 0.85),
+                                                     ("zcdp", 1_153.6, 1.0)])
+def test_random_combinations_of_16_terms_reach_hdmms_best_run(definition, hdmm, share):
     """The benchmark's 40 random combinations over 16 terms: HDMM's OPT_M over all 65,536
     subsets, best of 5 seeded runs, reached 130,744.9 under pure DP (docs/dp.md); the L2
     objective is convex in θ², and reached 1,153.6.  The marginals of at most 4 terms (2,517,
     past MAX_SUBSETS), each refined though they screen worse than the small families, reach
     them under both objectives, every query within its bound, measured over ≤ MAX_SUBSETS
-    counts."""
+    counts; under pure DP, 0.83x HDMM, from that family's structured start (θ = 1), refined
+    first of its family though it screens worst (130,538.6 without)."""
     m = benchmark_workload("random 40 of 16")
     for objective in strategies.OBJECTIVES:
         choice = strategies.choose(m, objective=objective, definition=definition)
         assert choice.complete and choice.optimized.space == "subsets"
-        assert choice.optimized.expected_error(1.0) <= hdmm * (1 + 1e-5)
+        assert choice.optimized.expected_error(1.0) <= share * hdmm * (1 + 1e-5)
         assert len(choice.optimized.subsets) <= marginals.MAX_SUBSETS
         if objective == strategies.PER_QUERY:
             assert not strategies.above(choice.optimized.variances(1.0),

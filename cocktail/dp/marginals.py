@@ -187,7 +187,8 @@ def search(m: Matrices, budget: optimize.Budget, seed: int,
             else:
                 point = optimize.start_point(seed, start, len(family))
             problems.append(optimize.Problem(loss(parts, family, characters, bound, l2),
-                                             point + _SPREAD, cost, kind=kind))
+                                             point + _SPREAD, cost, kind=kind,
+                                             structured=start < 0))
             family_of[id(problems[-1])] = family
     found = optimize.search(problems, budget)
     if found is None:

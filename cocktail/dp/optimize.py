@@ -161,6 +161,7 @@ class Problem:
     cost: int
     squared: bool = False  # searched over x = φ² (see minimise)
     kind: int = 0  # its objective's: the best screened point of each kind is refined too
+    structured: bool = False  # a start from the workload's structure: refined first of its kind
 
 
 def search(problems: list[Problem], budget: Budget) -> tuple[Problem, np.ndarray] | None:
@@ -197,13 +198,16 @@ def _refined_order(screened: list) -> list:
     ranked = sorted(screened, key=lambda s: s[:2])
     if len({entry[2].kind for entry in ranked}) == 1:
         return ranked[:_KEEP]
+    # past the _KEEP best, a kind's structured start comes first of its kind: a large family's
+    # screens worst and refines best (the random 40: 2.6e8 after screening, 108,442 refined)
+    order = ranked[:_KEEP] + sorted(ranked[_KEEP:], key=lambda s: not s[2].structured)
     seen: dict[int, int] = {}
     rank_in_kind = []
-    for entry in ranked:
+    for entry in order:
         rank_in_kind.append(seen.get(entry[2].kind, 0))
         seen[entry[2].kind] = rank_in_kind[-1] + 1
-    rest = sorted(range(_KEEP, len(ranked)), key=lambda i: (rank_in_kind[i], i))
-    return ranked[:_KEEP] + [ranked[i] for i in rest]
+    rest = sorted(range(_KEEP, len(order)), key=lambda i: (rank_in_kind[i], i))
+    return order[:_KEEP] + [order[i] for i in rest]
 
 
 def penalised(variances: np.ndarray, bound: np.ndarray | None) -> tuple[float, np.ndarray]:
