@@ -17,8 +17,8 @@ from threadpoolctl import ThreadpoolController
 def before_numpy() -> None:
     """For an entry point, before numpy loads: OpenBLAS starts a thread a core as it loads, and
     they spin before they sleep (importing numpy took 0.34 s of CPU here, 0.23 s on one
-    thread: medians of 15 pairs); every command runs BLAS on one thread anyway.  An OPENBLAS_NUM_THREADS the user
-    set is kept."""
+    thread: medians of 15 pairs); every command runs BLAS on one thread anyway.  An
+    OPENBLAS_NUM_THREADS the user set is kept."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 

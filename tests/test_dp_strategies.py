@@ -12,7 +12,7 @@ import pytest
 from cocktail.dp import optimize, search, session, strategies
 from cocktail.dp.ledger import BudgetExhausted, Ledger
 from cocktail.dp.limits import LIMITS, Limits
-from cocktail.dp.noise import laplace
+from cocktail.dp.noise import PURE, laplace
 from cocktail.dp.answer import prepare
 from cocktail.dp.search import SEARCHES, Searches
 from cocktail.dp.strategies import choose, searched_candidates
@@ -449,4 +449,4 @@ def test_the_gram_matrix_bound_holds_under_every_strategy_and_is_exact_on_the_ce
     for start in range(3):
         value, _ = optimize.minimise(optimize.p_identity_loss(W, 2), optimize.start_point(
             1, start, 16), unlimited, 1)
-        assert bound <= strategies.VARIANCE_PER_LOSS["pure"] * value
+        assert bound <= strategies.VARIANCE_PER_LOSS[PURE] * value
