@@ -105,7 +105,8 @@ def test_the_tree_grown_on_spark_is_the_single_machine_tree(local_subtree, spark
     single = grow_tree(records, 400)
     assert tree.to_manifest() == [node | {"units": []} for node in single.to_manifest()]
     assert len(single.nodes) > 15  # a tree of several levels
-    assert sorted((position, leaf) for leaf, (position, _, _) in leaf_of.collect()) == \
+    assert sorted((position, leaf) for block in leaf_of.collect()
+                  for position, leaf in zip(block.positions.tolist(), block.node.tolist())) == \
         sorted((p, node.id) for node in single.nodes for c in node.clusters for p in c)
     assert leaves == {node.id: sum(map(len, node.clusters)) for node in single.nodes
                       if not node.children}

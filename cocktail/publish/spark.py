@@ -46,6 +46,7 @@ driver holds the pool's records (the batch and the buffer) besides what the appe
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import secrets
 import sys
@@ -145,31 +146,35 @@ def read_records(sc, source: str, data_format: str | None, skip_bad_lines: bool)
         skipped_note = f"; {skipped} malformed line(s) skipped" if skipped else ""
         raise InputError(f"{source}: no records (empty file){skipped_note}")
     good = parsed.filter(lambda item: item[0] == "record")
-    vocabulary = sorted(good.flatMap(lambda item: item[3]).distinct().collect())
+    vocabulary = sorted(set().union(*(tally[5] for tally in tallies)))
     ids = sc.broadcast({term: i for i, term in enumerate(vocabulary)})
     first = dict(zip([tally[0] for tally in tallies], np.cumsum([0, *counts]).tolist()))
 
     def numbered(index: int, items: Iterator) -> Iterator[tuple]:
+        term_id = ids.value.__getitem__  # looked up once: a million records, five terms each
         for position, item in enumerate(items, first[index]):
-            yield position, item[2], tuple(sorted({ids.value[t] for t in item[3]}))
+            yield position, item[2], tuple(sorted(set(map(term_id, item[3]))))
 
     return Input(good.mapPartitionsWithIndex(numbered), tuple(vocabulary), skipped,
                  data_format, source, sum(counts), sum(tally[2] for tally in tallies))
 
 
 def _tally(index: int, items: Iterator[tuple]) -> list[tuple]:
-    """A partition of parsed lines: (index, records, their distinct terms, bad lines, the
-    first bad line's (number, message) or None)."""
+    """A partition of parsed lines: (index, records, their (record, term) pairs, bad lines,
+    the first bad line's (number, message) or None, the terms its records hold)."""
     records = pairs = bad = 0
     first = None
+    terms: set[str] = set()
     for item in items:
         if item[0] == "record":
             records += 1
-            pairs += len(set(item[3]))
+            held = set(item[3])
+            pairs += len(held)
+            terms |= held
         else:
             bad += 1
             first = min(first or item[1:], item[1:])
-    return [(index, records, pairs, bad, first)]
+    return [(index, records, pairs, bad, first, terms)]
 
 
 NOT_UTF8 = "not valid UTF-8"
@@ -270,7 +275,8 @@ def _without_duplicate_ids(parsed):
 
 def grow_tree_distributed(sc, records, names: tuple[str, ...], total: int, leaf_size: int,
                           search: SplitSearch, max_share: float = 0.95):
-    """The overlay tree of :func:`cocktail.overlay.tree.grow_tree`, and each record's leaf.
+    """The overlay tree of :func:`cocktail.overlay.tree.grow_tree`, each record's leaf (as
+    :class:`Block` nodes) and each leaf's number of records.
     Each partition's records are one :class:`Block`, so a pass over a level is a few numpy
     operations per node.  Large nodes are split level by level on the cluster; a node of at
     most :data:`LOCAL_SUBTREE` records grows its subtree in one task (:func:`_subtrees`).
@@ -335,7 +341,7 @@ def grow_tree_distributed(sc, records, names: tuple[str, ...], total: int, leaf_
             routes[ids[node]] = (np.array(split), split, _route(split, children))
     final, tree = _number(splits, names)
     final_b, routes_b = sc.broadcast(final), sc.broadcast(routes)
-    return tree, blocks.flatMap(lambda block: block.descended(routes_b.value).items(
+    return tree, blocks.map(lambda block: block.descended(routes_b.value).renamed(
         final_b.value)), {final[node]: n for node, n in leaves.items()}
 
 
@@ -388,13 +394,13 @@ class Block:
                    _as_records([terms for _, _, terms in items], vocabulary),
                    np.zeros(len(items), dtype=np.int64))
 
-    def by_node(self, wanted) -> Iterator[tuple[int, np.ndarray]]:
-        """(node, the rows at that node, ascending) for the nodes in ``wanted``."""
+    def by_node(self, wanted=None) -> Iterator[tuple[int, np.ndarray]]:
+        """(node, the rows at that node, ascending) for the nodes in ``wanted`` (None: all)."""
         order = np.argsort(self.node, kind="stable")
         nodes, starts = np.unique(self.node[order], return_index=True)
         ends = [*starts[1:].tolist(), len(order)]
         for node, start, end in zip(nodes.tolist(), starts.tolist(), ends):
-            if node in wanted:
+            if wanted is None or node in wanted:
                 yield node, order[start:end]
 
     def routed(self, routes: dict) -> Block:
@@ -412,12 +418,28 @@ class Block:
             block = block.routed(routes)
         return block
 
-    def items(self, final: dict[int, int]) -> Iterator[tuple[int, tuple]]:
-        """(leaf, (position, record id, term ids)) per record, in input order."""
-        indptr, indices = self.records.indptr.tolist(), self.records.indices.tolist()
-        for i, (position, record_id, node) in enumerate(zip(self.positions.tolist(), self.ids,
-                                                            self.node.tolist())):
-            yield final[node], (position, record_id, tuple(indices[indptr[i]:indptr[i + 1]]))
+    def renamed(self, final: dict[int, int]) -> Block:
+        """Each record's node under its id in ``final``."""
+        nodes, inverse = np.unique(self.node, return_inverse=True)
+        named = np.array([final[node] for node in nodes.tolist()], dtype=np.int64)
+        return Block(self.positions, self.ids, self.records, named[inverse.reshape(-1)])
+
+    def clustered(self, before: Counter, base: dict[int, int], size: int) -> Block:
+        """Each record's leaf cluster (unit) in place of its leaf: a leaf's records are cut
+        into clusters of ``size`` in input order from its first unit ``base[leaf]`` on,
+        ``before[leaf]`` of them in earlier blocks (counted on here)."""
+        unit = np.empty(len(self.node), dtype=np.int64)
+        for leaf, rows in self.by_node():
+            unit[rows] = base[leaf] + (before[leaf] + np.arange(len(rows))) // size
+            before[leaf] += len(rows)
+        return Block(self.positions, self.ids, self.records, unit)
+
+    def pieces(self) -> Iterator[tuple[int, tuple]]:
+        """(node, (positions, record ids, term ids) of its records here) per node: what a
+        shuffle by node moves, a few arrays rather than a tuple per record."""
+        for node, rows in self.by_node():
+            yield node, (self.positions[rows], [self.ids[i] for i in rows.tolist()],
+                         self.records.take(rows))
 
 
 def _ranked(sc, blocks, sizes: dict[int, int], vocabulary: int, pool: int) -> dict:
@@ -446,13 +468,22 @@ def _choices(sc, blocks, ranked: dict, search: SplitSearch) -> dict:
         kv[1], candidates.value[kv[0]], search))).collect())
 
 
+def _leaf_counts(index: int, blocks: Iterator[Block]) -> list[tuple[int, Counter]]:
+    """A partition's records per leaf."""
+    counted: Counter = Counter()
+    for block in blocks:
+        leaves, counts = np.unique(block.node, return_counts=True)
+        counted.update(dict(zip(leaves.tolist(), counts.tolist())))
+    return [(index, counted)]
+
+
 def _as_records(rows: list[tuple[int, ...]], vocabulary: int,
                 names: tuple[str, ...] | None = None) -> Records:
     """Records of term ids (``names``: their names, else the ids stand for themselves)."""
     lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
     indptr = np.zeros(len(rows) + 1, dtype=np.int64)
     np.cumsum(lengths, out=indptr[1:])
-    indices = np.fromiter((t for row in rows for t in row), dtype=np.int32,
+    indices = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int32,
                           count=int(indptr[-1]))
     return Records(range(vocabulary) if names is None else names, indptr, indices)
 
@@ -566,12 +597,18 @@ def _distinct_keys(keys: list[np.ndarray]) -> np.ndarray:
     return np.unique(np.concatenate([np.zeros(0, np.uint64), *keys]))  # none: empty
 
 
-def merge_term_indexes(items: Iterator[tuple]) -> Iterator[bytes]:
-    """A task's units' term indexes as one piece: fewer, larger pieces for the driver."""
+def reported(items: Iterator[tuple]) -> Iterator[tuple]:
+    """What the driver takes of a task's outputs: everything but the files and the pools,
+    the units' term indexes merged into one piece (fewer, larger pieces for the driver).
+    One pass over the cached outputs, which the files make large."""
     merged = TermIndexBuilder()
-    for _, piece in items:
-        merged.add_piece(piece)
-    yield merged.encode_piece()
+    for item in items:
+        if item[0] == "terms":
+            merged.add_piece(item[1])
+        elif item[0] not in ("file", "pool"):
+            yield item
+    if merged.bitmaps:
+        yield "terms", merged.encode_piece()
 
 
 def partition_leaves(job_b, leaf_of_unit_b):
@@ -581,11 +618,8 @@ def partition_leaves(job_b, leaf_of_unit_b):
         one_thread()  # an executor's Python worker, once
         job, leaf_of_unit = job_b.value, leaf_of_unit_b.value
         with collector_paused():
-            for unit, rows in units:
-                rows = sorted(rows)
-                members = [(p, record_id, frozenset(job.names[t] for t in ids))
-                           for p, record_id, ids in rows]
-                records = _as_records([ids for _, _, ids in rows], len(job.names), job.names)
+            for unit, pieces in units:
+                members, records = _unit_members(job.names, pieces)
                 started = time.process_time()
                 split = _partition_leaf(job, records)
                 cpu = time.process_time() - started
@@ -601,6 +635,19 @@ def partition_leaves(job_b, leaf_of_unit_b):
                             yield "pool", node, (cluster, p), p, record_id, terms & split.private
 
     return run
+
+
+def _unit_members(names: tuple[str, ...], pieces) -> tuple[list[tuple], Records]:
+    """A unit's records from the pieces of it each block held (:meth:`Block.pieces`): as
+    (position, record id, terms) in input order, and as term ids."""
+    pieces = sorted(pieces, key=lambda piece: int(piece[0][0]))
+    positions = np.concatenate([piece[0] for piece in pieces]).tolist()
+    ids = [record_id for piece in pieces for record_id in piece[1]]
+    joined = Records.joined([piece[2] for piece in pieces])
+    records = Records(names, joined.indptr, joined.indices)
+    name, indptr, indices = names.__getitem__, joined.indptr.tolist(), joined.indices.tolist()
+    return [(p, record_id, frozenset(map(name, indices[indptr[i]:indptr[i + 1]])))
+            for i, (p, record_id) in enumerate(zip(positions, ids))], records
 
 
 def _partition_leaf(job: UnitJob, records: Records):
@@ -818,8 +865,8 @@ class SparkClusters:
         laid = run.lay_out(writer, run.job(
             writer, writer.out.mtime, held=held, pass_up_root=params.aggregate,
             positions=np.asarray(where.records, dtype=np.int64), units=where.units))
-        leaf_unit = {where.record(local): where.unit(unit) for unit, local in
-                     laid.units.map(lambda item: (item[0], item[1][0])).collect()}
+        leaf_unit = {where.record(local): where.unit(unit) for unit, local in laid.units.flatMap(
+            lambda block: zip(block.node.tolist(), block.positions.tolist())).collect()}
         laid.units.unpersist()
         return NewClusters(laid.tree, _units_manifest(laid.summaries, where), leaf_unit,
                            laid.root_pool, laid.found.totals)
@@ -915,20 +962,22 @@ class _Run:
             tree, leaf_of, leaves = grow_tree_distributed(
                 sc, self.data.records, names, self.total, params.cluster_size, SplitSearch())
         else:
-            tree, leaf_of, leaves = Tree([Node(0)]), \
-                self.data.records.map(lambda record: (0, record)), {0: self.total}
+            tree, leaves = Tree([Node(0)]), {0: self.total}
+            vocabulary = len(names)
+            leaf_of = self.data.records.mapPartitions(
+                lambda items: [Block.of(list(items), vocabulary)])  # every record at the root
         units, leaf_units = self._clusters(tree, leaf_of, leaves)
         self.progress("tree", 1, 1)
         self._timed("tree", started)
 
         started = time.perf_counter()
-        outputs = units.groupByKey(self.tasks).mapPartitions(
+        outputs = units.flatMap(Block.pieces).groupByKey(self.tasks).mapPartitions(
             partition_leaves(job, sc.broadcast(leaf_units))).persist(StorageLevel.DISK_ONLY)
         self._tracked("partition", outputs.count)
         summaries = {}
         found = _Collected()
-        for item in outputs.filter(lambda item: item[0] in ("unit", "chunk", "keys")
-                                   ).toLocalIterator():  # from the cache, a partition at a time
+        # From the cache, a partition at a time (the next one read meanwhile).
+        for item in outputs.mapPartitions(reported).toLocalIterator(prefetchPartitions=True):
             if item[0] == "unit":
                 summaries[item[1]] = item[2]
             else:
@@ -948,22 +997,18 @@ class _Run:
             lambda item: (_order(job.value.secret, item[2]), item))
         self._tracked("write", keyed.partitionBy(self.tasks).mapPartitions(write_files(job)).count)
         found.into(writer)
-        merging = time.perf_counter()
-        for piece in written.filter(lambda item: item[0] == "terms").mapPartitions(
-                merge_term_indexes).toLocalIterator():
-            writer.terms.add_piece(piece)
-        writer.index_seconds += time.perf_counter() - merging
         self._timed("write", started)
         outputs.unpersist()
         return _Laid(tree, units, summaries, found, root_pool)
 
     def _clusters(self, tree: Tree, leaf_of, leaves: dict[int, int]):
-        """Each leaf's records cut into clusters in input order, as :func:`cut_clusters`:
-        a record's rank in its leaf is the count before it in earlier partitions plus its
-        rank in its own (partitions keep input order)."""
+        """Each leaf's records (``leaf_of``: blocks, each record's leaf its node) cut into
+        clusters in input order, as :func:`cut_clusters`: a record's rank in its leaf is the
+        count before it in earlier partitions plus its rank in its own (partitions keep input
+        order).  Returns the blocks with each record's unit as its node, cached."""
         size = self.params.cluster_size
-        counts = leaf_of.mapPartitionsWithIndex(
-            lambda i, items: [(i, Counter(node for node, _ in items))]).collect()
+        leaf_of = leaf_of.persist(StorageLevel.DISK_ONLY)  # routed once, read twice
+        counts = leaf_of.mapPartitionsWithIndex(_leaf_counts).collect()
         offsets, seen = {}, Counter()
         for index, counted in sorted(counts):
             offsets[index] = dict(seen)
@@ -976,13 +1021,14 @@ class _Run:
             leaf_units.update({base[leaf] + c: (leaf, c) for c in range(clusters)})
         offsets_b, base_b = self.sc.broadcast(offsets), self.sc.broadcast(base)
 
-        def number(index: int, items: Iterator) -> Iterator:
-            rank = Counter(offsets_b.value[index])
-            for node, record in items:
-                yield base_b.value[node] + rank[node] // size, record
-                rank[node] += 1
+        def number(index: int, blocks: Iterator[Block]) -> Iterator[Block]:
+            before = Counter(offsets_b.value[index])
+            for block in blocks:
+                yield block.clustered(before, base_b.value, size)
 
         units = leaf_of.mapPartitionsWithIndex(number).persist(StorageLevel.DISK_ONLY)
+        units.count()
+        leaf_of.unpersist()
         return units, leaf_units
 
     def _aggregate(self, tree: Tree, outputs, job, summaries: dict, found: _Collected):
@@ -1005,7 +1051,7 @@ class _Run:
         unit_of_b = self.sc.broadcast(unit_of)
         written = pooled.repartition(self.tasks).mapPartitions(
             write_aggregates(job, unit_of_b)).persist(StorageLevel.DISK_ONLY)
-        for item in written.filter(lambda item: item[0] in ("chunk", "keys")).toLocalIterator():
+        for item in written.mapPartitions(reported).toLocalIterator(prefetchPartitions=True):
             found.add(item)
         return written, root_pool
 
@@ -1013,31 +1059,30 @@ class _Run:
         """records.jsonl: each record's id and leaf unit, streamed from the executors into a
         private temporary file, so the driver never holds it."""
         spool = tempfile.TemporaryFile()
-        batch_ids, batch_units = [], []
-        for unit, (_, record_id, _) in units.toLocalIterator():
-            batch_ids.append(record_id)
-            batch_units.append(unit)
-            if len(batch_ids) >= 100_000:
-                spool.write(fmt.encode_records(batch_ids, batch_units))
-                batch_ids, batch_units = [], []
-        spool.write(fmt.encode_records(batch_ids, batch_units))
+        for lines in units.map(lambda block: fmt.encode_records(block.ids, block.node.tolist())
+                               ).toLocalIterator(prefetchPartitions=True):
+            spool.write(lines)
         return spool
 
 
 class _Collected:
-    """The chunks' manifest and release entries and the units' member names, as the
-    executors report them."""
+    """The chunks' manifest and release entries, the units' member names and the term index
+    pieces, as the executors report them."""
 
     def __init__(self) -> None:
         self.chunks: dict[str, dict] = {}
         self.logged: dict[str, dict] = {}
         self.keys: list[tuple] = []
+        self.pieces: list[bytes] = []  # term index pieces, a task's each
         self.totals = {"public": 0, "private": 0, "public_subrecords": 0,
                        "private_subrecords": 0, "public_pairs": 0, "private_pairs": 0}
 
     def add(self, item: tuple) -> None:
         if item[0] == "keys":
             self.keys.append(item[1:])
+            return
+        if item[0] == "terms":
+            self.pieces.append(item[1])
             return
         _, chunk_id, entry, logged, pairs = item
         if chunk_id in self.chunks:
@@ -1060,6 +1105,11 @@ class _Collected:
         for unit, kind, added, public in self.keys:
             writer.release.add_keys(unit, kind, added, public)
             writer.maps_written.add(unit)
+        started = time.perf_counter()
+        for piece in self.pieces:
+            writer.terms.add_piece(piece)
+        writer.index_seconds += time.perf_counter() - started
+        self.pieces = []
 
 
 @dataclass
@@ -1067,7 +1117,7 @@ class _Laid:
     """What :meth:`_Run.lay_out` made: units numbered from 0, nodes the run's own."""
 
     tree: Tree
-    units: object               # RDD of (leaf unit, (position, record id, term ids)), cached
+    units: object               # RDD of Blocks, each record's leaf unit as its node, cached
     summaries: dict[int, dict]  # unit -> what its executor reported
     found: _Collected           # the chunks' entries and the units' member names
     root_pool: list             # (publication position, terms) the root passed up, if asked
