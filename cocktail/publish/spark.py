@@ -1035,9 +1035,11 @@ class _Run:
         """The second round: the pools, in one task.  Returns the aggregated units' outputs,
         and the root's pool when the job passes it up ((position, terms), in pool order)."""
         parents_b = self.sc.broadcast(tree.parents())
-        pooled = outputs.filter(lambda item: item[0] == "pool").coalesce(1).mapPartitions(
-            aggregate_pools(job, self.params.aggregate_volume, parents_b)).persist(
-            StorageLevel.DISK_ONLY)
+        # The pools picked out by every task, then moved to one (the outputs hold the files:
+        # one task reading them all took most of the round); the pooling sorts what it gets.
+        pools = outputs.filter(lambda item: item[0] == "pool").coalesce(1, shuffle=True)
+        pooled = pools.mapPartitions(aggregate_pools(job, self.params.aggregate_volume,
+                                                     parents_b)).persist(StorageLevel.DISK_ONLY)
         root_pool = pooled.filter(lambda item: item[0] == "root_pool").map(
             lambda item: (item[1], item[2])).collect()
         pooled = pooled.filter(lambda item: item[0] == "aggregate")
@@ -1049,7 +1051,7 @@ class _Run:
             summaries[first + number] = summary
             tree.nodes[node].aggregate = first + number
         unit_of_b = self.sc.broadcast(unit_of)
-        written = pooled.repartition(self.tasks).mapPartitions(
+        written = pooled.repartition(max(1, min(self.tasks, len(aggregated)))).mapPartitions(
             write_aggregates(job, unit_of_b)).persist(StorageLevel.DISK_ONLY)
         for item in written.mapPartitions(reported).toLocalIterator(prefetchPartitions=True):
             found.add(item)
