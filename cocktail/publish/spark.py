@@ -477,15 +477,14 @@ def _leaf_counts(index: int, blocks: Iterator[Block]) -> list[tuple[int, Counter
     return [(index, counted)]
 
 
-def _as_records(rows: list[tuple[int, ...]], vocabulary: int,
-                names: tuple[str, ...] | None = None) -> Records:
-    """Records of term ids (``names``: their names, else the ids stand for themselves)."""
+def _as_records(rows: list[tuple[int, ...]], vocabulary: int) -> Records:
+    """Records of term ids (the ids stand for themselves as names)."""
     lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
     indptr = np.zeros(len(rows) + 1, dtype=np.int64)
     np.cumsum(lengths, out=indptr[1:])
     indices = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int32,
                           count=int(indptr[-1]))
-    return Records(range(vocabulary) if names is None else names, indptr, indices)
+    return Records(range(vocabulary), indptr, indices)
 
 
 def _number(splits: dict, names: tuple[str, ...]) -> tuple[dict[int, int], Tree]:
