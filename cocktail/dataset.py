@@ -344,14 +344,12 @@ def _fimi_at_once(data: bytes) -> _Parsed | None:
     """A FIMI file that is ASCII and breaks lines only at \\r, \\n or \\r\\n, read with
     arrays, a block of whole lines at a time.  None for any other file (the line-by-line reader
     takes it)."""
-    if not data.isascii() or _OTHER_BYTE_BREAKS.search(data):
-        return None
     ids: list[str] = []
     records = RecordsBuilder()
     duplicates = start = lines = 0
     while start < len(data):
         end = data.find(b"\n", start + FIMI_BLOCK) + 1 or len(data)  # a block ends a line
-        block = _fimi_block(data[start:end])
+        block = fimi_lines(data[start:end])
         if block is None:
             return None
         kept, tokens, lengths = block
@@ -360,6 +358,15 @@ def _fimi_at_once(data: bytes) -> _Parsed | None:
         lines += len(kept)
         start = end
     return ids, records.build(), duplicates
+
+
+def fimi_lines(data: bytes) -> tuple[np.ndarray, list[str], np.ndarray] | None:
+    """Whole FIMI lines read with arrays (:func:`_fimi_block`), or None where only the
+    line-by-line reader reads them as the loader must: bytes that are not ASCII, or a line
+    break other than \\r, \\n or \\r\\n."""
+    if not data.isascii() or _OTHER_BYTE_BREAKS.search(data):
+        return None
+    return _fimi_block(data)
 
 
 def _fimi_block(data: bytes) -> tuple[np.ndarray, list[str], np.ndarray] | None:

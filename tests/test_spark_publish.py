@@ -99,9 +99,11 @@ def test_the_tree_grown_on_spark_is_the_single_machine_tree(local_subtree, spark
     records = load(dataset_path("bms-webview-1.dat")).records[:12_000]
     rows = [(p, f"r{p}", tuple(sorted(records.indices[a:b].tolist()))) for p, (a, b)
             in enumerate(zip(records.indptr.tolist(), records.indptr[1:].tolist()))]
+    vocabulary = len(records.names)
+    blocks = spark.sparkContext.parallelize(rows, 3).mapPartitions(
+        lambda items: [engine.Block.of(list(items), vocabulary)])
     tree, leaf_of, leaves = engine.grow_tree_distributed(
-        spark.sparkContext, spark.sparkContext.parallelize(rows, 3), tuple(records.names),
-        len(records), 400, SplitSearch())
+        spark.sparkContext, blocks, tuple(records.names), len(records), 400, SplitSearch())
     single = grow_tree(records, 400)
     assert tree.to_manifest() == [node | {"units": []} for node in single.to_manifest()]
     assert len(single.nodes) > 15  # a tree of several levels
@@ -162,6 +164,24 @@ def test_bad_lines_are_reported_as_the_loader_does(name, tmp_path):
     skipped = publish_spark(path, tmp_path / "skipping", k=2, skip_bad_lines=True)
     assert skipped.skipped_lines == load(path, skip_bad_lines=True).skipped_lines
     assert skipped.records == len(load(path, skip_bad_lines=True))
+
+
+def test_fimi_partitions_read_with_arrays_or_by_line_give_the_loaders_records(spark, tmp_path):
+    """An ASCII partition of a FIMI file is read with arrays, another line by line (here: its
+    non-ASCII terms); with comments, an empty line, CRLF breaks and repeated terms, the ids
+    and records are the loader's."""
+    from cocktail.publish.spark import collect_dataset, read_records
+
+    ascii_lines = "# a comment\n" + "".join(
+        f"{i % 5} {i % 7} {i % 5}" + ("\r\n" if i % 6 == 0 else "\n") for i in range(60))
+    text = ascii_lines + "\n%a note\n" + "".join(f"café{i % 3} {i}\n" for i in range(30))
+    path = tmp_path / "r.dat"
+    path.write_bytes(text.encode("utf-8"))
+    data = collect_dataset(read_records(spark.sparkContext, str(path), None, False))
+    loaded = load(path)
+    assert data.ids == loaded.ids
+    assert list(data.records) == list(loaded.records)
+    assert len(data.ids) == 91  # 60, the empty line, 30
 
 
 def test_every_input_format_reads_the_same_records(tmp_path):

@@ -69,8 +69,9 @@ from .. import chunkformat as fmt
 from .. import releases
 from ..anonymity import partition
 from ..blas import one_thread
-from ..dataset import (Dataset, InputError, MalformedLine, Records, detect_format,
-                       format_by_name, parse_line, sniff_format, spmf_item_name)
+from ..dataset import (Dataset, InputError, MalformedLine, Records, RecordsBuilder,
+                       detect_format, fimi_lines, format_by_name, parse_line, sniff_format,
+                       spmf_item_name)
 from ..overlay.layout import PhaseProgress, partitions_pool
 from ..overlay.tree import (Node, SplitSearch, Tree, children_of, choose_split, grow,
                             pattern_codes, presence, rank_candidates, split_stats)
@@ -111,8 +112,8 @@ def spark_session(settings: SparkSettings):
 # -- input ---------------------------------------------------------------------------------
 
 def read_records(sc, source: str, data_format: str | None, skip_bad_lines: bool) -> Input:
-    """The records in input order, as (position, record id, sorted term ids).  The first bad
-    line stops the publish with its number, as the single-machine loader does."""
+    """The records in input order, a :class:`Block` a partition.  The first bad line stops the
+    publish with its number, as the single-machine loader does."""
     data_format = data_format or _detect(sc, source)
     lines = sc.textFile(source, minPartitions=_input_partitions(sc, source),
                         use_unicode=False).zipWithIndex()
@@ -123,15 +124,21 @@ def read_records(sc, source: str, data_format: str | None, skip_bad_lines: bool)
     header = 1
     if data_format == "csv":  # the header may stand on the first non-blank line
         header = lines.filter(lambda line: line[0].strip()).map(lambda line: line[1] + 1).min()
-    parsed = lines.map(lambda line: _parse(data_format, line[0], line[1] + 1, names, header))
-    parsed = parsed.filter(lambda item: item is not None)
-    if data_format == "csv":
-        parsed = _csv_records(parsed)
-    elif data_format == "jsonl":
-        parsed = _without_duplicate_ids(parsed)
-    parsed.persist(StorageLevel.DISK_ONLY)
+    if data_format == "fimi":
+        parts = lines.mapPartitions(_fimi_part)
+    else:
+        parsed = lines.map(lambda line: _parse(data_format, line[0], line[1] + 1, names,
+                                               header))
+        parsed = parsed.filter(lambda item: item is not None)
+        if data_format == "csv":
+            parsed = _csv_records(parsed)
+        elif data_format == "jsonl":
+            parsed = _without_duplicate_ids(parsed)
+        parts = parsed.mapPartitions(_part)
+    parts.persist(StorageLevel.DISK_ONLY)
     # One pass counts each partition's records, pairs and bad lines (it caches the parse).
-    tallies = sorted(parsed.mapPartitionsWithIndex(_tally).collect())
+    tallies = sorted(parts.mapPartitionsWithIndex(
+        lambda index, found: [part.tally(index) for part in found]).collect())
     first_bad = sorted([tally[4] for tally in tallies if tally[4]] + bad_names)
     skipped = 0
     if first_bad:
@@ -145,36 +152,72 @@ def read_records(sc, source: str, data_format: str | None, skip_bad_lines: bool)
     if not sum(counts):
         skipped_note = f"; {skipped} malformed line(s) skipped" if skipped else ""
         raise InputError(f"{source}: no records (empty file){skipped_note}")
-    good = parsed.filter(lambda item: item[0] == "record")
     vocabulary = sorted(set().union(*(tally[5] for tally in tallies)))
     ids = sc.broadcast({term: i for i, term in enumerate(vocabulary)})
     first = dict(zip([tally[0] for tally in tallies], np.cumsum([0, *counts]).tolist()))
 
-    def numbered(index: int, items: Iterator) -> Iterator[tuple]:
-        term_id = ids.value.__getitem__  # looked up once: a million records, five terms each
-        for position, item in enumerate(items, first[index]):
-            yield position, item[2], tuple(sorted(set(map(term_id, item[3]))))
+    def numbered(index: int, found: Iterator[Part]) -> Iterator[Block]:
+        for part in found:
+            yield part.block(first[index], ids.value)
 
-    return Input(good.mapPartitionsWithIndex(numbered), tuple(vocabulary), skipped,
+    return Input(parts.mapPartitionsWithIndex(numbered), tuple(vocabulary), skipped,
                  data_format, source, sum(counts), sum(tally[2] for tally in tallies))
 
 
-def _tally(index: int, items: Iterator[tuple]) -> list[tuple]:
-    """A partition of parsed lines: (index, records, their (record, term) pairs, bad lines,
-    the first bad line's (number, message) or None, the terms its records hold)."""
-    records = pairs = bad = 0
-    first = None
-    terms: set[str] = set()
+@dataclass
+class Part:
+    """A partition's parsed lines before the vocabulary is known: its records' ids and
+    terms (numbered over the partition's own terms) and its bad lines."""
+
+    ids: list[str]
+    records: Records
+    bad: int
+    first_bad: tuple[int, str] | None  # (line number, message)
+
+    def tally(self, index: int) -> tuple:
+        """(index, records, their (record, term) pairs, bad lines, the first bad line or
+        None, the terms its records hold)."""
+        return (index, len(self.ids), self.records.pairs(), self.bad, self.first_bad,
+                self.records.names)
+
+    def block(self, start: int, vocabulary: dict[str, int]) -> Block:
+        """The records as a :class:`Block`, at positions from ``start`` on, their terms as
+        ids of ``vocabulary`` (a renumbering in name order, so each row stays sorted)."""
+        renumber = np.fromiter(map(vocabulary.__getitem__, self.records.names), np.int32,
+                               len(self.records.names))
+        return Block(np.arange(start, start + len(self.ids), dtype=np.int64), self.ids,
+                     Records(range(len(vocabulary)), self.records.indptr,
+                             renumber[self.records.indices]),
+                     np.zeros(len(self.ids), dtype=np.int64))
+
+
+def _part(items: Iterator[tuple]) -> list[Part]:
+    """A partition of parsed lines (:func:`_parse`'s) as one :class:`Part`."""
+    ids, records, bad, first = [], RecordsBuilder(), 0, None
     for item in items:
         if item[0] == "record":
-            records += 1
-            held = set(item[3])
-            pairs += len(held)
-            terms |= held
+            ids.append(item[2])
+            records.add(item[3])
         else:
             bad += 1
             first = min(first or item[1:], item[1:])
-    return [(index, records, pairs, bad, first, terms)]
+    return [Part(ids, records.build(), bad, first)]
+
+
+def _fimi_part(lines: Iterator[tuple[bytes, int]]) -> list[Part]:
+    """A partition of FIMI lines (and their indexes) read with arrays, as the loader reads an
+    ASCII file; any other partition line by line."""
+    lines = list(lines)
+    found = fimi_lines(b"".join(line + b"\n" for line, _ in lines)) if lines else None
+    if found is None or len(found[0]) != len(lines):
+        return _part(item for item in (_parse("fimi", line, index + 1, {}, 1)
+                                       for line, index in lines) if item is not None)
+    kept, tokens, lengths = found
+    records = RecordsBuilder()
+    records.add_many(tokens, lengths)
+    first = lines[0][1] + 1  # a partition's lines are consecutive
+    return [Part([str(first + k) for k in np.flatnonzero(kept).tolist()], records.build(), 0,
+                 None)]
 
 
 NOT_UTF8 = "not valid UTF-8"
@@ -273,17 +316,16 @@ def _without_duplicate_ids(parsed):
 
 # -- the tree, level by level ----------------------------------------------------------------
 
-def grow_tree_distributed(sc, records, names: tuple[str, ...], total: int, leaf_size: int,
+def grow_tree_distributed(sc, blocks, names: tuple[str, ...], total: int, leaf_size: int,
                           search: SplitSearch, max_share: float = 0.95):
     """The overlay tree of :func:`cocktail.overlay.tree.grow_tree`, each record's leaf (as
     :class:`Block` nodes) and each leaf's number of records.
-    Each partition's records are one :class:`Block`, so a pass over a level is a few numpy
-    operations per node.  Large nodes are split level by level on the cluster; a node of at
+    ``blocks``: the records, a :class:`Block` a partition, so that a pass over a level is a
+    few numpy operations per node.  Large nodes are split level by level on the cluster; a node of at
     most :data:`LOCAL_SUBTREE` records grows its subtree in one task (:func:`_subtrees`).
     Nodes get temporary ids while the tree grows, then the single-machine engine's ids
     (depth first, the last child first)."""
     vocabulary = len(names)
-    blocks = records.mapPartitions(lambda items: [Block.of(list(items), vocabulary)])
     blocks.persist(StorageLevel.DISK_ONLY)
     splits: dict[int, tuple[tuple[int, ...], list[tuple[list[str], int]]]] = {}
     leaves: dict[int, int] = {}
@@ -824,15 +866,11 @@ def refuse_cloned(store: Store) -> None:
 
 def collect_dataset(data: Input) -> Dataset:
     """The batch's records at the driver, in input order, as the loader would give them."""
-    rows = data.records.collect()  # in position order: partitions keep the input order
-    lengths = np.fromiter((len(terms) for _, _, terms in rows), dtype=np.int64, count=len(rows))
-    indptr = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=indptr[1:])
-    indices = np.fromiter((t for _, _, terms in rows for t in terms), dtype=np.int32,
-                          count=int(indptr[-1]))
-    return Dataset(tuple(record_id for _, record_id, _ in rows),
-                   Records(data.names, indptr, indices), data.source, data.format,
-                   skipped_lines=data.skipped)
+    blocks = data.records.collect()  # in position order: partitions keep the input order
+    joined = Records.joined([block.records for block in blocks])
+    return Dataset(tuple(record_id for block in blocks for record_id in block.ids),
+                   Records(data.names, joined.indptr, joined.indices), data.source,
+                   data.format, skipped_lines=data.skipped)
 
 
 class SparkClusters:
@@ -857,7 +895,9 @@ class SparkClusters:
         rows = [(local, ids[position], tuple(sorted(number[t] for t in terms)))
                 for local, (position, terms) in enumerate(zip(pool, records))]
         slices = max(2, self.sc.defaultParallelism, -(-len(rows) // RECORDS_PER_TASK))
-        data = Input(self.sc.parallelize(rows, slices), names, 0, "pool", "pool", len(rows),
+        cuts = np.linspace(0, len(rows), slices + 1).astype(int).tolist()
+        blocks = [Block.of(rows[a:b], len(names)) for a, b in zip(cuts, cuts[1:])]
+        data = Input(self.sc.parallelize(blocks, slices), names, 0, "pool", "pool", len(rows),
                      sum(len(terms) for _, _, terms in rows))
         run = _Run(self.sc, data, params, writer.out.store,
                    progress or (lambda phase, done, total: None))
@@ -873,7 +913,7 @@ class SparkClusters:
 
 @dataclass
 class Input:
-    records: object          # RDD of (position, record id, sorted term ids)
+    records: object          # RDD of Blocks, a partition's records each, in input order
     names: tuple[str, ...]   # term ids' names
     skipped: int
     format: str
@@ -962,9 +1002,7 @@ class _Run:
                 sc, self.data.records, names, self.total, params.cluster_size, SplitSearch())
         else:
             tree, leaves = Tree([Node(0)]), {0: self.total}
-            vocabulary = len(names)
-            leaf_of = self.data.records.mapPartitions(
-                lambda items: [Block.of(list(items), vocabulary)])  # every record at the root
+            leaf_of = self.data.records  # every record at the root
         units, leaf_units = self._clusters(tree, leaf_of, leaves)
         self.progress("tree", 1, 1)
         self._timed("tree", started)
