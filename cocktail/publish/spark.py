@@ -6,8 +6,9 @@ only the random chunk ids and pseudonyms differ.  The pure pieces are shared, no
 tree's split statistics (:mod:`cocktail.overlay.tree`), the partitioners, the chunk codecs and
 the chunk builder.  What differs is where they run:
 
-* the input is read by Spark (a local path or ``hdfs://``) and parsed line by line by the same
-  parsers, so bad lines get the same messages and numbers;
+* the input is read by Spark (a local path or ``hdfs://``) and parsed by the same parsers, a
+  FIMI partition of ASCII lines at once by the loader's block reader and anything else line
+  by line, so bad lines get the same messages and numbers;
 * the tree grows level by level: per node, term supports and then split statistics are summed
   over the records' partitions; only those sums and each node's choice reach the driver;
 * each leaf cluster is partitioned inside an executor; the private parts pooled up the tree
