@@ -322,8 +322,9 @@ def grow_tree_distributed(sc, blocks, names: tuple[str, ...], total: int, leaf_s
     """The overlay tree of :func:`cocktail.overlay.tree.grow_tree`, each record's leaf (as
     :class:`Block` nodes) and each leaf's number of records.
     ``blocks``: the records, a :class:`Block` a partition, so that a pass over a level is a
-    few numpy operations per node.  Large nodes are split level by level on the cluster; a node of at
-    most :data:`LOCAL_SUBTREE` records grows its subtree in one task (:func:`_subtrees`).
+    few numpy operations per node.  Large nodes are split level by level on the cluster; a
+    node of at most :data:`LOCAL_SUBTREE` records grows its subtree in one task
+    (:func:`_subtrees`).
     Nodes get temporary ids while the tree grows, then the single-machine engine's ids
     (depth first, the last child first)."""
     vocabulary = len(names)
@@ -1004,6 +1005,7 @@ class _Run:
         else:
             tree, leaves = Tree([Node(0)]), {0: self.total}
             leaf_of = self.data.records  # every record at the root
+        leaf_of.persist(StorageLevel.DISK_ONLY)  # routed once: counted, then numbered
         units, leaf_units = self._clusters(tree, leaf_of, leaves)
         self.progress("tree", 1, 1)
         self._timed("tree", started)
@@ -1012,6 +1014,7 @@ class _Run:
         outputs = units.flatMap(Block.pieces).groupByKey(self.tasks).mapPartitions(
             partition_leaves(job, sc.broadcast(leaf_units))).persist(StorageLevel.DISK_ONLY)
         self._tracked("partition", outputs.count)
+        leaf_of.unpersist()  # the units are cached now
         summaries = {}
         found = _Collected()
         # From the cache, a partition at a time (the next one read meanwhile).
@@ -1045,7 +1048,6 @@ class _Run:
         count before it in earlier partitions plus its rank in its own (partitions keep input
         order).  Returns the blocks with each record's unit as its node, cached."""
         size = self.params.cluster_size
-        leaf_of = leaf_of.persist(StorageLevel.DISK_ONLY)  # routed once, read twice
         counts = leaf_of.mapPartitionsWithIndex(_leaf_counts).collect()
         offsets, seen = {}, Counter()
         for index, counted in sorted(counts):
@@ -1065,8 +1067,6 @@ class _Run:
                 yield block.clustered(before, base_b.value, size)
 
         units = leaf_of.mapPartitionsWithIndex(number).persist(StorageLevel.DISK_ONLY)
-        units.count()
-        leaf_of.unpersist()
         return units, leaf_units
 
     def _aggregate(self, tree: Tree, outputs, job, summaries: dict, found: _Collected):
