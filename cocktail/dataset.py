@@ -18,9 +18,11 @@ import re
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import compress
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -28,6 +30,7 @@ FORMATS = ("fimi", "spmf", "csv", "jsonl")
 _EXTENSIONS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
 _CSV_HEADER = ["record_id", "term"]
 _OTHER_BYTE_BREAKS = re.compile(rb"[\x0b\x0c\x1c\x1d\x1e]")  # str.splitlines's, in ASCII
+_BREAK = re.compile(rb"\r\n|\r|\n")  # bytes.splitlines's, and Hadoop's text reader's
 _NEGATIVE_NUMBER = re.compile(r"-\d+(?:\.\d*)?", re.ASCII)
 
 PathLike = str | os.PathLike[str]
@@ -241,6 +244,7 @@ class _Lines:
         self._data = data
         self._skip = skip_bad_lines
         self.skipped = 0
+        self.first_bad: tuple[int, str] | None = None  # (line number, message), if skipped
 
     def __iter__(self) -> Iterator[tuple[int, str]]:
         # bytes.splitlines breaks only at \n, \r and \r\n, unlike str.splitlines (\x1c, \u2028, ...)
@@ -259,15 +263,23 @@ class _Lines:
         if not self._skip:
             raise InputError(f"{self.source}:{number}: {message}")
         self.skipped += 1
+        self.first_bad = self.first_bad or (number, message)
 
 
-def _read_bytes(path: PathLike) -> bytes:
+@contextmanager
+def reading(path: PathLike) -> Iterator[None]:
+    """An input file's open and read errors as :class:`InputError`s, in the loader's words."""
     try:
-        data = Path(path).read_bytes()
+        yield
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except OSError as e:
         raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
+
+
+def _read_bytes(path: PathLike) -> bytes:
+    with reading(path):
+        data = Path(path).read_bytes()
     return data.removeprefix(codecs.BOM_UTF8)
 
 
@@ -289,13 +301,8 @@ def detect_format(path: PathLike) -> str:
     by_name = format_by_name(path)
     if by_name:
         return by_name
-    try:
-        with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
-            return sniff_format(f)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except OSError as e:
-        raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
+    with reading(path), open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
+        return sniff_format(f)
 
 
 def load(path: PathLike, format: str | None = None, *, skip_bad_lines: bool = False) -> Dataset:
@@ -322,6 +329,59 @@ _Parsed = tuple[list[str], Records, int]  # ids, records, duplicate terms droppe
 
 def _read_fimi(lines: _Lines) -> _Parsed:
     return _fimi_at_once(lines.data) or _fimi_by_line(lines)
+
+
+@dataclass
+class FimiLines:
+    """Whole FIMI lines read as the loader reads a file, numbered from the first of them."""
+
+    ids: list[str]     # each record's line number
+    records: Records
+    lines: int
+    skipped: int       # bad lines
+    first_bad: tuple[int, str] | None  # (line number, message)
+
+
+def read_fimi_lines(source: str, data: bytes) -> FimiLines:
+    """FIMI lines (a piece of a file cut at line starts: :func:`line_range`) read as
+    :func:`load` reads a whole file, bad lines counted rather than raised."""
+    lines = _Lines(source, data, skip_bad_lines=True)
+    ids, records, _ = _read_fimi(lines)
+    return FimiLines(ids, records, _count_lines(data), lines.skipped, lines.first_bad)
+
+
+def line_range(path: PathLike, start: int, end: int) -> bytes:
+    """The whole lines of a file that start at a byte in [start, end), where a line starts at
+    0 and after each \\r, \\n or \\r\\n, as Hadoop's text reader cuts a file among tasks:
+    the ranges that cut a file hold each of its lines once."""
+    with open(path, "rb") as f:
+        end = min(end, os.fstat(f.fileno()).st_size)
+        if start >= end:
+            return b""
+        first, last = _line_start(f, start), _line_start(f, end)
+        f.seek(first)
+        return f.read(last - first)
+
+
+LINE_SEEK = 1 << 16  # bytes read at a time looking for a line's start
+
+
+def _line_start(f: BinaryIO, position: int) -> int:
+    """The first line start at or after ``position``, or the end of the file."""
+    if position <= 0:
+        return 0
+    f.seek(position - 1)
+    seen, searched = b"", 0
+    while True:
+        chunk = f.read(LINE_SEEK)
+        seen += chunk
+        found = _BREAK.search(seen, searched)
+        # a \r read last may be the start of \r\n: one more byte decides
+        if found and (chunk == b"" or found.end() < len(seen) or found.group() != b"\r"):
+            return position - 1 + found.end()
+        if not chunk:
+            return position - 1 + len(seen)
+        searched = found.start() if found else len(seen)
 
 
 def _fimi_by_line(lines: _Lines) -> _Parsed:

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cocktail.dataset import (FORMATS, Dataset, InputError, _fimi_at_once, _fimi_by_line,
-                              _Lines, detect_format, load, write_fimi)
+                              _Lines, detect_format, line_range, load, read_fimi_lines,
+                              write_fimi)
 
 from .conftest import dataset_path
 
@@ -74,6 +75,41 @@ def test_fimi_read_at_once_reads_what_line_by_line_reads(pieces):
         return
     assert (fast[0], list(fast[1]), fast[2]) == (slow[0], list(slow[1]), slow[2])
     assert fast[1].names == slow[1].names
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["1", "22", "ab", "#c", " ", "\n", "\r", "\r\n", "\n\n",
+                                 "\x0b", "é", "\udcff"]), max_size=30),
+       st.integers(1, 12))
+def test_a_fimi_file_read_by_byte_ranges_reads_as_the_loader(tmp_path_factory, pieces, size):
+    """Cut at every ``size`` bytes, each range holding the lines that start in it, a file is
+    read range by range (line numbers offset by the lines before) as the loader reads it:
+    ids, records, bad lines and the first of them, whatever the cuts split (\\r\\n, a
+    line, a UTF-8 character)."""
+    data = "".join(pieces).encode("utf-8", "surrogateescape")  # \udcff: the byte 0xff
+    path = tmp_path_factory.mktemp("ranges") / "r.dat"
+    path.write_bytes(data)
+    cuts = [*range(0, len(data), size), len(data)]
+    with mock.patch("cocktail.dataset.LINE_SEEK", 1):  # a \\r\\n split between two reads
+        ranges = [line_range(path, a, b) for a, b in zip(cuts, cuts[1:])]
+    assert b"".join(ranges) == data
+    ids, records, skipped, first_bad, before = [], [], 0, None, 0
+    for piece in ranges:
+        read = read_fimi_lines(str(path), piece)
+        ids += [str(int(i) + before) for i in read.ids]
+        records += list(read.records)
+        skipped += read.skipped
+        if read.first_bad and not first_bad:
+            first_bad = read.first_bad[0] + before
+        before += read.lines
+    assert before == len(data.splitlines())
+    if first_bad:
+        assert error_of(path).startswith(f"{path}:{first_bad}: not valid UTF-8")
+    if not records:
+        return
+    loaded = load(path, skip_bad_lines=True)
+    assert (ids, records, skipped) == (list(loaded.ids), list(loaded.records),
+                                       loaded.skipped_lines)
 
 
 def test_crlf_and_bom(tmp_path):

@@ -102,7 +102,7 @@ def test_the_tree_grown_on_spark_is_the_single_machine_tree(local_subtree, spark
     vocabulary = len(records.names)
     blocks = spark.sparkContext.parallelize(rows, 3).mapPartitions(
         lambda items: [engine.Block.of(list(items), vocabulary)])
-    tree, leaf_of, leaves = engine.grow_tree_distributed(
+    tree, leaf_of, leaves, _ = engine.grow_tree_distributed(
         spark.sparkContext, blocks, tuple(records.names), len(records), 400, SplitSearch())
     single = grow_tree(records, 400)
     assert tree.to_manifest() == [node | {"units": []} for node in single.to_manifest()]
@@ -166,22 +166,30 @@ def test_bad_lines_are_reported_as_the_loader_does(name, tmp_path):
     assert skipped.records == len(load(path, skip_bad_lines=True))
 
 
-def test_fimi_partitions_read_with_arrays_or_by_line_give_the_loaders_records(spark, tmp_path):
+@pytest.mark.parametrize("split", [10, 1 << 20])
+def test_fimi_partitions_read_with_arrays_or_by_line_give_the_loaders_records(spark, tmp_path,
+                                                                             monkeypatch,
+                                                                             split):
     """An ASCII partition of a FIMI file is read with arrays, another line by line (here: its
     non-ASCII terms); with comments, an empty line, CRLF breaks and repeated terms, the ids
-    and records are the loader's."""
-    from cocktail.publish.spark import collect_dataset, read_records
+    and records are the loader's, whether a local file is read by byte ranges (of ``split``
+    bytes: a range may hold no line start) or a URL by Spark's text reader."""
+    from cocktail.publish import spark as engine
 
+    monkeypatch.setattr(engine, "INPUT_SPLIT", split)
     ascii_lines = "# a comment\n" + "".join(
         f"{i % 5} {i % 7} {i % 5}" + ("\r\n" if i % 6 == 0 else "\n") for i in range(60))
     text = ascii_lines + "\n%a note\n" + "".join(f"café{i % 3} {i}\n" for i in range(30))
     path = tmp_path / "r.dat"
-    path.write_bytes(text.encode("utf-8"))
-    data = collect_dataset(read_records(spark.sparkContext, str(path), None, False))
+    path.write_bytes(text.encode("utf-8") + b"1 " * 20 + b"\n")
     loaded = load(path)
-    assert data.ids == loaded.ids
-    assert list(data.records) == list(loaded.records)
-    assert len(data.ids) == 91  # 60, the empty line, 30
+    assert len(loaded.ids) == 92  # 60, the empty line, 30, one of 40 bytes
+    for source in (str(path), path.as_uri()):
+        read = engine.read_records(spark.sparkContext, source, "fimi", False)
+        data = engine.collect_dataset(read)
+        assert data.ids == loaded.ids
+        assert list(data.records) == list(loaded.records)
+        assert read.records.getNumPartitions() >= len(path.read_bytes()) // split
 
 
 def test_every_input_format_reads_the_same_records(tmp_path):

@@ -6,9 +6,12 @@ only the random chunk ids and pseudonyms differ.  The pure pieces are shared, no
 tree's split statistics (:mod:`cocktail.overlay.tree`), the partitioners, the chunk codecs and
 the chunk builder.  What differs is where they run:
 
-* the input is read by Spark (a local path or ``hdfs://``) and parsed by the same parsers, a
-  FIMI partition of ASCII lines at once by the loader's block reader and anything else line
-  by line, so bad lines get the same messages and numbers;
+* a local FIMI file is read in byte ranges, a task each, by the loader's own reader (a
+  range's lines numbered from its first, the lines before it added once every range is
+  counted); any other input (``hdfs://``, the other formats) is read by Spark's text reader
+  and parsed by the same parsers, a FIMI partition of ASCII lines at once by the loader's
+  block reader and anything else line by line; so bad lines get the loader's messages and
+  numbers;
 * the tree grows level by level: per node, term supports and then split statistics are summed
   over the records' partitions; only those sums and each node's choice reach the driver;
 * each leaf cluster is partitioned inside an executor; the private parts pooled up the tree
@@ -46,6 +49,7 @@ driver holds the pool's records (the batch and the buffer) besides what the appe
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import itertools
 import os
@@ -71,8 +75,8 @@ from .. import releases
 from ..anonymity import partition
 from ..blas import one_thread
 from ..dataset import (Dataset, InputError, MalformedLine, Records, RecordsBuilder,
-                       detect_format, fimi_lines, format_by_name, parse_line, sniff_format,
-                       spmf_item_name)
+                       detect_format, fimi_lines, format_by_name, line_range, parse_line,
+                       read_fimi_lines, reading, sniff_format, spmf_item_name)
 from ..overlay.layout import PhaseProgress, partitions_pool
 from ..overlay.tree import (Node, SplitSearch, Tree, children_of, choose_split, grow,
                             pattern_codes, presence, rank_candidates, split_stats)
@@ -116,7 +120,70 @@ def read_records(sc, source: str, data_format: str | None, skip_bad_lines: bool)
     """The records in input order, a :class:`Block` a partition.  The first bad line stops the
     publish with its number, as the single-machine loader does."""
     data_format = data_format or _detect(sc, source)
-    lines = sc.textFile(source, minPartitions=_input_partitions(sc, source),
+    if data_format == "fimi" and "://" not in source:
+        parts, bad_names = _fimi_ranges(sc, source), []
+    else:
+        parts, bad_names = _parsed_lines(sc, source, data_format)
+    parts.persist(StorageLevel.DISK_ONLY)
+    # One pass counts each partition's lines, records, pairs and bad lines (it caches the
+    # parse); a byte range learns there how many lines stand before it.
+    tallies = sorted(parts.mapPartitionsWithIndex(
+        lambda index, found: [part.tally(index) for part in found]).collect())
+    lines_before = dict(zip([tally[0] for tally in tallies],
+                            np.cumsum([0, *[tally[6] or 0 for tally in tallies]]).tolist()))
+    first_bad = sorted([(tally[4][0] + lines_before[tally[0]], tally[4][1])
+                        for tally in tallies if tally[4]] + bad_names)
+    skipped = 0
+    if first_bad:
+        if not skip_bad_lines:
+            number, message = first_bad[0]
+            if message == NOT_UTF8:
+                message = _utf8_error(sc, source, number)
+            raise InputError(f"{source}:{number}: {message}")
+        skipped = sum(tally[3] for tally in tallies) + len(bad_names)
+    counts = [tally[1] for tally in tallies]
+    if not sum(counts):
+        skipped_note = f"; {skipped} malformed line(s) skipped" if skipped else ""
+        raise InputError(f"{source}: no records (empty file){skipped_note}")
+    vocabulary = sorted(set().union(*(tally[5] for tally in tallies)))
+    ids = sc.broadcast({term: i for i, term in enumerate(vocabulary)})
+    first = dict(zip([tally[0] for tally in tallies], np.cumsum([0, *counts]).tolist()))
+
+    def numbered(index: int, found: Iterator[Part]) -> Iterator[Block]:
+        for part in found:
+            yield part.block(first[index], ids.value, lines_before[index])
+
+    return Input(parts.mapPartitionsWithIndex(numbered), tuple(vocabulary), skipped,
+                 data_format, source, sum(counts), sum(tally[2] for tally in tallies))
+
+
+def _fimi_ranges(sc, path: str):
+    """A local FIMI file read by byte ranges, a task each (:func:`line_range`): the lines
+    straight from the file into the loader's reader, numbered within their range.  Spark's
+    text reader would move each line through the JVM and number the lines in a job of its
+    own."""
+    with reading(path):
+        size = os.path.getsize(path)
+    path = os.path.abspath(path)  # the executors' working directory may not be ours
+    tasks = _input_partitions(sc, size)
+    cuts = [size * i // tasks for i in range(tasks + 1)]
+    return sc.parallelize(list(zip(cuts, cuts[1:])), tasks).map(
+        lambda cut: _fimi_range(path, *cut))
+
+
+def _fimi_range(path: str, start: int, end: int) -> Part:
+    data = line_range(path, start, end)
+    if start == 0:
+        data = data.removeprefix(codecs.BOM_UTF8)  # as the loader reads a file
+    read = read_fimi_lines(path, data)
+    return Part(read.ids, read.records, read.skipped, read.first_bad, read.lines)
+
+
+def _parsed_lines(sc, source: str, data_format: str):
+    """The input read by Spark's text reader, each line numbered and parsed on its own (a
+    FIMI partition of ASCII lines at once): :class:`Part`s, and SPMF's bad @ITEM lines."""
+    length = _input_length(sc, source)
+    lines = sc.textFile(source, minPartitions=_input_partitions(sc, length),
                         use_unicode=False).zipWithIndex()
     names, bad_names = {}, []
     if data_format == "spmf":  # @ITEM names apply to the whole file, wherever they stand
@@ -136,57 +203,38 @@ def read_records(sc, source: str, data_format: str | None, skip_bad_lines: bool)
         elif data_format == "jsonl":
             parsed = _without_duplicate_ids(parsed)
         parts = parsed.mapPartitions(_part)
-    parts.persist(StorageLevel.DISK_ONLY)
-    # One pass counts each partition's records, pairs and bad lines (it caches the parse).
-    tallies = sorted(parts.mapPartitionsWithIndex(
-        lambda index, found: [part.tally(index) for part in found]).collect())
-    first_bad = sorted([tally[4] for tally in tallies if tally[4]] + bad_names)
-    skipped = 0
-    if first_bad:
-        if not skip_bad_lines:
-            number, message = first_bad[0]
-            if message == NOT_UTF8:
-                message = _utf8_error(sc, source, number)
-            raise InputError(f"{source}:{number}: {message}")
-        skipped = sum(tally[3] for tally in tallies) + len(bad_names)
-    counts = [tally[1] for tally in tallies]
-    if not sum(counts):
-        skipped_note = f"; {skipped} malformed line(s) skipped" if skipped else ""
-        raise InputError(f"{source}: no records (empty file){skipped_note}")
-    vocabulary = sorted(set().union(*(tally[5] for tally in tallies)))
-    ids = sc.broadcast({term: i for i, term in enumerate(vocabulary)})
-    first = dict(zip([tally[0] for tally in tallies], np.cumsum([0, *counts]).tolist()))
-
-    def numbered(index: int, found: Iterator[Part]) -> Iterator[Block]:
-        for part in found:
-            yield part.block(first[index], ids.value)
-
-    return Input(parts.mapPartitionsWithIndex(numbered), tuple(vocabulary), skipped,
-                 data_format, source, sum(counts), sum(tally[2] for tally in tallies))
+    return parts, bad_names
 
 
 @dataclass
 class Part:
     """A partition's parsed lines before the vocabulary is known: its records' ids and
-    terms (numbered over the partition's own terms) and its bad lines."""
+    terms (numbered over the partition's own terms) and its bad lines.  A byte range of a
+    FIMI file (:func:`_fimi_ranges`) counts its ``lines``, and numbers them (its first bad
+    line, its records' ids) from its own first line: the lines before it are added later."""
 
     ids: list[str]
     records: Records
     bad: int
     first_bad: tuple[int, str] | None  # (line number, message)
+    lines: int | None = None           # None: numbered within the whole input
 
     def tally(self, index: int) -> tuple:
         """(index, records, their (record, term) pairs, bad lines, the first bad line or
-        None, the terms its records hold)."""
+        None, the terms its records hold, its lines if numbered within it)."""
         return (index, len(self.ids), self.records.pairs(), self.bad, self.first_bad,
-                self.records.names)
+                self.records.names, self.lines)
 
-    def block(self, start: int, vocabulary: dict[str, int]) -> Block:
+    def block(self, start: int, vocabulary: dict[str, int], lines_before: int) -> Block:
         """The records as a :class:`Block`, at positions from ``start`` on, their terms as
-        ids of ``vocabulary`` (a renumbering in name order, so each row stays sorted)."""
+        ids of ``vocabulary`` (a renumbering in name order, so each row stays sorted).
+        ``lines_before``: the input's lines before a byte range's."""
         renumber = np.fromiter(map(vocabulary.__getitem__, self.records.names), np.int32,
                                len(self.records.names))
-        return Block(np.arange(start, start + len(self.ids), dtype=np.int64), self.ids,
+        ids = self.ids
+        if self.lines is not None and lines_before:  # a FIMI id is its line's number
+            ids = list(map(str, (np.array(ids, dtype=np.int64) + lines_before).tolist()))
+        return Block(np.arange(start, start + len(self.ids), dtype=np.int64), ids,
                      Records(range(len(vocabulary)), self.records.indptr,
                              renumber[self.records.indices]),
                      np.zeros(len(self.ids), dtype=np.int64))
@@ -224,18 +272,22 @@ def _fimi_part(lines: Iterator[tuple[bytes, int]]) -> list[Part]:
 NOT_UTF8 = "not valid UTF-8"
 INPUT_SPLIT = 8 << 20       # bytes of input per partition: a partition is one tree block
 RECORDS_PER_TASK = 50_000   # records per task of each shuffle
+RECORDS_PER_REPORT = 500_000  # records whose reports reach the driver at once (~10 MB)
 # A node of at most this many records grows its whole subtree in one task (a few tens of MB
 # of term ids), not level by level: each level on the cluster costs two jobs, about 1.2 s on
 # a 2-core machine, whatever its records.
 LOCAL_SUBTREE = 100_000
 
 
-def _input_partitions(sc, source: str) -> int:
-    """Enough partitions that each holds a few MB: a partition's records are one block of
-    the tree passes, and its outputs are cached whole in the JVM."""
-    path = sc._jvm.org.apache.hadoop.fs.Path(source)
-    length = path.getFileSystem(sc._jsc.hadoopConfiguration()).getContentSummary(path).getLength()
+def _input_partitions(sc, length: int) -> int:
+    """Enough partitions of ``length`` bytes that each holds a few MB: a partition's records
+    are one block of the tree passes, and its outputs are cached whole in the JVM."""
     return max(2, sc.defaultParallelism, -(-length // INPUT_SPLIT))
+
+
+def _input_length(sc, source: str) -> int:
+    path = sc._jvm.org.apache.hadoop.fs.Path(source)
+    return path.getFileSystem(sc._jsc.hadoopConfiguration()).getContentSummary(path).getLength()
 
 
 def _utf8_error(sc, source: str, number: int) -> str:
@@ -320,7 +372,8 @@ def _without_duplicate_ids(parsed):
 def grow_tree_distributed(sc, blocks, names: tuple[str, ...], total: int, leaf_size: int,
                           search: SplitSearch, max_share: float = 0.95):
     """The overlay tree of :func:`cocktail.overlay.tree.grow_tree`, each record's leaf (as
-    :class:`Block` nodes) and each leaf's number of records.
+    :class:`Block` nodes, cached), each leaf's number of records and each partition's
+    (:func:`leaf_counts`).
     ``blocks``: the records, a :class:`Block` a partition, so that a pass over a level is a
     few numpy operations per node.  Large nodes are split level by level on the cluster; a
     node of at most :data:`LOCAL_SUBTREE` records grows its subtree in one task
@@ -329,6 +382,7 @@ def grow_tree_distributed(sc, blocks, names: tuple[str, ...], total: int, leaf_s
     (depth first, the last child first)."""
     vocabulary = len(names)
     blocks.persist(StorageLevel.DISK_ONLY)
+    cached = blocks  # the last level that was routed and summed in one job
     splits: dict[int, tuple[tuple[int, ...], list[tuple[list[str], int]]]] = {}
     leaves: dict[int, int] = {}
     local: dict[int, int] = {}  # nodes whose subtree one task grows
@@ -359,17 +413,15 @@ def grow_tree_distributed(sc, blocks, names: tuple[str, ...], total: int, leaf_s
                 next_id += 1
             splits[node] = (choice.terms, children)
             routes[node] = (ranked[node], choice.terms, _route(choice.terms, children))
-        routes_b = sc.broadcast(routes)
-        moved = blocks.map(lambda block: block.routed(routes_b.value))
-        moved.persist(StorageLevel.DISK_ONLY)
+        blocks = _routed(cached, sc.broadcast(routes))
         sizes = large(frontier)
-        # The job that routes the records (and caches them) sums the next level's supports.
-        if sizes:
-            ranked = _ranked(sc, moved, sizes, vocabulary, search.pool)
-        else:
-            moved.count()
-        blocks.unpersist()
-        blocks = moved
+        if sizes:  # the job that routes the records (and caches them) sums the next supports
+            blocks.persist(StorageLevel.DISK_ONLY)
+            ranked = _ranked(sc, blocks, sizes, vocabulary, search.pool)
+            cached.unpersist()
+            cached = blocks
+        # else the last level is routed again by each of the two jobs below: cheaper than
+        # a job that caches it
     routes = {}
     for root, grown in _subtrees(sc, blocks, local, leaf_size, search, max_share).items():
         ids = {0: root}  # the subtree's own ids (a parent before its children) -> temporary
@@ -385,8 +437,16 @@ def grow_tree_distributed(sc, blocks, names: tuple[str, ...], total: int, leaf_s
             routes[ids[node]] = (np.array(split), split, _route(split, children))
     final, tree = _number(splits, names)
     final_b, routes_b = sc.broadcast(final), sc.broadcast(routes)
-    return tree, blocks.map(lambda block: block.descended(routes_b.value).renamed(
-        final_b.value)), {final[node]: n for node, n in leaves.items()}
+    leaf_of = blocks.map(lambda block: block.descended(routes_b.value).renamed(final_b.value))
+    counts = leaf_counts(leaf_of)
+    cached.unpersist()
+    return tree, leaf_of, {final[node]: n for node, n in leaves.items()}, counts
+
+
+def _routed(blocks, routes_b):
+    """``blocks`` one level down (a function of its own: the map is lazy, and must keep this
+    level's routes)."""
+    return blocks.map(lambda block: block.routed(routes_b.value))
 
 
 def _route(split: tuple[int, ...], children: list[tuple[list[str], int]]) -> np.ndarray:
@@ -512,13 +572,19 @@ def _choices(sc, blocks, ranked: dict, search: SplitSearch) -> dict:
         kv[1], candidates.value[kv[0]], search))).collect())
 
 
-def _leaf_counts(index: int, blocks: Iterator[Block]) -> list[tuple[int, Counter]]:
-    """A partition's records per leaf."""
-    counted: Counter = Counter()
-    for block in blocks:
-        leaves, counts = np.unique(block.node, return_counts=True)
-        counted.update(dict(zip(leaves.tolist(), counts.tolist())))
-    return [(index, counted)]
+def leaf_counts(leaf_of) -> dict[int, Counter]:
+    """Each partition's records per leaf (``leaf_of``: blocks, each record's leaf its node),
+    in the job that caches ``leaf_of``."""
+
+    def counted(index: int, blocks: Iterator[Block]) -> list[tuple[int, Counter]]:
+        found: Counter = Counter()
+        for block in blocks:
+            leaves, counts = np.unique(block.node, return_counts=True)
+            found.update(dict(zip(leaves.tolist(), counts.tolist())))
+        return [(index, found)]
+
+    leaf_of.persist(StorageLevel.DISK_ONLY)
+    return dict(leaf_of.mapPartitionsWithIndex(counted).collect())
 
 
 def _as_records(rows: list[tuple[int, ...]], vocabulary: int) -> Records:
@@ -1000,13 +1066,13 @@ class _Run:
         started = time.perf_counter()
         self.progress("tree", 0, 1)
         if params.overlay:
-            tree, leaf_of, leaves = grow_tree_distributed(
+            tree, leaf_of, leaves, counts = grow_tree_distributed(
                 sc, self.data.records, names, self.total, params.cluster_size, SplitSearch())
         else:
             tree, leaves = Tree([Node(0)]), {0: self.total}
             leaf_of = self.data.records  # every record at the root
-        leaf_of.persist(StorageLevel.DISK_ONLY)  # routed once: counted, then numbered
-        units, leaf_units = self._clusters(tree, leaf_of, leaves)
+            counts = leaf_counts(leaf_of)
+        units, leaf_units = self._clusters(tree, leaf_of, leaves, counts)
         self.progress("tree", 1, 1)
         self._timed("tree", started)
 
@@ -1017,8 +1083,7 @@ class _Run:
         leaf_of.unpersist()  # the units are cached now
         summaries = {}
         found = _Collected()
-        # From the cache, a partition at a time (the next one read meanwhile).
-        for item in outputs.mapPartitions(reported).toLocalIterator(prefetchPartitions=True):
+        for item in self._reports(outputs):
             if item[0] == "unit":
                 summaries[item[1]] = item[2]
             else:
@@ -1042,15 +1107,16 @@ class _Run:
         outputs.unpersist()
         return _Laid(tree, units, summaries, found, root_pool)
 
-    def _clusters(self, tree: Tree, leaf_of, leaves: dict[int, int]):
-        """Each leaf's records (``leaf_of``: blocks, each record's leaf its node) cut into
-        clusters in input order, as :func:`cut_clusters`: a record's rank in its leaf is the
-        count before it in earlier partitions plus its rank in its own (partitions keep input
-        order).  Returns the blocks with each record's unit as its node, cached."""
+    def _clusters(self, tree: Tree, leaf_of, leaves: dict[int, int],
+                  counts: dict[int, Counter]):
+        """Each leaf's records (``leaf_of``: blocks, each record's leaf its node; ``counts``:
+        each partition's records per leaf) cut into clusters in input order, as
+        :func:`cut_clusters`: a record's rank in its leaf is the count before it in earlier
+        partitions plus its rank in its own (partitions keep input order).  Returns the
+        blocks with each record's unit as its node, cached."""
         size = self.params.cluster_size
-        counts = leaf_of.mapPartitionsWithIndex(_leaf_counts).collect()
         offsets, seen = {}, Counter()
-        for index, counted in sorted(counts):
+        for index, counted in sorted(counts.items()):
             offsets[index] = dict(seen)
             seen.update(counted)
         base, leaf_units = {}, {}
@@ -1091,9 +1157,17 @@ class _Run:
         unit_of_b = self.sc.broadcast(unit_of)
         written = pooled.repartition(max(1, min(self.tasks, len(aggregated)))).mapPartitions(
             write_aggregates(job, unit_of_b)).persist(StorageLevel.DISK_ONLY)
-        for item in written.mapPartitions(reported).toLocalIterator(prefetchPartitions=True):
+        for item in self._reports(written):
             found.add(item)
         return written, root_pool
+
+    def _reports(self, outputs) -> Iterator[tuple]:
+        """What the driver takes of cached outputs (:func:`reported`), from a few partitions
+        of many tasks' outputs each, one at a time (the next one read meanwhile): a job per
+        partition, and a partition's reports held at once."""
+        parts = max(self.sc.defaultParallelism, -(-self.total // RECORDS_PER_REPORT))
+        return outputs.coalesce(parts).mapPartitions(reported).toLocalIterator(
+            prefetchPartitions=True)
 
     def _records_file(self, units) -> BinaryIO:
         """records.jsonl: each record's id and leaf unit, streamed from the executors into a
