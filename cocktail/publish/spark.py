@@ -707,14 +707,14 @@ def _distinct_keys(keys: list[np.ndarray]) -> np.ndarray:
 
 
 def reported(items: Iterator[tuple]) -> Iterator[tuple]:
-    """What the driver takes of a task's outputs: everything but the files and the pools,
-    the units' term indexes merged into one piece (fewer, larger pieces for the driver).
-    One pass over the cached outputs, which the files make large."""
+    """What the driver takes of a task's outputs: everything but the files (the pools too:
+    a small share of the subrecords, for the aggregation round), the units' term indexes
+    merged into one piece (fewer, larger pieces for the driver)."""
     merged = TermIndexBuilder()
     for item in items:
         if item[0] == "terms":
             merged.add_piece(item[1])
-        elif item[0] not in ("file", "pool"):
+        elif item[0] != "file":
             yield item
     if merged.bitmaps:
         yield "terms", merged.encode_piece()
@@ -799,24 +799,35 @@ def _order(secret: bytes, path: str) -> bytes:
 
 # -- the aggregation round -------------------------------------------------------------------
 
-def aggregate_pools(job_b, volume: int, parents_b):
+def aggregate_pools(job_b, volume: int, parents_b, first_unit: int):
     """The aggregation pass (paper 5.2, as :func:`cocktail.overlay.layout._aggregate`), in one
     task over all the private parts the leaves passed up (a small share of the subrecords):
     nodes in descending id (children before parents), each pooling what its sources passed
     up in the single-machine order (sources by descending child id, a leaf's clusters in
     order, records by position).  A big enough pool from two or more sources, and the root's,
-    is partitioned; what stays private goes up."""
+    is partitioned into the next unit from ``first_unit`` on, and its files made; what stays
+    private goes up.  Yields ("aggregate", node, unit, summary), the units' outputs
+    (:func:`unit_outputs`) and the root's pool when the job passes it up."""
 
     def run(items: Iterator) -> Iterator[tuple]:
         job, parents = job_b.value, parents_b.value
         pools = defaultdict(list)
         for _, node, key, p, record_id, terms in items:
             pools[node].append((key, p, record_id, terms))
+        unit = first_unit
         with collector_paused():
             while pools:
                 node = max(pools)
-                yield from _pool_step(job, node, sorted(pools.pop(node), key=lambda i: i[0]),
-                                      volume, parents.get(node), pools)
+                for found in _pool_step(job, node, sorted(pools.pop(node), key=lambda i: i[0]),
+                                        volume, parents.get(node), pools):
+                    if found[0] != "aggregate":
+                        yield found
+                        continue
+                    _, _, summary, members, chunk_terms, public = found
+                    yield "aggregate", node, unit, summary
+                    yield from unit_outputs(job, job.unit(unit), "aggregate",
+                                            job.placed(members), chunk_terms, public)
+                    unit += 1
 
     return run
 
@@ -843,17 +854,6 @@ def _pool_step(job: UnitJob, node: int, items: list, volume: int, parent: int | 
     if not is_root:
         pools[parent].extend((((-node, *key), p, record_id, terms)
                               for key, p, record_id, terms in items))
-
-
-def write_aggregates(job_b, unit_of_b):
-    def run(found: Iterator) -> Iterator[tuple]:
-        job, unit_of = job_b.value, unit_of_b.value
-        with collector_paused():
-            for _, node, _, members, chunk_terms, public in found:
-                yield from unit_outputs(job, job.unit(unit_of[node]), "aggregate",
-                                        job.placed(members), chunk_terms, public)
-
-    return run
 
 
 # -- the driver ------------------------------------------------------------------------------
@@ -1079,21 +1079,21 @@ class _Run:
         started = time.perf_counter()
         outputs = units.flatMap(Block.pieces).groupByKey(self.tasks).mapPartitions(
             partition_leaves(job, sc.broadcast(leaf_units))).persist(StorageLevel.DISK_ONLY)
-        self._tracked("partition", outputs.count)
-        leaf_of.unpersist()  # the units are cached now
-        summaries = {}
-        found = _Collected()
-        for item in self._reports(outputs):
+        summaries, found, pools = {}, _Collected(), []
+        for item in self._reports(outputs, "partition"):
             if item[0] == "unit":
                 summaries[item[1]] = item[2]
+            elif item[0] == "pool":
+                pools.append(item)
             else:
                 found.add(item)
+        leaf_of.unpersist()  # the units are cached now
         self._timed("partition", started)
 
         started = time.perf_counter()
         written, root_pool = [outputs], []
         if params.aggregate:
-            aggregated, root_pool = self._aggregate(tree, outputs, job, summaries, found)
+            aggregated, root_pool = self._aggregate(tree, pools, job, summaries, found)
             written.append(aggregated)
         self._timed("aggregate", started)
 
@@ -1135,39 +1135,38 @@ class _Run:
         units = leaf_of.mapPartitionsWithIndex(number).persist(StorageLevel.DISK_ONLY)
         return units, leaf_units
 
-    def _aggregate(self, tree: Tree, outputs, job, summaries: dict, found: _Collected):
-        """The second round: the pools, in one task.  Returns the aggregated units' outputs,
-        and the root's pool when the job passes it up ((position, terms), in pool order)."""
+    def _aggregate(self, tree: Tree, pools: list, job, summaries: dict, found: _Collected):
+        """The second round: the pools, in one task (the job that makes its units reports
+        them).  Returns the aggregated units' outputs, and the root's pool when the job
+        passes it up ((position, terms), in pool order)."""
         parents_b = self.sc.broadcast(tree.parents())
-        # The pools picked out by every task, then moved to one (the outputs hold the files:
-        # one task reading them all took most of the round); the pooling sorts what it gets.
-        pools = outputs.filter(lambda item: item[0] == "pool").coalesce(1, shuffle=True)
-        pooled = pools.mapPartitions(aggregate_pools(job, self.params.aggregate_volume,
-                                                     parents_b)).persist(StorageLevel.DISK_ONLY)
-        root_pool = pooled.filter(lambda item: item[0] == "root_pool").map(
-            lambda item: (item[1], item[2])).collect()
-        pooled = pooled.filter(lambda item: item[0] == "aggregate")
-        aggregated = pooled.map(lambda item: (item[1], item[2])).collect()
-        first = len(summaries)
-        unit_of = {}
-        for number, (node, summary) in enumerate(sorted(aggregated, key=lambda a: -a[0])):
-            unit_of[node] = first + number
-            summaries[first + number] = summary
-            tree.nodes[node].aggregate = first + number
-        unit_of_b = self.sc.broadcast(unit_of)
-        written = pooled.repartition(max(1, min(self.tasks, len(aggregated)))).mapPartitions(
-            write_aggregates(job, unit_of_b)).persist(StorageLevel.DISK_ONLY)
+        written = self.sc.parallelize(pools, 1).mapPartitions(aggregate_pools(
+            job, self.params.aggregate_volume, parents_b, len(summaries))).persist(
+                StorageLevel.DISK_ONLY)
+        root_pool = []
         for item in self._reports(written):
-            found.add(item)
+            if item[0] == "aggregate":
+                _, node, unit, summary = item
+                summaries[unit] = summary
+                tree.nodes[node].aggregate = unit
+            elif item[0] == "root_pool":
+                root_pool.append(item[1:])
+            else:
+                found.add(item)
         return written, root_pool
 
-    def _reports(self, outputs) -> Iterator[tuple]:
-        """What the driver takes of cached outputs (:func:`reported`), from a few partitions
-        of many tasks' outputs each, one at a time (the next one read meanwhile): a job per
-        partition, and a partition's reports held at once."""
+    def _reports(self, outputs, phase: str | None = None) -> Iterator[tuple]:
+        """What the driver takes of ``outputs`` (:func:`reported`).  With a ``phase``, the
+        job that makes (and caches) the outputs caches the reports beside them, in all its
+        tasks at once (tracked as the phase's progress); then they reach the driver from a
+        few partitions of many tasks' reports each, one at a time (the next one read
+        meanwhile): a job per partition, and a partition's reports held at once."""
+        reports = outputs.mapPartitions(reported).persist(StorageLevel.DISK_ONLY)
+        if phase:
+            self._tracked(phase, reports.count)
         parts = max(self.sc.defaultParallelism, -(-self.total // RECORDS_PER_REPORT))
-        return outputs.coalesce(parts).mapPartitions(reported).toLocalIterator(
-            prefetchPartitions=True)
+        yield from reports.coalesce(parts).toLocalIterator(prefetchPartitions=True)
+        reports.unpersist()
 
     def _records_file(self, units) -> BinaryIO:
         """records.jsonl: each record's id and leaf unit, streamed from the executors into a
