@@ -648,12 +648,9 @@ class UnitJob:
         """A record's position in the publication (the run numbers its records from 0)."""
         return position if self.positions is None else int(self.positions[position])
 
-    def placed(self, members: list[tuple[int, str, frozenset]]
-               ) -> list[tuple[int, str, frozenset]]:
-        """Members with their positions in the publication, as files and indexes name them."""
-        if self.positions is None:
-            return members
-        return [(self.position(p), record_id, terms) for p, record_id, terms in members]
+    def placed(self, positions: np.ndarray) -> np.ndarray:
+        """The records' positions in the publication, as files and indexes name them."""
+        return positions if self.positions is None else self.positions[positions]
 
 
 def chunk_id_for(secret: bytes, unit: int, rank: int, attempt: int) -> str:
@@ -663,19 +660,15 @@ def chunk_id_for(secret: bytes, unit: int, rank: int, attempt: int) -> str:
     return digest.hexdigest()
 
 
-def unit_outputs(job: UnitJob, unit: int, kind: str, members: list[tuple[int, str, frozenset]],
-                 chunk_terms: list[frozenset[str]], public: int,
-                 records: Records | None = None) -> Iterator[tuple]:
+def unit_outputs(job: UnitJob, unit: int, kind: str, positions: np.ndarray, ids: list[str],
+                 records: Records, chunk_terms: list[frozenset[str]],
+                 public: int) -> Iterator[tuple]:
     """A partitioned unit's chunks: ("file", zone, path, bytes, private) for its chunk, index
     and pseudonym-map files and ("chunk", id, manifest entry, release entry or None, pairs)
     for the driver, ("keys", unit, added, public) with its records' names for the release
-    log, and ("terms", its term index).  ``records``: the members' terms as term ids, where
-    the caller has them."""
-    positions = np.array([p for p, _, _ in members], dtype=np.int64)
-    if records is None:
-        records = Records.build(terms for _, _, terms in members)
-    chunks, (pair_rows, pair_terms) = unit_chunks(
-        records, positions, [record_id for _, record_id, _ in members], chunk_terms)
+    log, and ("terms", its term index).  The unit's records: their ``positions`` in the
+    publication, ``ids`` and terms."""
+    chunks, (pair_rows, pair_terms) = unit_chunks(records, positions, ids, chunk_terms)
     index = TermIndexBuilder()
     index.add_pairs(records.names, pair_terms, positions[pair_rows])
     maps, added, shown = [], [], []
@@ -728,35 +721,45 @@ def partition_leaves(job_b, leaf_of_unit_b):
         job, leaf_of_unit = job_b.value, leaf_of_unit_b.value
         with collector_paused():
             for unit, pieces in units:
-                members, records = _unit_members(job.names, pieces)
+                positions, ids, records = _unit_records(job.names, pieces)
                 started = time.process_time()
                 split = _partition_leaf(job, records)
                 cpu = time.process_time() - started
                 node, cluster = leaf_of_unit[unit]
                 stored = [] if job.aggregate or not split.private else [split.private]
-                yield "unit", unit, _unit_summary("leaf", node, len(members), split,
-                                                  not job.aggregate, cpu, members)
-                yield from unit_outputs(job, job.unit(unit), "leaf", job.placed(members),
-                                        [*split.public, *stored], len(split.public), records)
+                parts = _private_parts(records, split.private)
+                yield "unit", unit, _unit_summary("leaf", node, len(ids), split,
+                                                  not job.aggregate, cpu,
+                                                  [terms for _, terms in parts])
+                yield from unit_outputs(job, job.unit(unit), "leaf", job.placed(positions), ids,
+                                        records, [*split.public, *stored], len(split.public))
                 if job.aggregate:
-                    for p, record_id, terms in members:
-                        if terms & split.private:
-                            yield "pool", node, (cluster, p), p, record_id, terms & split.private
+                    for row, terms in parts:
+                        p = int(positions[row])
+                        yield "pool", node, (cluster, p), p, ids[row], terms
 
     return run
 
 
-def _unit_members(names: tuple[str, ...], pieces) -> tuple[list[tuple], Records]:
-    """A unit's records from the pieces of it each block held (:meth:`Block.pieces`): as
-    (position, record id, terms) in input order, and as term ids."""
+def _unit_records(names: tuple[str, ...], pieces) -> tuple[np.ndarray, list[str], Records]:
+    """A unit's records from the pieces of it each block held (:meth:`Block.pieces`), in
+    input order: their positions, ids and terms (as ids of ``names``)."""
     pieces = sorted(pieces, key=lambda piece: int(piece[0][0]))
-    positions = np.concatenate([piece[0] for piece in pieces]).tolist()
-    ids = [record_id for piece in pieces for record_id in piece[1]]
     joined = Records.joined([piece[2] for piece in pieces])
-    records = Records(names, joined.indptr, joined.indices)
-    name, indptr, indices = names.__getitem__, joined.indptr.tolist(), joined.indices.tolist()
-    return [(p, record_id, frozenset(map(name, indices[indptr[i]:indptr[i + 1]])))
-            for i, (p, record_id) in enumerate(zip(positions, ids))], records
+    return (np.concatenate([piece[0] for piece in pieces]),
+            [record_id for piece in pieces for record_id in piece[1]],
+            Records(names, joined.indptr, joined.indices))
+
+
+def _private_parts(records: Records, private: frozenset[str]) -> list[tuple[int, frozenset]]:
+    """(row, the terms of ``private`` it holds) for each record that holds some."""
+    held = np.isin(records.indices, records.ids_of(private))
+    rows = np.repeat(np.arange(len(records)), np.diff(records.indptr))[held]
+    terms, names = records.indices[held].tolist(), records.names
+    found, starts = np.unique(rows, return_index=True)
+    ends = [*starts[1:].tolist(), len(terms)]
+    return [(row, frozenset(names[t] for t in terms[start:end]))
+            for row, start, end in zip(found.tolist(), starts.tolist(), ends)]
 
 
 def _partition_leaf(job: UnitJob, records: Records):
@@ -767,8 +770,8 @@ def _partition_leaf(job: UnitJob, records: Records):
 
 
 def _unit_summary(kind: str, node: int, size: int, split, keeps_private: bool, cpu: float,
-                  members: list) -> dict:
-    parts = [terms & split.private for _, _, terms in members if terms & split.private]
+                  parts: list[frozenset[str]]) -> dict:
+    """``parts``: the private terms of each record that holds some."""
     return {"kind": kind, "node": node, "members": size,
             "passed_up": [] if keeps_private else sorted(split.private),
             "notes": split.notes, "cpu": cpu, "keeps_private": keeps_private,
@@ -825,8 +828,11 @@ def aggregate_pools(job_b, volume: int, parents_b, first_unit: int):
                         continue
                     _, _, summary, members, chunk_terms, public = found
                     yield "aggregate", node, unit, summary
+                    positions = np.array([p for p, _, _ in members], dtype=np.int64)
                     yield from unit_outputs(job, job.unit(unit), "aggregate",
-                                            job.placed(members), chunk_terms, public)
+                                            job.placed(positions), [i for _, i, _ in members],
+                                            Records.build(t for _, _, t in members),
+                                            chunk_terms, public)
                     unit += 1
 
     return run
@@ -846,8 +852,9 @@ def _pool_step(job: UnitJob, node: int, items: list, volume: int, parent: int | 
         split = partition(job.method, [terms for _, _, terms in members], job.k, job.m)
         cpu = time.process_time() - started
         stored = [split.private] if is_root and split.private else []
+        parts = [terms & split.private for _, _, terms in members if terms & split.private]
         yield ("aggregate", node, _unit_summary("aggregate", node, len(members), split,
-                                                is_root, cpu, members),
+                                                is_root, cpu, parts),
                members, [*split.public, *stored], len(split.public))
         items = [(key, p, record_id, terms & split.private)
                  for key, p, record_id, terms in items if terms & split.private]
