@@ -498,28 +498,42 @@ class Block:
                    _as_records([terms for _, _, terms in items], vocabulary),
                    np.zeros(len(items), dtype=np.int64))
 
-    def by_node(self, wanted=None) -> Iterator[tuple[int, np.ndarray]]:
-        """(node, the rows at that node, ascending) for the nodes in ``wanted`` (None: all)."""
-        order = np.argsort(self.node, kind="stable")
-        nodes, starts = np.unique(self.node[order], return_index=True)
+    def by_node(self, wanted=None, among: np.ndarray | None = None
+                ) -> Iterator[tuple[int, np.ndarray]]:
+        """(node, the rows at that node, ascending) for the nodes in ``wanted`` (None: all),
+        of the rows ``among`` (ascending; None: all of them)."""
+        if among is None and wanted is not None:
+            among = self.at(wanted)
+        rows = self.node if among is None else self.node[among]
+        order = np.argsort(rows, kind="stable")
+        nodes, starts = np.unique(rows[order], return_index=True)
+        if among is not None:
+            order = among[order]
         ends = [*starts[1:].tolist(), len(order)]
         for node, start, end in zip(nodes.tolist(), starts.tolist(), ends):
             if wanted is None or node in wanted:
                 yield node, order[start:end]
 
-    def routed(self, routes: dict) -> Block:
+    def at(self, nodes) -> np.ndarray:
+        """The rows at any of ``nodes``, ascending."""
+        return np.flatnonzero(np.isin(self.node, list(nodes)))
+
+    def routed(self, routes: dict, among: np.ndarray | None = None) -> Block:
+        """Each record at a node of ``routes`` (of the rows ``among``) one level down."""
         node = self.node.copy()
-        for at, rows in self.by_node(routes):
+        for at, rows in self.by_node(routes, among):
             ranked, split, route = routes[at]
             node[rows] = route[pattern_codes(presence(self.records, rows, ranked), ranked,
                                              split)]
         return Block(self.positions, self.ids, self.records, node)
 
     def descended(self, routes: dict) -> Block:
-        """Every record routed down to a node ``routes`` does not split (a subtree's leaf)."""
-        block = self
-        while np.isin(block.node, list(routes)).any():
-            block = block.routed(routes)
+        """Every record routed down to a node ``routes`` does not split (a subtree's leaf);
+        each level sorts only the records still moving."""
+        block, moving = self, self.at(routes)
+        while len(moving):
+            block = block.routed(routes, moving)
+            moving = moving[np.isin(block.node[moving], list(routes))]
         return block
 
     def renamed(self, final: dict[int, int]) -> Block:
