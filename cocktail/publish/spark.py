@@ -28,8 +28,10 @@ the chunk builder.  What differs is where they run:
 Chunk ids are drawn from a keyed hash of a fresh per-publish secret, the unit and the chunk's
 rank, so that a task Spark re-runs writes the same files under the same names.
 
-The driver holds the tree, the per-cluster summaries and the manifests; the one thing that grows
-with the records there is the release log's member names (8 bytes a record, kept as arrays).
+The driver holds the tree, the per-cluster summaries and the manifests; what grows with the
+records there is the release log's member names (8 bytes a record, kept as arrays) and, for
+the aggregation round, the pools pickled (the private parts passed up: a small share of the
+subrecords), which it hands on to the one task that pools them without reading them.
 
 Appends (``cocktail publish --append --engine spark``, :func:`append_spark`) make the same
 release as the single-machine append from the same batch and store.  Spark reads the batch (the
@@ -53,6 +55,7 @@ import codecs
 import hashlib
 import itertools
 import os
+import pickle
 import secrets
 import sys
 import tempfile
@@ -714,17 +717,22 @@ def _distinct_keys(keys: list[np.ndarray]) -> np.ndarray:
 
 
 def reported(items: Iterator[tuple]) -> Iterator[tuple]:
-    """What the driver takes of a task's outputs: everything but the files (the pools too:
-    a small share of the subrecords, for the aggregation round), the units' term indexes
-    merged into one piece (fewer, larger pieces for the driver)."""
-    merged = TermIndexBuilder()
+    """What the driver takes of a task's outputs: everything but the files, the units' term
+    indexes merged into one piece (fewer, larger pieces for the driver), and the pools (a
+    small share of the subrecords) as one pickle, which the driver hands on to the
+    aggregation round unread."""
+    merged, pools = TermIndexBuilder(), []
     for item in items:
         if item[0] == "terms":
             merged.add_piece(item[1])
+        elif item[0] == "pool":
+            pools.append(item)
         elif item[0] != "file":
             yield item
     if merged.bitmaps:
         yield "terms", merged.encode_piece()
+    if pools:
+        yield "pools", pickle.dumps(pools, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def partition_leaves(job_b, leaf_of_unit_b):
@@ -1104,8 +1112,8 @@ class _Run:
         for item in self._reports(outputs, "partition"):
             if item[0] == "unit":
                 summaries[item[1]] = item[2]
-            elif item[0] == "pool":
-                pools.append(item)
+            elif item[0] == "pools":
+                pools.append(item[1])
             else:
                 found.add(item)
         leaf_of.unpersist()  # the units are cached now
@@ -1156,12 +1164,14 @@ class _Run:
         units = leaf_of.mapPartitionsWithIndex(number).persist(StorageLevel.DISK_ONLY)
         return units, leaf_units
 
-    def _aggregate(self, tree: Tree, pools: list, job, summaries: dict, found: _Collected):
-        """The second round: the pools, in one task (the job that makes its units reports
-        them).  Returns the aggregated units' outputs, and the root's pool when the job
-        passes it up ((position, terms), in pool order)."""
+    def _aggregate(self, tree: Tree, pools: list[bytes], job, summaries: dict,
+                   found: _Collected):
+        """The second round: the pools (pickled, a task's each), in one task (the job that
+        makes its units reports them).  Returns the aggregated units' outputs, and the
+        root's pool when the job passes it up ((position, terms), in pool order)."""
         parents_b = self.sc.broadcast(tree.parents())
-        written = self.sc.parallelize(pools, 1).mapPartitions(aggregate_pools(
+        pooled = self.sc.parallelize(pools, 1).flatMap(pickle.loads)
+        written = pooled.mapPartitions(aggregate_pools(
             job, self.params.aggregate_volume, parents_b, len(summaries))).persist(
                 StorageLevel.DISK_ONLY)
         root_pool = []
