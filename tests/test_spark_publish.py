@@ -166,7 +166,7 @@ def test_bad_lines_are_reported_as_the_loader_does(name, tmp_path):
     assert skipped.records == len(load(path, skip_bad_lines=True))
 
 
-@pytest.mark.parametrize("split", [10, 1 << 20])
+@pytest.mark.parametrize("split", [40, 1 << 20])
 def test_fimi_partitions_read_with_arrays_or_by_line_give_the_loaders_records(spark, tmp_path,
                                                                              monkeypatch,
                                                                              split):
@@ -181,15 +181,37 @@ def test_fimi_partitions_read_with_arrays_or_by_line_give_the_loaders_records(sp
         f"{i % 5} {i % 7} {i % 5}" + ("\r\n" if i % 6 == 0 else "\n") for i in range(60))
     text = ascii_lines + "\n%a note\n" + "".join(f"café{i % 3} {i}\n" for i in range(30))
     path = tmp_path / "r.dat"
-    path.write_bytes(text.encode("utf-8") + b"1 " * 20 + b"\n")
+    path.write_bytes(text.encode("utf-8") + b"1 " * 60 + b"\n")
     loaded = load(path)
-    assert len(loaded.ids) == 92  # 60, the empty line, 30, one of 40 bytes
+    assert len(loaded.ids) == 92  # 60, the empty line, 30, one of 121 bytes
     for source in (str(path), path.as_uri()):
         read = engine.read_records(spark.sparkContext, source, "fimi", False)
         data = engine.collect_dataset(read)
         assert data.ids == loaded.ids
         assert list(data.records) == list(loaded.records)
         assert read.records.getNumPartitions() >= len(path.read_bytes()) // split
+
+
+def test_a_bad_line_in_a_later_byte_range_is_numbered_in_the_file(spark, tmp_path,
+                                                                  monkeypatch):
+    """A bad line in a byte range past the first is numbered in the whole file (the lines of
+    the ranges before it added), as the loader numbers it; skipped, the ids stay the
+    loader's."""
+    from cocktail.publish import spark as engine
+
+    monkeypatch.setattr(engine, "INPUT_SPLIT", 16)
+    path = tmp_path / "late.dat"
+    path.write_bytes(b"".join(f"{i} {i + 1}\n".encode() for i in range(30)) + b"7 \xff 8\n9\n")
+    with pytest.raises(InputError) as single:
+        load(path)
+    with pytest.raises(InputError) as on_spark:
+        engine.read_records(spark.sparkContext, str(path), None, False)
+    assert str(on_spark.value) == str(single.value)
+    assert str(single.value).startswith(f"{path}:31: not valid UTF-8")
+    skipped = engine.collect_dataset(engine.read_records(spark.sparkContext, str(path), None,
+                                                         True))
+    loaded = load(path, skip_bad_lines=True)
+    assert (skipped.ids, skipped.skipped_lines) == (loaded.ids, loaded.skipped_lines)
 
 
 def test_every_input_format_reads_the_same_records(tmp_path):
