@@ -371,7 +371,7 @@ def _line_start(f: BinaryIO, position: int) -> int:
     if position <= 0:
         return 0
     f.seek(position - 1)
-    seen, searched = b"", 0
+    seen, searched = bytearray(), 0  # a long line grows it in amortised time
     while True:
         chunk = f.read(LINE_SEEK)
         seen += chunk
