@@ -1192,8 +1192,9 @@ class _Run:
         tasks at once (tracked as the phase's progress); then they reach the driver from a
         few partitions of many tasks' reports each, one at a time (the next one read
         meanwhile): a job per partition, and a partition's reports held at once."""
-        reports = outputs.mapPartitions(reported).persist(StorageLevel.DISK_ONLY)
-        if phase:
+        reports = outputs.mapPartitions(reported)
+        if phase:  # cached for the reading below; else that reading is the one job
+            reports.persist(StorageLevel.DISK_ONLY)
             self._tracked(phase, reports.count)
         parts = max(self.sc.defaultParallelism, -(-self.total // RECORDS_PER_REPORT))
         yield from reports.coalesce(parts).toLocalIterator(prefetchPartitions=True)
