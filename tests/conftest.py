@@ -20,16 +20,16 @@ def dataset_path(name: str) -> Path:
 
 @pytest.fixture(scope="session")
 def spark():
-    """One local[2] session for every Spark test of a worker (the engine uses an active one),
-    in the `spark` group: a session each would cost ten seconds or more."""
+    """One local[2] context for every Spark test of a worker (the engine uses a running one),
+    in the `spark` group: a context each would cost seconds."""
     if shutil.which("java") is None:
         pytest.skip("the Spark engine needs a Java runtime (java is not on PATH)")
     pytest.importorskip("pyspark", reason="pyspark is installed by the test extra")
-    from cocktail.publish.spark import SparkSettings, spark_session
+    from cocktail.publish.spark import SparkSettings, spark_context
 
-    session = spark_session(SparkSettings("local[2]"))
-    yield session
-    session.stop()
+    context = spark_context(SparkSettings("local[2]"))
+    yield context
+    context.stop()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

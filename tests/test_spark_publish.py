@@ -100,10 +100,10 @@ def test_the_tree_grown_on_spark_is_the_single_machine_tree(local_subtree, spark
     rows = [(p, f"r{p}", tuple(sorted(records.indices[a:b].tolist()))) for p, (a, b)
             in enumerate(zip(records.indptr.tolist(), records.indptr[1:].tolist()))]
     vocabulary = len(records.names)
-    blocks = spark.sparkContext.parallelize(rows, 3).mapPartitions(
+    blocks = spark.parallelize(rows, 3).mapPartitions(
         lambda items: [engine.Block.of(list(items), vocabulary)])
     tree, leaf_of, leaves, _ = engine.grow_tree_distributed(
-        spark.sparkContext, blocks, tuple(records.names), len(records), 400, SplitSearch())
+        spark, blocks, tuple(records.names), len(records), 400, SplitSearch())
     single = grow_tree(records, 400)
     assert tree.to_manifest() == [node | {"units": []} for node in single.to_manifest()]
     assert len(single.nodes) > 15  # a tree of several levels
@@ -185,7 +185,7 @@ def test_fimi_partitions_read_with_arrays_or_by_line_give_the_loaders_records(sp
     loaded = load(path)
     assert len(loaded.ids) == 92  # 60, the empty line, 30, one of 121 bytes
     for source in (str(path), path.as_uri()):
-        read = engine.read_records(spark.sparkContext, source, "fimi", False)
+        read = engine.read_records(spark, source, "fimi", False)
         data = engine.collect_dataset(read)
         assert data.ids == loaded.ids
         assert list(data.records) == list(loaded.records)
@@ -205,10 +205,10 @@ def test_a_bad_line_in_a_later_byte_range_is_numbered_in_the_file(spark, tmp_pat
     with pytest.raises(InputError) as single:
         load(path)
     with pytest.raises(InputError) as on_spark:
-        engine.read_records(spark.sparkContext, str(path), None, False)
+        engine.read_records(spark, str(path), None, False)
     assert str(on_spark.value) == str(single.value)
     assert str(single.value).startswith(f"{path}:31: not valid UTF-8")
-    skipped = engine.collect_dataset(engine.read_records(spark.sparkContext, str(path), None,
+    skipped = engine.collect_dataset(engine.read_records(spark, str(path), None,
                                                          True))
     loaded = load(path, skip_bad_lines=True)
     assert (skipped.ids, skipped.skipped_lines) == (loaded.ids, loaded.skipped_lines)
@@ -260,6 +260,6 @@ def test_the_engines_jvm_runs_with_the_short_lived_flags(spark):
 
     runtime = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
     assert set(SHORT_LIVED) <= set(runtime.getInputArguments())
-    conf = spark.sparkContext.getConf()  # Spark puts its own Java 17 options first
+    conf = spark.getConf()  # Spark puts its own Java 17 options first
     for key, flags in spark_java_options().items():
         assert conf.get(key).endswith(flags), (key, conf.get(key))

@@ -63,6 +63,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -100,21 +101,45 @@ class SparkSettings:
     conf: tuple[tuple[str, str], ...] = ()  # extra spark.* settings
 
 
-def spark_session(settings: SparkSettings):
-    """A session whose executors run this interpreter (it has cocktail installed)."""
+def spark_context(settings: SparkSettings):
+    """A context whose executors run this interpreter (it has cocktail installed).  A plain
+    ``SparkContext``: the engine runs RDDs only, and a ``SparkSession`` would start Spark
+    SQL's session state too (1.4 s of a 4 s start, measured in docs/engines.md)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from pyspark import SparkConf, SparkContext
 
-    builder = (SparkSession.builder.master(settings.master).appName("cocktail-publish")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")  # ours is per phase
-               .config("spark.log.level", "WARN")
-               .config("spark.driver.memory", "1g")
-               .config("spark.python.worker.reuse", "true"))
-    for key, value in [*spark_java_options().items(), *settings.conf]:
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
+    conf = (SparkConf().setMaster(settings.master).setAppName("cocktail-publish")
+            .set("spark.ui.enabled", "false")
+            .set("spark.ui.showConsoleProgress", "false")  # ours is per phase
+            .set("spark.log.level", "WARN")
+            .set("spark.driver.memory", "1g")
+            .set("spark.python.worker.reuse", "true"))
+    conf.setAll([*spark_java_options().items(), *settings.conf])
+    return SparkContext(conf=conf)
+
+
+@contextmanager
+def _engine_context(settings: SparkSettings) -> Iterator[tuple[object, Callable[[], None]]]:
+    """``(sc, done)``: the context this process already runs (a notebook's, the tests'), used
+    as it is and left running, or a new one from ``settings``.  ``done()`` says Spark's last
+    job is over: a new context stops then, in the background (its accumulator server takes a
+    second to notice), while the driver goes on; it is stopped by the exit in any case."""
+    from pyspark import SparkContext
+
+    active = SparkContext._active_spark_context  # pyspark's own record of the running one
+    if active is not None:
+        yield active, lambda: None
+        return
+    sc = spark_context(settings)
+    stopping = threading.Thread(target=sc.stop, name="spark-stop")
+    try:
+        yield sc, stopping.start
+    finally:
+        if stopping.ident is None:  # never done: a failure on the way
+            sc.stop()
+        else:
+            stopping.join()
 
 
 # -- input ---------------------------------------------------------------------------------
@@ -891,16 +916,11 @@ def publish_spark(source: str, store: Store, params: PublishParams, settings: Sp
                   *, data_format: str | None = None, skip_bad_lines: bool = False,
                   rebase: bool = False, progress: PhaseProgress | None = None) -> PublishReport:
     """:func:`cocktail.publish.publish` on Spark, reading ``source`` (a path or hdfs://).
-    A session already active in this process (a notebook's, the tests') is used as it is,
+    A context already running in this process (a notebook's, the tests') is used as it is,
     ``settings`` aside, and left running."""
-    from pyspark.sql import SparkSession
-
     params.check()
     progress = progress or (lambda phase, done, total: None)
-    active = SparkSession.getActiveSession()
-    spark = active or spark_session(settings)
-    try:
-        sc = spark.sparkContext
+    with _engine_context(settings) as (sc, done):
         started = time.perf_counter()
         progress("load", 0, 1)
         data = read_records(sc, source, data_format, skip_bad_lines)
@@ -911,10 +931,14 @@ def publish_spark(source: str, store: Store, params: PublishParams, settings: Sp
         progress("load", 1, 1)
         loading = time.perf_counter() - started
         engine = _Run(sc, data, params, store, progress)
-        report = release(store, params, engine.build, rebase=rebase, engine="spark")
-    finally:
-        if active is None:
-            spark.stop()
+
+        def build(writer: VersionWriter, mtime: float) -> Built:
+            try:
+                return engine.build(writer, mtime)
+            finally:
+                done()  # the manifests and the commit need no Spark
+
+        report = release(store, params, build, rebase=rebase, engine="spark")
     report.phase_seconds["load"] = round(loading, 3)
     return report
 
@@ -927,15 +951,10 @@ def append_spark(source: str, store: Store, settings: SparkSettings, *,
     (the same parsing and bad-line messages as :func:`publish_spark`) and collected at the
     driver (a batch fits one machine), and the new clusters its pool forms are laid out and
     written by :class:`SparkClusters`; the rest of the append runs at the driver as on the
-    single machine.  ``loaded(dataset)``: called once the batch is read.  A session already
-    active is used as :func:`publish_spark` does."""
-    from pyspark.sql import SparkSession
-
+    single machine.  ``loaded(dataset)``: called once the batch is read.  A context already
+    running is used as :func:`publish_spark` does."""
     refuse_cloned(store)
-    active = SparkSession.getActiveSession()
-    spark = active or spark_session(settings)
-    try:
-        sc = spark.sparkContext
+    with _engine_context(settings) as (sc, _):
         if progress:
             progress("load", 0, 1)
         dataset = collect_dataset(read_records(sc, source, data_format, skip_bad_lines))
@@ -944,9 +963,6 @@ def append_spark(source: str, store: Store, settings: SparkSettings, *,
         if loaded:
             loaded(dataset)
         return append(dataset, store, min_new, progress, clusters=SparkClusters(sc))
-    finally:
-        if active is None:
-            spark.stop()
 
 
 def refuse_cloned(store: Store) -> None:
