@@ -61,8 +61,9 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -109,6 +110,10 @@ def spark_context(settings: SparkSettings):
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark import SparkConf, SparkContext
 
+    # pyspark's own py4j converter imports its test helpers, which warn about pandas 3 (a
+    # warning about pandas features; this engine uses none).
+    warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas",
+                            FutureWarning)
     conf = (SparkConf().setMaster(settings.master).setAppName("cocktail-publish")
             .set("spark.ui.enabled", "false")
             .set("spark.ui.showConsoleProgress", "false")  # ours is per phase
@@ -741,18 +746,18 @@ def _distinct_keys(keys: list[np.ndarray]) -> np.ndarray:
     return np.unique(np.concatenate([np.zeros(0, np.uint64), *keys]))  # none: empty
 
 
-def reported(items: Iterator[tuple]) -> Iterator[tuple]:
-    """What the driver takes of a task's outputs: everything but the files, the units' term
-    indexes merged into one piece (fewer, larger pieces for the driver), and the pools (a
-    small share of the subrecords) as one pickle, which the driver hands on to the
-    aggregation round unread."""
+def reported(items: Iterable[tuple]) -> Iterator[tuple]:
+    """What the driver takes of a task's outputs but its files: the units' term indexes
+    merged into one piece (fewer, larger pieces for the driver), and the pools (a small share
+    of the subrecords) as one pickle, which the driver hands on to the aggregation round
+    unread; the rest as it is."""
     merged, pools = TermIndexBuilder(), []
     for item in items:
         if item[0] == "terms":
             merged.add_piece(item[1])
         elif item[0] == "pool":
             pools.append(item)
-        elif item[0] != "file":
+        else:
             yield item
     if merged.bitmaps:
         yield "terms", merged.encode_piece()
@@ -824,6 +829,47 @@ def _unit_summary(kind: str, node: int, size: int, split, keeps_private: bool, c
             "notes": split.notes, "cpu": cpu, "keeps_private": keeps_private,
             "private_subrecords": len(parts),
             "private_terms": sorted(set().union(*parts)) if parts else []}
+
+
+class _Carrier:
+    """The partitioner of the shuffles that carry a job's outputs (:func:`carried_outputs`):
+    a file (keyed by its keyed hash, bytes) to one of the ``writers`` partitions, a task's
+    reports (keyed by the task's index) to one of the ``readers`` partitions after them.  A
+    publish has one for all its shuffles: Spark joins two shuffles partition by partition
+    only when their partitioners are one (pyspark tells them apart by identity)."""
+
+    def __init__(self, writers: int, readers: int) -> None:
+        self.writers, self.readers = writers, readers
+        self.partitions = writers + readers
+        self.report_partitions = range(writers, self.partitions)
+
+    def __call__(self, key: bytes | int) -> int:
+        if isinstance(key, int):
+            return self.writers + key % self.readers
+        return int.from_bytes(key, "big") % self.writers
+
+
+def carried_outputs(job_b):
+    """A task's outputs keyed for their shuffle (:class:`_Carrier`): each file by its keyed
+    hash (:func:`_order`), the task's reports (:func:`reported`) by the task's index."""
+
+    def run(index: int, items: Iterator[tuple]) -> Iterator[tuple]:
+        secret, others = job_b.value.secret, []
+        for item in items:
+            if item[0] == "file":
+                yield _order(secret, item[2]), item
+            else:
+                others.append(item)
+        for report in reported(others):
+            yield index, report
+
+    return run
+
+
+def _in_task_order(pairs: Iterator[tuple]) -> list[tuple]:
+    """A report partition's reports task by task, each task's in its own order (a stable
+    sort: the shuffle hands them over as they arrive)."""
+    return [report for _, report in sorted(pairs, key=lambda pair: pair[0])]
 
 
 def write_files(job_b):
@@ -1045,6 +1091,7 @@ class _Run:
         self.phases: dict[str, float] = {}
         # partitions of each shuffle: small ones, as each is cached whole in the JVM's heap
         self.tasks = max(2, sc.defaultParallelism * 2, data.total // RECORDS_PER_TASK)
+        self.carrier = _Carrier(self.tasks, -(-data.total // RECORDS_PER_REPORT))
 
     def _timed(self, phase: str, started: float) -> None:
         self.phases[phase] = time.perf_counter() - started
@@ -1123,9 +1170,10 @@ class _Run:
 
         started = time.perf_counter()
         outputs = units.flatMap(Block.pieces).groupByKey(self.tasks).mapPartitions(
-            partition_leaves(job, sc.broadcast(leaf_units))).persist(StorageLevel.DISK_ONLY)
+            partition_leaves(job, sc.broadcast(leaf_units)))
+        carried = [self._carried(outputs, job)]
         summaries, found, pools = {}, _Collected(), []
-        for item in self._reports(outputs, "partition"):
+        for item in self._reports(carried[0], "partition"):
             if item[0] == "unit":
                 summaries[item[1]] = item[2]
             elif item[0] == "pools":
@@ -1136,20 +1184,16 @@ class _Run:
         self._timed("partition", started)
 
         started = time.perf_counter()
-        written, root_pool = [outputs], []
+        root_pool = []
         if params.aggregate:
             aggregated, root_pool = self._aggregate(tree, pools, job, summaries, found)
-            written.append(aggregated)
+            carried.append(aggregated)
         self._timed("aggregate", started)
 
         started = time.perf_counter()
-        written = sc.union(written)
-        keyed = written.filter(lambda item: item[0] == "file").map(
-            lambda item: (_order(job.value.secret, item[2]), item))
-        self._tracked("write", keyed.partitionBy(self.tasks).mapPartitions(write_files(job)).count)
+        self._tracked("write", lambda: self._write(carried, job))
         found.into(writer)
         self._timed("write", started)
-        outputs.unpersist()
         return _Laid(tree, units, summaries, found, root_pool)
 
     def _clusters(self, tree: Tree, leaf_of, leaves: dict[int, int],
@@ -1183,13 +1227,17 @@ class _Run:
     def _aggregate(self, tree: Tree, pools: list[bytes], job, summaries: dict,
                    found: _Collected):
         """The second round: the pools (pickled, a task's each), in one task (the job that
-        makes its units reports them).  Returns the aggregated units' outputs, and the
-        root's pool when the job passes it up ((position, terms), in pool order)."""
+        makes its units reports them).  Returns the shuffle that carries the aggregated
+        units' files (:meth:`_carried`), and the root's pool when the job passes it up
+        ((position, terms), in pool order)."""
         parents_b = self.sc.broadcast(tree.parents())
-        pooled = self.sc.parallelize(pools, 1).flatMap(pickle.loads)
-        written = pooled.mapPartitions(aggregate_pools(
-            job, self.params.aggregate_volume, parents_b, len(summaries))).persist(
-                StorageLevel.DISK_ONLY)
+        # Broadcast, not the task's own data: megabytes in a task are sent with it (and
+        # warned about); a broadcast goes through the block manager.
+        pools_b = self.sc.broadcast(pools)
+        pooled = self.sc.parallelize([0], 1).flatMap(
+            lambda _: itertools.chain.from_iterable(map(pickle.loads, pools_b.value)))
+        written = self._carried(pooled.mapPartitions(aggregate_pools(
+            job, self.params.aggregate_volume, parents_b, len(summaries))), job)
         root_pool = []
         for item in self._reports(written):
             if item[0] == "aggregate":
@@ -1202,19 +1250,36 @@ class _Run:
                 found.add(item)
         return written, root_pool
 
-    def _reports(self, outputs, phase: str | None = None) -> Iterator[tuple]:
-        """What the driver takes of ``outputs`` (:func:`reported`).  With a ``phase``, the
-        job that makes (and caches) the outputs caches the reports beside them, in all its
-        tasks at once (tracked as the phase's progress); then they reach the driver from a
-        few partitions of many tasks' reports each, one at a time (the next one read
-        meanwhile): a job per partition, and a partition's reports held at once."""
-        reports = outputs.mapPartitions(reported)
-        if phase:  # cached for the reading below; else that reading is the one job
-            reports.persist(StorageLevel.DISK_ONLY)
-            self._tracked(phase, reports.count)
-        parts = max(self.sc.defaultParallelism, -(-self.total // RECORDS_PER_REPORT))
-        yield from reports.coalesce(parts).toLocalIterator(prefetchPartitions=True)
-        reports.unpersist()
+    def _carried(self, outputs, job):
+        """``outputs`` (a job's files and reports) in the one shuffle that carries them
+        (:class:`_Carrier`): the files to the tasks that write them, the reports to the
+        partitions after those.  No cache between: the job that makes the outputs writes
+        the shuffle, the driver reads the reports from it, and the write job the files."""
+        return outputs.mapPartitionsWithIndex(carried_outputs(job)).partitionBy(
+            self.carrier.partitions, self.carrier)
+
+    def _reports(self, carried, phase: str | None = None) -> Iterator[tuple]:
+        """What the driver takes of a job's outputs (:func:`reported`), from the report
+        partitions of their shuffle (:meth:`_carried`): a job each, one at a time, in task
+        order.  The first job runs the tasks that make the outputs, every one at once
+        (tracked as ``phase``'s progress when given)."""
+        reports = carried.mapPartitions(_in_task_order)
+        first, *rest = self.carrier.report_partitions
+        read = lambda part: self.sc.runJob(reports, list, [part])  # noqa: E731
+        yield from self._tracked(phase, lambda: read(first)) if phase else read(first)
+        for part in rest:
+            yield from read(part)
+
+    def _write(self, carried: list, job) -> None:
+        """The write job: each task writes the files that the shuffles (the leaves' and the
+        aggregation's) carried to its partition, together, in their keyed-hash order."""
+        carrier = self.carrier
+        files = self.sc.union(carried) if len(carried) > 1 else carried[0]
+        if files.getNumPartitions() != carrier.partitions:
+            # Spark joins shuffles partition by partition when their partitioners are equal
+            # (the one carrier); were that lost, files would be written shuffle by shuffle.
+            files = files.partitionBy(carrier.partitions, carrier)
+        self.sc.runJob(files, write_files(job), list(range(carrier.writers)))
 
     def _records_file(self, units) -> BinaryIO:
         """records.jsonl: each record's id and leaf unit, streamed from the executors into a
