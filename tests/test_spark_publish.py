@@ -263,3 +263,22 @@ def test_the_engines_jvm_runs_with_the_short_lived_flags(spark):
     conf = spark.getConf()  # Spark puts its own Java 17 options first
     for key, flags in spark_java_options().items():
         assert conf.get(key).endswith(flags), (key, conf.get(key))
+
+
+def test_the_write_job_joins_its_shuffles_partition_by_partition(spark):
+    """The leaves' files and the aggregation's travel in two shuffles with the one carrier
+    partitioner: Spark must join them partition by partition (each write task then writes
+    both shuffles' files in one keyed order).  Joined end to end instead (a union of 2n
+    partitions), the aggregated units' files would all be written after the leaves'."""
+    from cocktail.publish.spark import _Carrier
+
+    carrier = _Carrier(writers=4, readers=2)
+    keys = [i.to_bytes(8, "big") for i in range(40)] + list(range(6))
+    shuffles = [spark.parallelize([(key, n) for key in keys], 3).partitionBy(
+        carrier.partitions, carrier) for n in (1, 2)]
+    joined = spark.union(shuffles)
+    assert joined.getNumPartitions() == carrier.partitions
+    for index, pairs in enumerate(joined.glom().collect()):
+        assert sorted(pairs, key=repr) == sorted(((key, n) for key in keys for n in (1, 2)
+                                                  if carrier(key) == index), key=repr)
+    assert {carrier(key) for key in range(6)} == set(carrier.report_partitions)
