@@ -134,6 +134,50 @@ class Records(Sequence[frozenset[str]]):
         return rows, self.indices[at]
 
 
+class PackedIds:
+    """Record ids as one UTF-8 buffer cut into rows (a :class:`Records` whose terms are byte
+    values; surrogates pass through, so any id round-trips): a block of many thousands
+    pickles, gathers and joins as two arrays, not an object an id (the Spark engine's)."""
+
+    BYTES = range(256)
+
+    def __init__(self, rows: Records) -> None:
+        self.rows = rows
+
+    @classmethod
+    def of(cls, ids: Sequence[str]) -> PackedIds:
+        encoded = [record_id.encode("utf-8", "surrogatepass") for record_id in ids]
+        indptr = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=indptr[1:])
+        return cls(Records(cls.BYTES, indptr, np.frombuffer(b"".join(encoded), np.uint8)))
+
+    @classmethod
+    def numbered(cls, numbers: np.ndarray) -> PackedIds:
+        """``numbers`` in decimal (a FIMI record's id is its line's number)."""
+        text = np.asarray(numbers, dtype=np.int64).astype(np.bytes_)
+        lengths = np.char.str_len(text)
+        grid = text.view(np.uint8).reshape(len(text), text.dtype.itemsize)
+        indptr = np.zeros(len(text) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=indptr[1:])
+        return cls(Records(cls.BYTES, indptr, grid[np.arange(grid.shape[1]) < lengths[:, None]]))
+
+    @staticmethod
+    def joined(parts: Sequence[PackedIds]) -> PackedIds:
+        return PackedIds(Records.joined([part.rows for part in parts]))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def take(self, positions: np.ndarray) -> PackedIds:
+        """The ids at ``positions``, in that order."""
+        return PackedIds(self.rows.take(positions))
+
+    def strings(self) -> list[str]:
+        data, ends = self.rows.indices.tobytes(), self.rows.indptr.tolist()
+        return [data[start:stop].decode("utf-8", "surrogatepass")
+                for start, stop in zip(ends, ends[1:])]
+
+
 class RecordsBuilder:
     """Collects records one by one into :class:`Records` (ids first in order of appearance,
     renumbered by name at the end)."""

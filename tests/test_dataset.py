@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from unittest import mock
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cocktail.dataset import (FORMATS, Dataset, InputError, _fimi_at_once, _fimi_by_line,
-                              _Lines, detect_format, line_range, load, read_fimi_lines,
-                              write_fimi)
+from cocktail.dataset import (FORMATS, Dataset, InputError, PackedIds, _fimi_at_once,
+                              _fimi_by_line, _Lines, detect_format, line_range, load,
+                              read_fimi_lines, write_fimi)
 
 from .conftest import dataset_path
 
@@ -333,3 +334,22 @@ def test_bms_webview_1():
     assert len(dataset.terms()) == 497
     assert dataset.ids[0] == "1" and dataset.ids[-1] == "59602"
     assert dataset.empty_records == 0 and dataset.skipped_lines == 0
+
+
+ANY_ID = st.text(st.sampled_from("a1é\n\x00 \ud800\U0001f600"), max_size=6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(ANY_ID, max_size=30), st.data())
+def test_packed_ids_gather_and_join_as_the_strings_do(ids, data):
+    """Any ids (empty, non-ASCII, lone surrogates) pack and unpack as they were, and the
+    packed ids gathered at any rows, or joined, are the strings gathered or joined."""
+    packed = PackedIds.of(ids)
+    assert len(packed) == len(ids) and packed.strings() == ids
+    rows = data.draw(st.lists(st.integers(0, len(ids) - 1), max_size=40)) if ids else []
+    assert packed.take(np.array(rows, dtype=np.int64)).strings() == [ids[r] for r in rows]
+    more = data.draw(st.lists(ANY_ID, max_size=5))
+    assert PackedIds.joined([packed, PackedIds.of(more)]).strings() == ids + more
+    numbers = data.draw(st.lists(st.integers(0, 10**15), max_size=20))
+    assert PackedIds.numbered(np.array(numbers, dtype=np.int64)).strings() == \
+        list(map(str, numbers))

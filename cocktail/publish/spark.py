@@ -79,7 +79,7 @@ from .. import chunkformat as fmt
 from .. import releases
 from ..anonymity import partition
 from ..blas import one_thread
-from ..dataset import (Dataset, InputError, MalformedLine, Records, RecordsBuilder,
+from ..dataset import (Dataset, InputError, MalformedLine, PackedIds, Records, RecordsBuilder,
                        detect_format, fimi_lines, format_by_name, line_range, parse_line,
                        read_fimi_lines, reading, sniff_format, spmf_item_name)
 from ..overlay.layout import PhaseProgress, partitions_pool
@@ -264,9 +264,10 @@ class Part:
         ``lines_before``: the input's lines before a byte range's."""
         renumber = np.fromiter(map(vocabulary.__getitem__, self.records.names), np.int32,
                                len(self.records.names))
-        ids = self.ids
-        if self.lines is not None and lines_before:  # a FIMI id is its line's number
-            ids = list(map(str, (np.array(ids, dtype=np.int64) + lines_before).tolist()))
+        if self.lines is None:
+            ids = PackedIds.of(self.ids)
+        else:  # a FIMI id is its line's number
+            ids = PackedIds.numbered(np.array(self.ids, dtype=np.int64) + lines_before)
         return Block(np.arange(start, start + len(self.ids), dtype=np.int64), ids,
                      Records(range(len(vocabulary)), self.records.indptr,
                              renumber[self.records.indices]),
@@ -520,14 +521,14 @@ class Block:
     record's current node, so that a pass is numpy work per node, not a loop per record."""
 
     positions: np.ndarray  # input positions, ascending
-    ids: list[str]         # record ids
+    ids: PackedIds         # record ids
     records: Records       # term ids (names: the vocabulary's range)
     node: np.ndarray       # each record's current node
 
     @classmethod
     def of(cls, items: list[tuple[int, str, tuple[int, ...]]], vocabulary: int) -> Block:
         return cls(np.array([p for p, _, _ in items], dtype=np.int64),
-                   [record_id for _, record_id, _ in items],
+                   PackedIds.of([record_id for _, record_id, _ in items]),
                    _as_records([terms for _, _, terms in items], vocabulary),
                    np.zeros(len(items), dtype=np.int64))
 
@@ -589,8 +590,7 @@ class Block:
         """(node, (positions, record ids, term ids) of its records here) per node: what a
         shuffle by node moves, a few arrays rather than a tuple per record."""
         for node, rows in self.by_node():
-            yield node, (self.positions[rows], [self.ids[i] for i in rows.tolist()],
-                         self.records.take(rows))
+            yield node, (self.positions[rows], self.ids.take(rows), self.records.take(rows))
 
 
 def _ranked(sc, blocks, sizes: dict[int, int], vocabulary: int, pool: int) -> dict:
@@ -799,7 +799,7 @@ def _unit_records(names: tuple[str, ...], pieces) -> tuple[np.ndarray, list[str]
     pieces = sorted(pieces, key=lambda piece: int(piece[0][0]))
     joined = Records.joined([piece[2] for piece in pieces])
     return (np.concatenate([piece[0] for piece in pieces]),
-            [record_id for piece in pieces for record_id in piece[1]],
+            PackedIds.joined([piece[1] for piece in pieces]).strings(),
             Records(names, joined.indptr, joined.indices))
 
 
@@ -1027,7 +1027,7 @@ def collect_dataset(data: Input) -> Dataset:
     """The batch's records at the driver, in input order, as the loader would give them."""
     blocks = data.records.collect()  # in position order: partitions keep the input order
     joined = Records.joined([block.records for block in blocks])
-    return Dataset(tuple(record_id for block in blocks for record_id in block.ids),
+    return Dataset(tuple(record_id for block in blocks for record_id in block.ids.strings()),
                    Records(data.names, joined.indptr, joined.indices), data.source,
                    data.format, skipped_lines=data.skipped)
 
@@ -1285,7 +1285,7 @@ class _Run:
         """records.jsonl: each record's id and leaf unit, streamed from the executors into a
         private temporary file, so the driver never holds it."""
         spool = tempfile.TemporaryFile()
-        for lines in units.map(lambda block: fmt.encode_records(block.ids, block.node.tolist())
+        for lines in units.map(lambda block: fmt.encode_records(block.ids.strings(), block.node.tolist())
                                ).toLocalIterator(prefetchPartitions=True):
             spool.write(lines)
         return spool
