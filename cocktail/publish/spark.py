@@ -64,6 +64,7 @@ import time
 import warnings
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -1062,10 +1063,10 @@ class SparkClusters:
                    progress or (lambda phase, done, total: None))
         laid = run.lay_out(writer, run.job(
             writer, writer.out.mtime, held=held, pass_up_root=params.aggregate,
-            positions=np.asarray(where.records, dtype=np.int64), units=where.units))
-        leaf_unit = {where.record(local): where.unit(unit) for unit, local in laid.units.flatMap(
-            lambda block: zip(block.node.tolist(), block.positions.tolist())).collect()}
-        laid.units.unpersist()
+            positions=np.asarray(where.records, dtype=np.int64), units=where.units),
+            beside=lambda units: units.flatMap(lambda block: zip(
+                block.node.tolist(), block.positions.tolist())).collect())
+        leaf_unit = {where.record(local): where.unit(unit) for unit, local in laid.beside}
         return NewClusters(laid.tree, _units_manifest(laid.summaries, where), leaf_unit,
                            laid.root_pool, laid.found.totals)
 
@@ -1135,24 +1136,23 @@ class _Run:
 
     def build(self, writer: VersionWriter, mtime: float) -> Built:
         """A first publish (or a rebase): every record of the input."""
-        laid = self.lay_out(writer, self.job(writer, mtime))
-        started = time.perf_counter()
-        records = self._records_file(laid.units)
-        laid.units.unpersist()
-        self.phases["write"] += time.perf_counter() - started
+        laid = self.lay_out(writer, self.job(writer, mtime), beside=self._records_file)
         summaries = laid.summaries
         return Built(laid.tree, _units_manifest(summaries), _stats(summaries), laid.found.totals,
-                     records, {"path": self.data.source, "format": self.data.format,
+                     laid.beside, {"path": self.data.source, "format": self.data.format,
                                "records": self.total, "skipped_lines": self.data.skipped},
                      self.data.pairs,
                      sum(s["cpu"] for s in summaries.values()),
                      dict(self.phases))
 
-    def lay_out(self, writer: VersionWriter, unit_job: UnitJob) -> _Laid:
+    def lay_out(self, writer: VersionWriter, unit_job: UnitJob,
+                beside: Callable[[object], object]) -> _Laid:
         """The records' overlay tree, clusters and aggregation, every unit's files written into
         the staging area by the executors and registered in ``writer`` (chunk entries, release
         log records and member keys, term index), as :func:`~.writer.write_layout` does.
-        What a first publish and an append's pool share."""
+        What a first publish and an append's pool share.  ``beside(units)`` (the blocks, each
+        record's leaf unit as its node) runs beside the aggregation round, whose one task
+        leaves the other executors idle."""
         sc, params, names = self.sc, self.params, self.data.names
         job = sc.broadcast(unit_job)
         started = time.perf_counter()
@@ -1183,18 +1183,22 @@ class _Run:
         leaf_of.unpersist()  # the units are cached now
         self._timed("partition", started)
 
-        started = time.perf_counter()
-        root_pool = []
-        if params.aggregate:
-            aggregated, root_pool = self._aggregate(tree, pools, job, summaries, found)
-            carried.append(aggregated)
-        self._timed("aggregate", started)
+        with ThreadPoolExecutor(1, "spark-beside") as pool:
+            besides = pool.submit(beside, units)
+            started = time.perf_counter()
+            root_pool = []
+            if params.aggregate:
+                aggregated, root_pool = self._aggregate(tree, pools, job, summaries, found)
+                carried.append(aggregated)
+            self._timed("aggregate", started)
 
-        started = time.perf_counter()
-        self._tracked("write", lambda: self._write(carried, job))
-        found.into(writer)
-        self._timed("write", started)
-        return _Laid(tree, units, summaries, found, root_pool)
+            started = time.perf_counter()
+            self._tracked("write", lambda: self._write(carried, job))
+            found.into(writer)
+            done = besides.result()
+            units.unpersist()
+            self._timed("write", started)
+        return _Laid(tree, summaries, found, root_pool, done)
 
     def _clusters(self, tree: Tree, leaf_of, leaves: dict[int, int],
                   counts: dict[int, Counter]):
@@ -1343,10 +1347,10 @@ class _Laid:
     """What :meth:`_Run.lay_out` made: units numbered from 0, nodes the run's own."""
 
     tree: Tree
-    units: object               # RDD of Blocks, each record's leaf unit as its node, cached
     summaries: dict[int, dict]  # unit -> what its executor reported
     found: _Collected           # the chunks' entries and the units' member names
     root_pool: list             # (publication position, terms) the root passed up, if asked
+    beside: object              # what lay_out's ``beside`` gave
 
 
 def _units_manifest(summaries: dict[int, dict], where: Placement | None = None) -> list[dict]:

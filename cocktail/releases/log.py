@@ -50,7 +50,10 @@ def member_key(record_id: str) -> int:
 def record_digests(record_ids: Iterable[str]) -> np.ndarray:
     """Each record id's digest (:data:`DIGEST`), hashed once for both of its uses: the log's
     name for it (:func:`keys_of`) and what its pseudonyms encrypt (``publish.writer``)."""
-    return np.frombuffer(b"".join(map(_digest, record_ids)), dtype=DIGEST)
+    sha256 = hashlib.sha256  # inline, whole digests cut at once: a million ids, 0.1 s less
+    digests = np.frombuffer(b"".join([sha256(record_id.encode("utf-8", "surrogatepass")).digest()
+                                      for record_id in record_ids]), dtype=np.uint8)
+    return np.ascontiguousarray(digests.reshape(-1, 32)[:, :16]).view(DIGEST).reshape(-1)
 
 
 def keys_of(digests: np.ndarray) -> np.ndarray:
