@@ -55,7 +55,7 @@ def synthetic_40k(tmp_path_factory):
 
 
 # On the synthetic records the tree's upper levels are split on the cluster, the nodes under
-# 8,000 records grown in one task each: the path a large input takes (LOCAL_SUBTREE = 100,000),
+# 8,000 records grown in one task each: the path a large input takes (LOCAL_SUBTREE = 300,000),
 # at a fifth of the 200,000 records this took (70 s of CI).
 @pytest.mark.parametrize("source", ["bms-webview-1", "bms-webview-2", "synthetic-40k"])
 def test_both_engines_publish_the_same(source, tmp_path, request, monkeypatch):

@@ -309,9 +309,11 @@ INPUT_SPLIT = 8 << 20       # bytes of input per partition: a partition is one t
 RECORDS_PER_TASK = 50_000   # records per task of each shuffle
 RECORDS_PER_REPORT = 500_000  # records whose reports reach the driver at once (~10 MB)
 # A node of at most this many records grows its whole subtree in one task (a few tens of MB
-# of term ids), not level by level: each level on the cluster costs two jobs, about 1.2 s on
-# a 2-core machine, whatever its records.
-LOCAL_SUBTREE = 100_000
+# of term ids), not level by level: each level on the cluster costs two jobs, 0.6-1.2 s on a
+# 2-core machine whatever its records, about what a task takes to grow a subtree this size.
+# At 1M records: 100,000 gave 3 levels on the cluster and a 5.3 s tree, 300,000 one level and
+# 3.6-3.8 s (500,000: 3.7 s; 1,000,000, all in one task: 4.2 s).
+LOCAL_SUBTREE = 300_000
 
 
 def _input_partitions(sc, length: int) -> int:
