@@ -86,6 +86,22 @@ def test_both_engines_publish_the_same(source, tmp_path, request, monkeypatch):
         assert_metadata_reveals_no_clusters(tmp_path / "spark")
 
 
+def test_both_engines_aggregate_inside_the_tree_the_same(tmp_path):
+    """With pools of 200 subrecords, nodes below the root aggregate too (15 clusters on
+    BMS-WebView-1, not just the root's), each from the pools its children and clusters
+    passed up: the same clusters and chunks as the single machine's.  (The order within a
+    pool does not change them here: pooling children in ascending id passes too.)"""
+    from cocktail.publish.spark import SparkSettings, publish_spark as on_spark
+
+    path, params = dataset_path("bms-webview-1.dat"), PublishParams(k=5, m=3,
+                                                                    aggregate_volume=200)
+    spark = on_spark(str(path), LocalStore(tmp_path / "spark"), params,
+                     SparkSettings("local[2]"))
+    single = publish(load(path), LocalStore(tmp_path / "single"), params)
+    assert spark.aggregated_clusters == single.aggregated_clusters > 5
+    assert content(tmp_path / "spark") == content(tmp_path / "single")
+
+
 # Large nodes split level by level on the cluster, small ones grow their subtree in one task:
 # a mix (the root's levels on the cluster) and all in one task give the single-machine tree.
 # (Every level on the cluster, threshold 0, passes too, but takes 40 s of CI.)

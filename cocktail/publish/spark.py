@@ -910,15 +910,22 @@ def aggregate_pools(job_b, volume: int, parents_b, first_unit: int):
 
     def run(items: Iterator) -> Iterator[tuple]:
         job, parents = job_b.value, parents_b.value
-        pools = defaultdict(list)
+        pools, sources = defaultdict(list), defaultdict(set)
         for _, node, key, p, record_id, terms in items:
             pools[node].append((key, p, record_id, terms))
+        for node, pool in pools.items():  # a leaf's: its clusters in order, then by position
+            pool.sort(key=lambda item: item[0])
+            sources[node] = {key[0] for key, _, _, _ in pool}
+            pools[node] = [item[1:] for item in pool]
+        # Children have larger ids than their parents, so in descending id a node's sources
+        # are done before it, and each appends its pool to its parent's in the single-machine
+        # order (by descending child id): no pool is sorted again.
         unit = first_unit
         with collector_paused():
             while pools:
                 node = max(pools)
-                for found in _pool_step(job, node, sorted(pools.pop(node), key=lambda i: i[0]),
-                                        volume, parents.get(node), pools):
+                for found in _pool_step(job, node, pools.pop(node), len(sources.pop(node)),
+                                        volume, parents.get(node), pools, sources):
                     if found[0] != "aggregate":
                         yield found
                         continue
@@ -934,29 +941,29 @@ def aggregate_pools(job_b, volume: int, parents_b, first_unit: int):
     return run
 
 
-def _pool_step(job: UnitJob, node: int, items: list, volume: int, parent: int | None,
-               pools: dict) -> Iterator[tuple]:
-    sources = len({key[0] for key, _, _, _ in items})
+def _pool_step(job: UnitJob, node: int, members: list, sources: int, volume: int,
+               parent: int | None, pools: dict, passed: dict) -> Iterator[tuple]:
+    """One node's pool, ``members`` (position, record id, terms) from ``sources`` sources:
+    partitioned if it qualifies, what stays private appended to the parent's."""
     is_root = parent is None
     if is_root and job.pass_up_root:  # an append's new tree: the pool goes to the promotion
-        for _, p, _, terms in items:
+        for p, _, terms in members:
             yield "root_pool", job.position(p), terms
         return
-    if partitions_pool(is_root, sources, len(items), volume):
-        members = [(p, record_id, terms) for _, p, record_id, terms in items]
+    if partitions_pool(is_root, sources, len(members), volume):
         started = time.process_time()
         split = partition(job.method, [terms for _, _, terms in members], job.k, job.m)
         cpu = time.process_time() - started
         stored = [split.private] if is_root and split.private else []
-        parts = [terms & split.private for _, _, terms in members if terms & split.private]
-        yield ("aggregate", node, _unit_summary("aggregate", node, len(members), split,
-                                                is_root, cpu, parts),
-               members, [*split.public, *stored], len(split.public))
-        items = [(key, p, record_id, terms & split.private)
-                 for key, p, record_id, terms in items if terms & split.private]
-    if not is_root:
-        pools[parent].extend((((-node, *key), p, record_id, terms)
-                              for key, p, record_id, terms in items))
+        members_before = members
+        members = [(p, record_id, terms & split.private)
+                   for p, record_id, terms in members if terms & split.private]
+        yield ("aggregate", node, _unit_summary("aggregate", node, len(members_before), split,
+                                                is_root, cpu, [t for _, _, t in members]),
+               members_before, [*split.public, *stored], len(split.public))
+    if not is_root and members:
+        pools[parent].extend(members)
+        passed[parent].add(node)
 
 
 # -- the driver ------------------------------------------------------------------------------
@@ -1092,7 +1099,8 @@ class _Run:
         self.sc, self.data, self.total, self.params = sc, data, data.total, params
         self.store, self.progress = store, progress
         self.phases: dict[str, float] = {}
-        # partitions of each shuffle: small ones, as each is cached whole in the JVM's heap
+        # partitions of each shuffle: small ones, as a task holds its share at once (a
+        # cluster's records, a write task's files)
         self.tasks = max(2, sc.defaultParallelism * 2, data.total // RECORDS_PER_TASK)
         self.carrier = _Carrier(self.tasks, -(-data.total // RECORDS_PER_REPORT))
 
