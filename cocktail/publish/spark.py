@@ -791,7 +791,7 @@ def partition_leaves(job_b, leaf_of_unit_b):
                 if job.aggregate:
                     for row, terms in parts:
                         p = int(positions[row])
-                        yield "pool", node, (cluster, p), p, ids[row], terms
+                        yield "pool", node, cluster, p, ids[row], terms
 
     return run
 
@@ -911,11 +911,11 @@ def aggregate_pools(job_b, volume: int, parents_b, first_unit: int):
     def run(items: Iterator) -> Iterator[tuple]:
         job, parents = job_b.value, parents_b.value
         pools, sources = defaultdict(list), defaultdict(set)
-        for _, node, key, p, record_id, terms in items:
-            pools[node].append((key, p, record_id, terms))
+        for _, node, cluster, p, record_id, terms in items:
+            pools[node].append((cluster, p, record_id, terms))
         for node, pool in pools.items():  # a leaf's: its clusters in order, then by position
-            pool.sort(key=lambda item: item[0])
-            sources[node] = {key[0] for key, _, _, _ in pool}
+            pool.sort(key=lambda item: item[:2])
+            sources[node] = {cluster for cluster, _, _, _ in pool}
             pools[node] = [item[1:] for item in pool]
         # Children have larger ids than their parents, so in descending id a node's sources
         # are done before it, and each appends its pool to its parent's in the single-machine
@@ -1279,7 +1279,10 @@ class _Run:
         (tracked as ``phase``'s progress when given)."""
         reports = carried.mapPartitions(_in_task_order)
         first, *rest = self.carrier.report_partitions
-        read = lambda part: self.sc.runJob(reports, list, [part])  # noqa: E731
+
+        def read(part: int) -> list[tuple]:
+            return self.sc.runJob(reports, list, [part])
+
         yield from self._tracked(phase, lambda: read(first)) if phase else read(first)
         for part in rest:
             yield from read(part)
@@ -1299,8 +1302,9 @@ class _Run:
         """records.jsonl: each record's id and leaf unit, streamed from the executors into a
         private temporary file, so the driver never holds it."""
         spool = tempfile.TemporaryFile()
-        for lines in units.map(lambda block: fmt.encode_records(block.ids.strings(), block.node.tolist())
-                               ).toLocalIterator(prefetchPartitions=True):
+        lines_of = units.map(
+            lambda block: fmt.encode_records(block.ids.strings(), block.node.tolist()))
+        for lines in lines_of.toLocalIterator(prefetchPartitions=True):
             spool.write(lines)
         return spool
 
