@@ -363,7 +363,7 @@ def test_the_first_format_is_still_read_and_newer_index_files_are_refused(tmp_pa
 
 
 def test_the_worker_pool_partitions_as_this_process_does(monkeypatch):
-    """Large inputs partition in spawned workers, fed each cluster as arrays: every cluster's
+    """Large inputs partition in worker processes, fed each cluster as arrays: every cluster's
     partition must be the one the publishing process computes itself, and the one its records
     given as sets get."""
     from cocktail.anonymity import partition
@@ -380,3 +380,41 @@ def test_the_worker_pool_partitions_as_this_process_does(monkeypatch):
     alone = [split for split, _ in writer.partitions(clusters, params, 1, len(records))]
     assert len(pooled) == len(clusters) > 10 and pooled == alone
     assert alone == [partition("improved", list(cluster), 5, 3) for cluster in clusters]
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError):  # not a process, or one that has just ended
+            continue
+        children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        below = children.get(todo.pop(), [])
+        found += below
+        todo += below
+    return found
+
+
+def test_partition_workers_hold_no_descriptor_of_the_locked_store(tmp_path, monkeypatch):
+    """A worker that held the publishing process's descriptors (a forked one does) would keep
+    the store's publish lock, a flock on the store directory, past a SIGKILL of the publisher:
+    every later publish refused until the worker died.  Each worker and the process it was
+    forked from is searched for a descriptor of the store directory while the lock is held."""
+    from cocktail.overlay.layout import cluster_records
+    from cocktail.publish import writer
+
+    records = load(dataset_path("bms-webview-1.dat")).head(4000).records
+    clusters = [cluster_records(records, list(range(s, s + 500))) for s in range(0, 4000, 500)]
+    monkeypatch.setattr(writer, "PARALLEL_FROM_RECORDS", 0)
+    store = LocalStore(tmp_path / "s")
+    with store.publish_lock():
+        results = writer.partitions(clusters, PublishParams(k=5, m=3), 2, len(records))
+        next(results)  # the pool is running
+        processes = _descendants(os.getpid())
+        holders = [pid for pid in processes for fd in Path(f"/proc/{pid}/fd").iterdir()
+                   if os.path.realpath(fd) == str(store.root.resolve())]
+        assert len(list(results)) == len(clusters) - 1
+    assert len(processes) >= 2 and holders == []

@@ -39,8 +39,8 @@ if TYPE_CHECKING:
     from ..query.view import Publication
 
 KEY_FILE = "owner.key"
-# Below this, starting worker processes costs more than it saves: spawning two took 2.3 s of
-# CPU (and 2.6 s of wall) more than partitioning BMS-WebView-1 (59,602 records) in process.
+# Below this, starting worker processes costs more than it saves: two spawned ones took 2.3 s
+# of CPU (and 2.6 s of wall) more than partitioning BMS-WebView-1 (59,602 records) in process.
 PARALLEL_FROM_RECORDS = 250_000
 IN_FLIGHT_PER_WORKER = 4
 
@@ -605,6 +605,17 @@ def _partition_job(job: tuple[str, list[frozenset[str]], int, int, frozenset[str
         return partition(method, records, k, m, apart), time.process_time() - started
 
 
+def _worker_context() -> multiprocessing.context.BaseContext:
+    """Workers forked from a fork server that imported this module once (the first pool
+    starts it; it lives as long as this process).  Not forked from this process: a worker
+    would inherit the publish lock and hold it were this process killed, and would copy
+    whatever lock another thread holds.  Not spawned: each spawned worker imported the
+    program and this module again (0.3 s of CPU each)."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["__main__", __name__])
+    return context
+
+
 def partitions(clusters: Iterable[list[frozenset[str]]], params: LayoutParams,
                workers: int, records: int) -> Iterator[tuple[Partition, float]]:
     """Each cluster's partition and its CPU seconds, in cluster order; clusters are
@@ -615,9 +626,7 @@ def partitions(clusters: Iterable[list[frozenset[str]]], params: LayoutParams,
     if workers == 1 or records < PARALLEL_FROM_RECORDS:
         yield from map(_partition_job, jobs)
         return
-    # Spawned, not forked: a forked worker would inherit the publish lock and keep holding it
-    # if this process were killed.
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+    with ProcessPoolExecutor(workers, mp_context=_worker_context(),
                              initializer=one_thread) as pool:
         in_flight: deque = deque()
         for job in jobs:
