@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 # Hadoop 3.4 on Java 17 needs these in every JVM it starts, containers included (HADOOP-19310).
 JAVA17_OPENS = tuple(f"--add-opens=java.base/{package}=ALL-UNNAMED" for package in (
     "java.io", "java.lang", "java.lang.reflect", "java.math", "java.net", "java.text",
@@ -22,3 +24,12 @@ def spark_java_options() -> dict[str, str]:
     flags = " ".join(SHORT_LIVED)
     return {f"spark.{role}.extraJavaOptions": flags
             for role in ("driver", "executor", "yarn.am")}
+
+
+# A local Spark driver's logging (spark-log4j2.properties beside this module): a driver on this
+# machine only, as the file is not on a cluster's.
+SPARK_LOG_CONFIG = Path(__file__).with_name("spark-log4j2.properties")
+
+
+def spark_driver_logging() -> str:
+    return f"-Dlog4j2.configurationFile={SPARK_LOG_CONFIG.as_uri()}"

@@ -4,6 +4,7 @@ same input errors, and files whose metadata groups nothing."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -258,6 +259,10 @@ def test_the_cli_reports_the_engine_and_its_phases(tmp_path):
          "--store", str(tmp_path / "s"), "--engine", "spark", "--json"],
         capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
+    # Spark's and Hadoop's start-up notices and warnings are not the user's concern (the
+    # JVM's own notice of the incubator module Spark adds cannot be turned off)
+    assert [line for line in done.stderr.splitlines()
+            if "incubator" not in line] == [], done.stderr[-2000:]
     report = json.loads(done.stdout)
     assert report["engine"] == "spark" and report["public_chunks"] > 0
     assert set(report["phase_seconds"]) >= {"load", "tree", "partition", "aggregate", "write",
@@ -272,13 +277,17 @@ def test_the_cli_reports_the_engine_and_its_phases(tmp_path):
 def test_the_engines_jvm_runs_with_the_short_lived_flags(spark):
     """The driver's JVM (in local mode, the executors' too) was started with C1 alone and the
     serial collector, and the settings that carry them to a cluster's JVMs are set."""
-    from cocktail.jvm import SHORT_LIVED, spark_java_options
+    from cocktail.jvm import SHORT_LIVED, spark_driver_logging, spark_java_options
 
     runtime = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
     assert set(SHORT_LIVED) <= set(runtime.getInputArguments())
     conf = spark.getConf()  # Spark puts its own Java 17 options first
     for key, flags in spark_java_options().items():
-        assert conf.get(key).endswith(flags), (key, conf.get(key))
+        assert flags in conf.get(key), (key, conf.get(key))
+    assert conf.get("spark.driver.extraJavaOptions").endswith(spark_driver_logging())
+    # bound to loopback, and only the JVM's launch saw the setting
+    assert spark._jvm.System.getenv("SPARK_LOCAL_IP") == "127.0.0.1"
+    assert "SPARK_LOCAL_IP" not in os.environ
 
 
 def test_the_write_job_joins_its_shuffles_partition_by_partition(spark):

@@ -72,7 +72,7 @@ from typing import BinaryIO
 import numpy as np
 
 from ..extras import require
-from ..jvm import spark_java_options
+from ..jvm import spark_driver_logging, spark_java_options
 
 StorageLevel = require("pyspark").StorageLevel  # this module loads only with --engine spark
 
@@ -121,8 +121,19 @@ def spark_context(settings: SparkSettings):
             .set("spark.log.level", "WARN")
             .set("spark.driver.memory", "1g")
             .set("spark.python.worker.reuse", "true"))
-    conf.setAll([*spark_java_options().items(), *settings.conf])
-    return SparkContext(conf=conf)
+    options = spark_java_options()
+    options["spark.driver.extraJavaOptions"] += " " + spark_driver_logging()
+    conf.setAll([*options.items(), *settings.conf])
+    if not settings.master.startswith("local") or "SPARK_LOCAL_IP" in os.environ:
+        return SparkContext(conf=conf)
+    # All of it on this machine: its ports on loopback, not on the address of another
+    # interface that Spark picks (warning that the host name resolves to loopback).  Set for
+    # the JVM's launch only: a later context may be a cluster's.
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    try:
+        return SparkContext(conf=conf)
+    finally:
+        del os.environ["SPARK_LOCAL_IP"]
 
 
 @contextmanager
