@@ -609,10 +609,10 @@ def _worker_context() -> multiprocessing.context.BaseContext:
     """Workers forked from a fork server that imported this module once (the first pool
     starts it; it lives as long as this process).  Not forked from this process: a worker
     would inherit the publish lock and hold it were this process killed, and would copy
-    whatever lock another thread holds.  Not spawned: each spawned worker imported the
-    program and this module again (0.3 s of CPU each)."""
+    whatever lock another thread holds.  Not spawned: each spawned worker imported this
+    module again (0.3 s of CPU each)."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["__main__", __name__])
+    context.set_forkserver_preload([__name__])
     return context
 
 
