@@ -1,9 +1,12 @@
 """How the benchmarks time a whole command: wall seconds, CPU seconds (its own and its
-children's) and its peak RSS, from ``wait4``.
+descendants') and its peak RSS, from ``wait4``.
 
 A child's peak RSS as wait4 reports it includes the RSS of whatever process forked it (Linux
 keeps the old image's high-water mark across exec), so each command is started by a small
-launcher, itself started fresh, which reaps it and writes its rusage to a file.
+launcher, itself started fresh, which reaps it and writes its rusage to a file.  The launcher
+is a child subreaper: a descendant the command leaves to run on (a fork server, whose children
+are a publish's partitioning workers, outlives the publish by a moment) comes back to it, and
+it reaps those too, so their CPU is counted.
 """
 
 from __future__ import annotations
@@ -16,12 +19,19 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-LAUNCHER = """import json, os, sys
+LAUNCHER = """import ctypes, json, os, sys
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 pid = os.posix_spawnp(sys.argv[2], sys.argv[2:], os.environ)
 _, status, usage = os.wait4(pid, 0)
+cpu, rss = usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+while True:
+    try:
+        _, _, usage = os.wait4(-1, 0)
+    except ChildProcessError:
+        break
+    cpu, rss = cpu + usage.ru_utime + usage.ru_stime, max(rss, usage.ru_maxrss)
 with open(sys.argv[1], "w") as out:
-    json.dump([os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime,
-               usage.ru_maxrss], out)
+    json.dump([os.waitstatus_to_exitcode(status), cpu, rss], out)
 """
 
 
