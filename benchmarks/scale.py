@@ -5,7 +5,7 @@
 
 Each run is `cocktail publish --json` in its own process on data from `cocktail generate`
 (seed 1, k=5, m=3, improved), then `cocktail audit --json`.  The table gives wall time, CPU
-time (user + system of the run and every process it waited for), records per second, the peak
+time (user + system of the run and every process it started), records per second, the peak
 RSS of the largest process of the run's process tree (sampled from /proc every 0.2 s: the
 Python driver, Spark's JVM and its Python workers; ``--json`` gives each one's peak), public
 chunks, the audit result and the publish's phases.  ``--executors SIZE`` adds Spark runs on
@@ -28,6 +28,8 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+
+from measure import adopt_orphans, reap_orphans
 
 SIZES = {"100k": 100_000, "300k": 300_000, "1m": 1_000_000, "3m": 3_000_000,
          "10m": 10_000_000}
@@ -86,8 +88,9 @@ def role(pid: int, root: int) -> str:
 
 def run_measured(command: list[str]) -> tuple[subprocess.CompletedProcess, float, float, dict]:
     """The command's result, wall seconds, CPU seconds and each role's largest single-process
-    peak RSS (KB).  CPU: what the run and the processes it waited for used, or, if more, the
-    sum over its process tree as last sampled (Spark's JVM is not waited for)."""
+    peak RSS (KB).  CPU: what the run and every process it started used, those it left
+    running (a publish's fork server and its workers, Spark's JVM) waited for here, or, if
+    more, the sum over its process tree as last sampled."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -107,6 +110,7 @@ def run_measured(command: list[str]) -> tuple[subprocess.CompletedProcess, float
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     out, err = process.communicate()
+    reap_orphans()
     done.set()
     sampler.join()
     seconds = time.perf_counter() - started
@@ -153,6 +157,7 @@ def one_run(data: Path, engine: str, master: str | None, audit: bool,
 
 
 def main() -> None:
+    adopt_orphans()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="100k,1m,3m,10m")
     parser.add_argument("--engines", default="single,spark")
