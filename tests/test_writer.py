@@ -7,12 +7,15 @@ import hashlib
 import json
 from collections import Counter
 
+import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyroaring import BitMap
 
 from cocktail import chunkformat as fmt
 from cocktail.dataset import Records
-from cocktail.overlay.layout import LeafMembers
+from cocktail.overlay.layout import LeafMembers, cluster_records
 from cocktail.publish import writer
 from cocktail.publish.writer import (ChunkMembers, build_chunk, build_chunks, build_drawn,
                                      pseudonyms, unit_chunks, unit_records)
@@ -165,3 +168,19 @@ def test_a_map_mixes_chunks_with_and_without_record_ids():
     assert fmt.encode_map_lines("c3", [], []) == b""
     assert fmt.decode_map_rows(lines) == \
         [("c1", "p1", 3, 'id "x"'), ("c1", "p2", 4, "y"), ("c2", "p3", 5)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.frozensets(st.integers(0, 29), max_size=5), min_size=1, max_size=12),
+       st.integers(0, 300), st.data())
+def test_a_cluster_goes_to_its_worker_numbered_over_its_own_terms(records, others, data):
+    """The records a partitioning worker is sent: each cluster member's terms, named by the
+    cluster's own sorted terms, through a table over the vocabulary or, when the vocabulary
+    is vast beside the cluster's pairs (``others`` records of a term of their own), a sort."""
+    whole = Records.build([*({f"t{t:02d}" for t in record} for record in records),
+                           *({f"z{i:03d}"} for i in range(others))])
+    positions = data.draw(st.lists(st.integers(0, len(records) - 1), min_size=1, max_size=12))
+    sent = cluster_records(whole, positions)
+    used = sorted(set().union(*(whole[p] for p in positions)))
+    assert list(sent.names) == used and sent.indices.dtype == np.int32
+    assert [sent[i] for i in range(len(positions))] == [whole[p] for p in positions]
