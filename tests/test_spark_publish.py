@@ -56,8 +56,9 @@ def synthetic_40k(tmp_path_factory):
 
 
 # On the synthetic records the tree's upper levels are split on the cluster, the nodes under
-# 8,000 records grown in one task each: the path a large input takes (LOCAL_SUBTREE = 300,000),
-# at a fifth of the 200,000 records this took (70 s of CI).
+# 8,000 records grown in one task each, and the reports come in several partitions: the path a
+# large input takes (LOCAL_SUBTREE = 300,000), at a fifth of the 200,000 records this took (70 s
+# of CI).
 @pytest.mark.parametrize("source", ["bms-webview-1", "bms-webview-2", "synthetic-40k"])
 def test_both_engines_publish_the_same(source, tmp_path, request, monkeypatch):
     from cocktail.publish import spark as engine
@@ -68,6 +69,8 @@ def test_both_engines_publish_the_same(source, tmp_path, request, monkeypatch):
     if source == "synthetic-40k":
         path = request.getfixturevalue("synthetic_40k")
         monkeypatch.setattr(engine, "LOCAL_SUBTREE", 8_000)
+        # five report partitions, read one after another: as millions of records are read
+        monkeypatch.setattr(engine, "RECORDS_PER_REPORT", 8_000)
     else:
         path = dataset_path(f"{source}.dat")
     on_spark = publish_spark(path, tmp_path / "spark")
