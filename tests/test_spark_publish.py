@@ -122,7 +122,7 @@ def test_the_tree_grown_on_spark_is_the_single_machine_tree(local_subtree, spark
     vocabulary = len(records.names)
     blocks = spark.parallelize(rows, 3).mapPartitions(
         lambda items: [engine.Block.of(list(items), vocabulary)])
-    tree, leaf_of, leaves, _ = engine.grow_tree_distributed(
+    tree, leaf_of, leaves, starts, _ = engine.grow_tree_distributed(
         spark, blocks, tuple(records.names), len(records), 400, SplitSearch())
     single = grow_tree(records, 400)
     assert tree.to_manifest() == [node | {"units": []} for node in single.to_manifest()]
@@ -132,6 +132,10 @@ def test_the_tree_grown_on_spark_is_the_single_machine_tree(local_subtree, spark
         sorted((p, node.id) for node in single.nodes for c in node.clusters for p in c)
     assert leaves == {node.id: sum(map(len, node.clusters)) for node in single.nodes
                       if not node.children}
+    # every leaf grown in a task, so each knows where its clusters start: no counting job
+    assert {leaf: first.tolist() for leaf, first in starts.items()} == \
+        {node.id: [cluster[0] for cluster in node.clusters] for node in single.nodes
+         if not node.children}
 
 
 def test_both_engines_cut_the_term_index_into_the_same_parts(tmp_path):

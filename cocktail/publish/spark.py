@@ -420,12 +420,13 @@ def _without_duplicate_ids(parsed):
 def grow_tree_distributed(sc, blocks, names: tuple[str, ...], total: int, leaf_size: int,
                           search: SplitSearch, max_share: float = 0.95):
     """The overlay tree of :func:`cocktail.overlay.tree.grow_tree`, each record's leaf (as
-    :class:`Block` nodes, cached), each leaf's number of records and each partition's
-    (:func:`leaf_counts`).
+    :class:`Block` nodes, computed from ``held``), each leaf's number of records, each
+    leaf's cluster starts when every leaf was grown in a task (:func:`_subtrees`; else None)
+    and ``held``, the blocks kept on disk until the caller has cached what it needs of
+    ``leaf_of``.
     ``blocks``: the records, a :class:`Block` a partition, so that a pass over a level is a
     few numpy operations per node.  Large nodes are split level by level on the cluster; a
-    node of at most :data:`LOCAL_SUBTREE` records grows its subtree in one task
-    (:func:`_subtrees`).
+    node of at most :data:`LOCAL_SUBTREE` records grows its subtree in one task.
     Nodes get temporary ids while the tree grows, then the single-machine engine's ids
     (depth first, the last child first)."""
     vocabulary = len(names)
@@ -433,14 +434,14 @@ def grow_tree_distributed(sc, blocks, names: tuple[str, ...], total: int, leaf_s
     cached = blocks  # the last level that was routed and summed in one job
     splits: dict[int, tuple[tuple[int, ...], list[tuple[list[str], int]]]] = {}
     leaves: dict[int, int] = {}
-    local: dict[int, int] = {}  # nodes whose subtree one task grows
+    starts: dict[int, np.ndarray] = {}  # a leaf grown in a task -> its cluster starts
+    local: dict[int, int] = {}  # nodes whose subtree one task grows (a leaf's too: its starts)
     next_id = 1
 
     def large(frontier: dict[int, int]) -> dict[int, int]:
-        """The nodes split on the cluster; the others go to ``leaves`` or ``local``."""
-        leaves.update({node: n for node, n in frontier.items() if n <= leaf_size})
+        """The nodes split on the cluster; the others go to ``local``."""
         local.update({node: n for node, n in frontier.items()
-                      if leaf_size < n <= LOCAL_SUBTREE})
+                      if n <= max(leaf_size, LOCAL_SUBTREE)})
         return {node: n for node, n in frontier.items() if n > max(leaf_size, LOCAL_SUBTREE)}
 
     sizes = large({0: total})
@@ -473,9 +474,9 @@ def grow_tree_distributed(sc, blocks, names: tuple[str, ...], total: int, leaf_s
     routes = {}
     for root, grown in _subtrees(sc, blocks, local, leaf_size, search, max_share).items():
         ids = {0: root}  # the subtree's own ids (a parent before its children) -> temporary
-        for node, n, split, children in grown:
+        for node, n, split, children, first in grown:
             if split is None:
-                leaves[ids[node]] = n
+                leaves[ids[node]], starts[ids[node]] = n, first
                 continue
             for _, child in children:
                 ids[child] = next_id
@@ -486,9 +487,10 @@ def grow_tree_distributed(sc, blocks, names: tuple[str, ...], total: int, leaf_s
     final, tree = _number(splits, names)
     final_b, routes_b = sc.broadcast(final), sc.broadcast(routes)
     leaf_of = blocks.map(lambda block: block.descended(routes_b.value).renamed(final_b.value))
-    counts = leaf_counts(leaf_of)
-    cached.unpersist()
-    return tree, leaf_of, {final[node]: n for node, n in leaves.items()}, counts
+    # a node too large for a task that no split divides is a leaf without starts (rare)
+    cut = {final[leaf]: first for leaf, first in starts.items()} \
+        if len(starts) == len(leaves) else None
+    return tree, leaf_of, {final[node]: n for node, n in leaves.items()}, cut, cached
 
 
 def _routed(blocks, routes_b):
@@ -508,21 +510,27 @@ def _route(split: tuple[int, ...], children: list[tuple[list[str], int]]) -> np.
 def _subtrees(sc, blocks, roots: dict[int, int], leaf_size: int, search: SplitSearch,
               max_share: float) -> dict[int, list[tuple]]:
     """Each of ``roots``' subtrees, grown in one task from the node's records, gathered from
-    every block: (node, its number of records, split terms or None, children) per node,
-    parents first."""
+    every block: (node, its number of records, split terms or None, children, and for a
+    leaf its cluster starts) per node, parents first.  A leaf's cluster starts are the input
+    positions that begin its clusters (every ``leaf_size``-th of its records in input order,
+    as :func:`cut_clusters` cuts them): what numbers its records' clusters on any block,
+    without counting a leaf's records block by block."""
     if not roots:
         return {}
     wanted = sc.broadcast(roots)
 
     def pieces(block: Block) -> Iterator:
         for node, rows in block.by_node(wanted.value):
-            yield node, block.records.take(rows)
+            yield node, (block.positions[rows], block.records.take(rows))
 
     def subtree(item: tuple) -> tuple[int, list[tuple]]:
         one_thread()  # an executor's Python worker, once
         node, parts = item
-        records = Records.joined(list(parts))
-        return node, [(g.id, len(g.positions), g.split, g.children)
+        parts = list(parts)
+        records = Records.joined([part[1] for part in parts])
+        positions = np.concatenate([part[0] for part in parts])
+        return node, [(g.id, len(g.positions), g.split, g.children,
+                       np.sort(positions[g.positions])[::leaf_size] if g.split is None else None)
                       for g in grow(records, np.arange(len(records)), leaf_size, search,
                                     max_share)]
 
@@ -598,6 +606,16 @@ class Block:
         for leaf, rows in self.by_node():
             unit[rows] = base[leaf] + (before[leaf] + np.arange(len(rows))) // size
             before[leaf] += len(rows)
+        return Block(self.positions, self.ids, self.records, unit)
+
+    def cut(self, starts: dict[int, np.ndarray], base: dict[int, int]) -> Block:
+        """Each record's leaf cluster (unit) in place of its leaf, from the leaf's cluster
+        starts (:func:`_subtrees`): its first unit ``base[leaf]`` plus the starts at or
+        before the record's position, less one."""
+        unit = np.empty(len(self.node), dtype=np.int64)
+        for leaf, rows in self.by_node():
+            unit[rows] = base[leaf] - 1 + np.searchsorted(starts[leaf], self.positions[rows],
+                                                          side="right")
         return Block(self.positions, self.ids, self.records, unit)
 
     def pieces(self) -> Iterator[tuple[int, tuple]]:
@@ -1179,13 +1197,12 @@ class _Run:
         started = time.perf_counter()
         self.progress("tree", 0, 1)
         if params.overlay:
-            tree, leaf_of, leaves, counts = grow_tree_distributed(
+            tree, leaf_of, leaves, starts, held = grow_tree_distributed(
                 sc, self.data.records, names, self.total, params.cluster_size, SplitSearch())
         else:
-            tree, leaves = Tree([Node(0)]), {0: self.total}
-            leaf_of = self.data.records  # every record at the root
-            counts = leaf_counts(leaf_of)
-        units, leaf_units = self._clusters(tree, leaf_of, leaves, counts)
+            tree, leaves, starts = Tree([Node(0)]), {0: self.total}, None
+            leaf_of = held = self.data.records  # every record at the root
+        units, leaf_units = self._clusters(tree, leaf_of, leaves, starts)
         self.progress("tree", 1, 1)
         self._timed("tree", started)
 
@@ -1202,6 +1219,7 @@ class _Run:
             else:
                 found.add(item)
         leaf_of.unpersist()  # the units are cached now
+        held.unpersist()
         self._timed("partition", started)
 
         with ThreadPoolExecutor(1, "spark-beside") as pool:
@@ -1222,32 +1240,44 @@ class _Run:
         return _Laid(tree, summaries, found, root_pool, done)
 
     def _clusters(self, tree: Tree, leaf_of, leaves: dict[int, int],
-                  counts: dict[int, Counter]):
-        """Each leaf's records (``leaf_of``: blocks, each record's leaf its node; ``counts``:
-        each partition's records per leaf) cut into clusters in input order, as
-        :func:`cut_clusters`: a record's rank in its leaf is the count before it in earlier
-        partitions plus its rank in its own (partitions keep input order).  Returns the
-        blocks with each record's unit as its node, cached."""
+                  starts: dict[int, np.ndarray] | None):
+        """Each leaf's records (``leaf_of``: blocks, each record's leaf its node) cut into
+        clusters in input order, as :func:`cut_clusters`: from each leaf's cluster starts
+        when the tree gave them (:meth:`Block.cut`), else by counting (:meth:`_counted`).
+        Returns the blocks with each record's unit as its node, cached, and each unit's
+        (leaf, cluster)."""
         size = self.params.cluster_size
-        offsets, seen = {}, Counter()
-        for index, counted in sorted(counts.items()):
-            offsets[index] = dict(seen)
-            seen.update(counted)
         base, leaf_units = {}, {}
         for leaf in sorted(leaves):
             base[leaf] = len(leaf_units)
             clusters = -(-leaves[leaf] // size)
             tree.nodes[leaf].units = list(range(base[leaf], base[leaf] + clusters))
             leaf_units.update({base[leaf] + c: (leaf, c) for c in range(clusters)})
-        offsets_b, base_b = self.sc.broadcast(offsets), self.sc.broadcast(base)
+        base_b = self.sc.broadcast(base)
+        if starts is None:
+            units = self._counted(leaf_of, base_b)
+        else:
+            starts_b = self.sc.broadcast(starts)
+            units = leaf_of.map(lambda block: block.cut(starts_b.value, base_b.value))
+        return units.persist(StorageLevel.DISK_ONLY), leaf_units
+
+    def _counted(self, leaf_of, base_b):
+        """``leaf_of`` with each record's unit as its node, from each partition's records per
+        leaf (:func:`leaf_counts`, a job): a record's rank in its leaf is the count before it
+        in earlier partitions plus its rank in its own (partitions keep input order)."""
+        size = self.params.cluster_size
+        offsets, seen = {}, Counter()
+        for index, counted in sorted(leaf_counts(leaf_of).items()):
+            offsets[index] = dict(seen)
+            seen.update(counted)
+        offsets_b = self.sc.broadcast(offsets)
 
         def number(index: int, blocks: Iterator[Block]) -> Iterator[Block]:
             before = Counter(offsets_b.value[index])
             for block in blocks:
                 yield block.clustered(before, base_b.value, size)
 
-        units = leaf_of.mapPartitionsWithIndex(number).persist(StorageLevel.DISK_ONLY)
-        return units, leaf_units
+        return leaf_of.mapPartitionsWithIndex(number)
 
     def _aggregate(self, tree: Tree, pools: list[bytes], job, summaries: dict,
                    found: _Collected):
