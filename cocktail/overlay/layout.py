@@ -125,14 +125,12 @@ def cluster_records(records: Records, positions: list[int]) -> Records:
     taken = records.take(np.asarray(positions, dtype=np.int64))
     if len(records.names) > 8 * len(taken.indices):  # a vast vocabulary: sort the few used
         used, local = np.unique(taken.indices, return_inverse=True)
-        return Records(tuple(records.names[i] for i in used.tolist()), taken.indptr,
-                       local.astype(np.int32))
-    # else a table over the vocabulary, not a sort (1M records: 0.57 -> 0.21 s of CPU)
-    held = np.zeros(len(records.names), dtype=bool)
-    held[taken.indices] = True
-    local = np.cumsum(held, dtype=np.int32) - 1
-    return Records(tuple(records.names[i] for i in np.flatnonzero(held).tolist()),
-                   taken.indptr, local[taken.indices])
+    else:  # a table over the vocabulary, not a sort (1M records: 0.57 -> 0.21 s of CPU)
+        held = np.zeros(len(records.names), dtype=bool)
+        held[taken.indices] = True
+        used, local = np.flatnonzero(held), (np.cumsum(held) - 1)[taken.indices]
+    return Records(tuple(records.names[i] for i in used.tolist()), taken.indptr,
+                   local.astype(np.int32))
 
 
 def _stats(parts: Iterable[Subrecords]) -> dict[str, int]:
