@@ -29,29 +29,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from measure import adopt_orphans, reap_orphans
+from measure import adopt_orphans, descendants, reap_orphans
 
 SIZES = {"100k": 100_000, "300k": 300_000, "1m": 1_000_000, "3m": 3_000_000,
          "10m": 10_000_000}
 COCKTAIL = [sys.executable, "-m", "cocktail.cli"]
-
-
-def descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(parent, []).append(int(entry))
-    found, pending = [], [root]
-    while pending:
-        pid = pending.pop()
-        found.append(pid)
-        pending.extend(children.get(pid, []))
-    return found
 
 
 def rss_kb(pid: int) -> int:

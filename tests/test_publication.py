@@ -25,7 +25,7 @@ from cocktail.releases import current_version
 from cocktail.store import LocalStore, PrivacyViolation, StoreError
 from cocktail.synthetic import SyntheticSpec, generate, random_conjunctions
 
-from .conftest import dataset_path
+from .conftest import REPO, dataset_path
 from .metadata import assert_no_grouping
 
 
@@ -382,22 +382,6 @@ def test_the_worker_pool_partitions_as_this_process_does(monkeypatch):
     assert alone == [partition("improved", list(cluster), 5, 3) for cluster in clusters]
 
 
-def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError):  # not a process, or one that has just ended
-            continue
-        children.setdefault(parent, []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        below = children.get(todo.pop(), [])
-        found += below
-        todo += below
-    return found
-
-
 def test_partition_workers_hold_no_descriptor_of_the_locked_store(tmp_path, monkeypatch):
     """A worker that held the publishing process's descriptors (a forked one does) would keep
     the store's publish lock, a flock on the store directory, past a SIGKILL of the publisher:
@@ -406,6 +390,9 @@ def test_partition_workers_hold_no_descriptor_of_the_locked_store(tmp_path, monk
     from cocktail.overlay.layout import cluster_records
     from cocktail.publish import writer
 
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    from measure import descendants  # the benchmarks' walk of a process tree
+
     records = load(dataset_path("bms-webview-1.dat")).head(4000).records
     clusters = [cluster_records(records, list(range(s, s + 500))) for s in range(0, 4000, 500)]
     monkeypatch.setattr(writer, "PARALLEL_FROM_RECORDS", 0)
@@ -413,7 +400,7 @@ def test_partition_workers_hold_no_descriptor_of_the_locked_store(tmp_path, monk
     with store.publish_lock():
         results = writer.partitions(clusters, PublishParams(k=5, m=3), 2, len(records))
         next(results)  # the pool is running
-        processes = _descendants(os.getpid())
+        processes = descendants(os.getpid())[1:]  # not this process
         holders = [pid for pid in processes for fd in Path(f"/proc/{pid}/fd").iterdir()
                    if os.path.realpath(fd) == str(store.root.resolve())]
         assert len(list(results)) == len(clusters) - 1
