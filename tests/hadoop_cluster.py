@@ -117,11 +117,12 @@ class Cluster:
                 self.process.wait()
 
 
-def start(base: Path, route: str, yarn: bool) -> Cluster:
+def start(base: Path, route: str, yarn: bool, *options: str) -> Cluster:
+    """A cluster from hdfs_ext's Launcher, given ``options`` beside its route and --yarn."""
     base.mkdir(parents=True, exist_ok=True)
     description = base / "cluster.json"
     args = ["java", *JVM_FLAGS, "-cp", classpath(), "org.cocktail.hdfs.Launcher",
-            "--json", str(description), "--base-dir", str(base), "--route", route]
+            "--json", str(description), "--base-dir", str(base), "--route", route, *options]
     process = subprocess.Popen(args + (["--yarn"] if yarn else []), stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=open(base / "launcher.err", "w"),
                                text=True, cwd=base)
@@ -129,12 +130,20 @@ def start(base: Path, route: str, yarn: bool) -> Cluster:
     while not description.exists():
         if process.poll() is not None:
             pytest.fail(f"the launcher exited with {process.returncode}: "
-                        f"{(base / 'launcher.err').read_text()[-3000:]}")
+                        f"{_launchers_reason(base / 'launcher.err')}")
         if time.monotonic() > deadline:
             process.kill()
             pytest.fail(f"the launcher did not come up in {START_TIMEOUT} s")
         time.sleep(0.5)
     return Cluster(process, json.loads(description.read_text()), base)
+
+
+def _launchers_reason(log: Path) -> str:
+    """What the launcher said of its failure (its own lines, whole: a NodeManager's health
+    report runs to kilobytes), else the end of what it printed."""
+    text = log.read_text()
+    said = [line for line in text.splitlines() if line.startswith("launcher:")]
+    return "\n".join(said) if said else text[-3000:]
 
 
 def succeeded_applications(application: Callable[..., str]) -> list[str]:

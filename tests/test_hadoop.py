@@ -259,6 +259,18 @@ def test_placement_audit_fails_without_shim_and_policy(bare_cluster, sample):
         assert {v["kind"] for v in report["violations"]} == {"placement"}
 
 
+@pytest.mark.xdist_group("bare")
+def test_a_yarn_cluster_with_an_unhealthy_node_refuses_to_start(built, tmp_path):
+    """A NodeManager whose disk is over YARN's limit is UNHEALTHY and takes no container: a
+    cluster that started anyway left every job ACCEPTED for ever (a full disk once hung this
+    suite).  The launcher stops instead, with the NodeManagers' own health reports."""
+    with pytest.raises(pytest.fail.Exception) as failed:
+        start(tmp_path, "none", True, "--yarn-max-disk-percent", "0").stop()
+    message = str(failed.value)
+    assert "UNHEALTHY, no job could run" in message
+    assert "used space above threshold of 0.0%" in message, message[-1500:]
+
+
 def test_file_ids_and_times_on_hdfs_reveal_no_clusters(published):
     """HDFS numbers files (and blocks) in creation order: sorted by file id, the public chunks
     must not come out grouped by cluster, and they share one modification time."""

@@ -36,6 +36,7 @@ public final class Launcher {
   static final String USAGE = String.join("\n",
       "Usage: Launcher --json PATH [--base-dir DIR] [--route shim|cold|none] [--yarn]",
       "                [--private-root /cocktail/private] [--replication 2]",
+      "                [--yarn-max-disk-percent 99]",
       "Commands on stdin (one JSON answer each): stop-datanode I, restart-datanode I,",
       "shutdown-namenode, restart-namenode, wait-active. EOF on stdin shuts down.");
 
@@ -51,6 +52,11 @@ public final class Launcher {
     boolean yarn;
     String privateRoot = CocktailMiniCluster.DEFAULT_PRIVATE_ROOT;
     int replication = 2;
+    /**
+     * A NodeManager is UNHEALTHY past this use of its disk (Hadoop's default is 90): a test
+     * cluster writes megabytes, and should not stop on a developer's disk 91% full.
+     */
+    float yarnMaxDiskPercent = 99.0f;
 
     static Args parse(String[] argv) throws IOException {
       Args args = new Args();
@@ -62,6 +68,8 @@ public final class Launcher {
           case "--yarn" -> args.yarn = true;
           case "--private-root" -> args.privateRoot = value(argv, ++i, "--private-root");
           case "--replication" -> args.replication = replication(value(argv, ++i, "--replication"));
+          case "--yarn-max-disk-percent" ->
+              args.yarnMaxDiskPercent = percent(value(argv, ++i, "--yarn-max-disk-percent"));
           default -> throw new IllegalArgumentException("unknown option " + argv[i]);
         }
       }
@@ -98,6 +106,19 @@ public final class Launcher {
         // reported below
       }
       throw new IllegalArgumentException("--replication must be a positive integer, not " + text);
+    }
+
+    private static float percent(String text) {
+      try {
+        float value = Float.parseFloat(text);
+        if (value >= 0 && value <= 100) {
+          return value;
+        }
+      } catch (NumberFormatException e) {
+        // reported below
+      }
+      throw new IllegalArgumentException(
+          "--yarn-max-disk-percent must be a number from 0 to 100, not " + text);
     }
   }
 
@@ -139,8 +160,8 @@ public final class Launcher {
     try {
       launcher.start();
     } catch (Exception | Error e) {
-      System.err.println("launcher: could not start the cluster: " + e);
       e.printStackTrace(System.err);
+      System.err.println("launcher: could not start the cluster: " + e);  // last: the reason
       launcher.stop();
       System.exit(1);
       return;
@@ -181,7 +202,7 @@ public final class Launcher {
         .privateRoot(args.privateRoot)
         .baseDir(args.baseDir.toFile()));
     if (args.yarn) {
-      yarn = YarnCluster.start(hdfs.conf(), args.baseDir.toFile());
+      yarn = YarnCluster.start(hdfs.conf(), args.baseDir.toFile(), args.yarnMaxDiskPercent);
     }
     Path confDir = writeConfDir();
     writeAtomically(args.json, JSON.writerWithDefaultPrettyPrinter()

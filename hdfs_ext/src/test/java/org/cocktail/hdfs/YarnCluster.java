@@ -2,17 +2,21 @@ package org.cocktail.hdfs;
 
 import java.io.File;
 import java.io.IOException;
+import java.util.Collection;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.stream.Collectors;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.mapreduce.v2.MiniMRYarnCluster;
 import org.apache.hadoop.yarn.api.records.NodeId;
 import org.apache.hadoop.yarn.api.records.NodeLabel;
+import org.apache.hadoop.yarn.api.records.NodeState;
 import org.apache.hadoop.yarn.conf.YarnConfiguration;
 import org.apache.hadoop.yarn.server.resourcemanager.RMContext;
 import org.apache.hadoop.yarn.server.resourcemanager.nodelabels.RMNodeLabelsManager;
+import org.apache.hadoop.yarn.server.resourcemanager.rmnode.RMNode;
 
 /**
  * MiniMRYarnCluster with two NodeManagers sized for a 2-core machine, YARN node labels on, and
@@ -29,6 +33,7 @@ final class YarnCluster implements AutoCloseable {
   private static final String TASK_MB = "512";
   /** Containers live seconds: C1 and one GC thread (cocktail.jvm.SHORT_LIVED). */
   private static final String TASK_OPTS = "-Xmx384m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC";
+  private static final long HEALTHY_WITHIN_MS = 30_000;
 
   private final MiniMRYarnCluster cluster;
 
@@ -36,11 +41,16 @@ final class YarnCluster implements AutoCloseable {
     this.cluster = cluster;
   }
 
-  /** Starts on top of the HDFS whose configuration is given (fs.defaultFS). */
-  static YarnCluster start(Configuration hdfsConf, File baseDir) throws IOException,
-      InterruptedException {
+  /**
+   * Starts on top of the HDFS whose configuration is given (fs.defaultFS). A NodeManager is
+   * healthy while its disk is used up to {@code maxDiskPercent}; the start fails, with the
+   * NodeManagers' own health reports, unless both are.
+   */
+  static YarnCluster start(Configuration hdfsConf, File baseDir, float maxDiskPercent)
+      throws IOException, InterruptedException {
     Configuration conf = new YarnConfiguration(hdfsConf);
     resources(conf);
+    conf.setFloat(YarnConfiguration.NM_MAX_PER_DISK_UTILIZATION_PERCENTAGE, maxDiskPercent);
     labels(conf, baseDir);
     MiniMRYarnCluster cluster = new MiniMRYarnCluster(NAME, 2);
     YarnCluster yarn = new YarnCluster(cluster);
@@ -50,6 +60,7 @@ final class YarnCluster implements AutoCloseable {
       if (!cluster.waitForNodeManagersToConnect(60_000)) {
         throw new IOException("the NodeManagers did not register in 60 s");
       }
+      yarn.awaitHealthy();
       yarn.labelNodeManager0();
     } catch (IOException | InterruptedException | RuntimeException e) {
       yarn.close();
@@ -59,6 +70,36 @@ final class YarnCluster implements AutoCloseable {
       throw new IOException(e);
     }
     return yarn;
+  }
+
+  /**
+   * Both NodeManagers RUNNING. An UNHEALTHY one (its disk over the limit, say) would take no
+   * container, and every job would wait ACCEPTED for ever: fail now, saying why.
+   */
+  private void awaitHealthy() throws IOException, InterruptedException {
+    long deadline = System.currentTimeMillis() + HEALTHY_WITHIN_MS;
+    while (true) {
+      Collection<RMNode> nodes =
+          cluster.getResourceManager().getRMContext().getRMNodes().values();
+      List<RMNode> unhealthy = nodes.stream()
+          .filter(node -> node.getState() == NodeState.UNHEALTHY).toList();
+      if (!unhealthy.isEmpty()) {
+        throw new IOException("NodeManager(s) UNHEALTHY, no job could run: " + unhealthy.stream()
+            .map(node -> node.getNodeID() + ": " + node.getHealthReport())
+            .collect(Collectors.joining("; ")));
+      }
+      long running = nodes.stream().filter(node -> node.getState() == NodeState.RUNNING).count();
+      if (running == 2) {
+        return;
+      }
+      if (System.currentTimeMillis() > deadline) {
+        throw new IOException("the NodeManagers are not RUNNING after "
+            + HEALTHY_WITHIN_MS / 1000 + " s: " + nodes.stream()
+            .map(node -> node.getNodeID() + " " + node.getState())
+            .collect(Collectors.joining(", ")));
+      }
+      Thread.sleep(100);
+    }
   }
 
   /** Two 4 GiB NodeManagers and 512 MiB containers: an AM and several tasks fit on 2 cores. */
