@@ -382,6 +382,55 @@ def test_the_worker_pool_partitions_as_this_process_does(monkeypatch):
     assert alone == [partition("improved", list(cluster), 5, 3) for cluster in clusters]
 
 
+SCRIPT_HEAD = """
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from cocktail.dataset import load
+from cocktail.publish import PublishParams, publish, writer
+from cocktail.store import open_store
+writer.PARALLEL_FROM_RECORDS = 0  # the partitioning workers, whatever the input's size
+
+def release(store):
+    records = load({data!r}).head(3000)
+    return publish(records, open_store(store), PublishParams(k=5, m=3, workers=2)).version
+"""
+
+
+def _script(tmp_path: Path, body: str) -> subprocess.CompletedProcess:
+    script = tmp_path / "script.py"
+    data = str(dataset_path("bms-webview-1.dat"))
+    script.write_text(SCRIPT_HEAD.format(data=data) + body.format(store=str(tmp_path / "s")))
+    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=300)
+
+
+def test_a_script_publishing_without_the_main_guard_is_told_why_it_failed(tmp_path):
+    """Each partitioning worker runs the main script again before its first job: unguarded,
+    the script's publish ran in every worker, was refused by the lock, and the pool broke
+    with nothing said of why.  Now each worker says so, the pool's error names the guard, and
+    nothing is released."""
+    done = _script(tmp_path, "print(release({store!r}))\n")
+    assert done.returncode == 1
+    assert "ImportedByWorker: a worker process is importing the main script, and it writes a " \
+           "release: put the script's work under `if __name__ == \"__main__\":`" in done.stderr
+    assert "BrokenProcessPool: a partitioning worker process ended abruptly" in done.stderr
+    assert "another publish holds the lock" not in done.stderr
+    assert current_version(LocalStore(tmp_path / "s")) is None
+
+
+def test_a_release_from_a_worker_of_a_guarded_script_goes_through(tmp_path):
+    """The refusal above is for the script's import only: a worker of the user's own pool
+    (its main module is the script too) publishes, with partitioning workers of its own."""
+    done = _script(tmp_path, """
+if __name__ == "__main__":
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        print(pool.submit(release, {store!r}).result())
+""")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["v000001"]
+    assert audit(LocalStore(tmp_path / "s")).ok
+
+
 def test_partition_workers_hold_no_descriptor_of_the_locked_store(tmp_path, monkeypatch):
     """A worker that held the publishing process's descriptors (a forked one does) would keep
     the store's publish lock, a flock on the store directory, past a SIGKILL of the publisher:

@@ -15,6 +15,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, BinaryIO
@@ -31,6 +32,7 @@ from ..overlay.layout import Layout, LayoutParams, LeafMembers, PhaseProgress
 from ..query.termindex import (SHARD_RECORDS, IndexPart, TermIndexBuilder, layout_from_manifest,
                                write_parts)
 from ..releases import Release, signing
+from ..releases.commit import MAIN_GUARD
 from ..releases.log import Added, keys_of, record_digests
 from ..store import Store, StoreError
 from .batch import collector_paused
@@ -626,15 +628,21 @@ def partitions(clusters: Iterable[list[frozenset[str]]], params: LayoutParams,
     if workers == 1 or records < PARALLEL_FROM_RECORDS:
         yield from map(_partition_job, jobs)
         return
-    with ProcessPoolExecutor(workers, mp_context=_worker_context(),
-                             initializer=one_thread) as pool:
-        in_flight: deque = deque()
-        for job in jobs:
-            in_flight.append(pool.submit(_partition_job, job))
-            if len(in_flight) >= IN_FLIGHT_PER_WORKER * workers:
+    try:
+        with ProcessPoolExecutor(workers, mp_context=_worker_context(),
+                                 initializer=one_thread) as pool:
+            in_flight: deque = deque()
+            for job in jobs:
+                in_flight.append(pool.submit(_partition_job, job))
+                if len(in_flight) >= IN_FLIGHT_PER_WORKER * workers:
+                    yield in_flight.popleft().result()
+            while in_flight:
                 yield in_flight.popleft().result()
-        while in_flight:
-            yield in_flight.popleft().result()
+    except BrokenProcessPool as exc:
+        raise BrokenProcessPool(
+            "a partitioning worker process ended abruptly: killed (out of memory?), or it "
+            f"failed while importing the main script (its error is above; {MAIN_GUARD})"
+        ) from exc
 
 
 def write_layout(writer: VersionWriter, record_ids: Sequence[str], layout: Layout,

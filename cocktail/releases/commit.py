@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import sys
 import tempfile
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -129,10 +130,33 @@ def _run(store: Store, calls: Iterable[Callable[[], None]]) -> None:
             raise
 
 
+MAIN_GUARD = ("put the script's work under `if __name__ == \"__main__\":` (Python's "
+              "multiprocessing runs the main script again in each worker it starts)")
+
+
+class ImportedByWorker(RuntimeError):
+    """A release begun by a script that a worker process is importing."""
+
+
+def refuse_in_worker_import() -> None:
+    """A worker that multiprocessing starts (the publish's own partitioning workers are)
+    runs the main script again before its first job; a script that releases at its top level,
+    without the ``__main__`` guard, would release again in every worker, each refused by the
+    lock, and the pool would break with nothing said of why."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "_fixup_main_from_path" and \
+                frame.f_globals.get("__name__") == "multiprocessing.spawn":
+            raise ImportedByWorker(f"a worker process is importing the main script, and it "
+                                   f"writes a release: {MAIN_GUARD}")
+        frame = frame.f_back
+
+
 @contextmanager
 def begin(store: Store) -> Iterator[Release]:
     """The next version of ``store``, under its publish lock; nothing is current until
     :meth:`Release.commit`."""
+    refuse_in_worker_import()
     with store.publish_lock():
         current = current_version(store)
         sweep(store, current)
