@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -279,6 +280,20 @@ def test_the_cli_reports_the_engine_and_its_phases(tmp_path):
          "--store", str(tmp_path / "s"), "--engine", "spark", "--append", "--k", "3"],
         capture_output=True, text=True, timeout=600)
     assert refused.returncode == 2 and "drop --k" in refused.stderr
+
+
+def test_a_publish_leaves_nothing_of_its_own_in_the_context_it_shares(spark, tmp_path):
+    """A publish's job broadcast holds the owner's pseudonym key.  In a context that outlives
+    the publish (a notebook's), every broadcast stayed, the key in a file of the driver's
+    temporary directory, until the context stopped.  After a publish that context holds no
+    file of its own, no file holding the key, and no RDD still persisted."""
+    temp = Path(spark._temp_dir)  # where pyspark writes each broadcast's value
+    files, persisted = set(temp.iterdir()), set(spark._jsc.getPersistentRDDs().keys())
+    publish_spark(dataset_path("bms-webview-1.dat"), tmp_path / "s")
+    key = bytes.fromhex((tmp_path / "s" / "private" / "owner.key").read_text().strip())
+    assert set(temp.iterdir()) - files == set()
+    assert not [path for path in temp.rglob("*") if path.is_file() and key in path.read_bytes()]
+    assert set(spark._jsc.getPersistentRDDs().keys()) == persisted  # other tests' stay
 
 
 def test_the_engines_jvm_runs_with_the_short_lived_flags(spark):

@@ -136,17 +136,52 @@ def spark_context(settings: SparkSettings):
         del os.environ["SPARK_LOCAL_IP"]
 
 
+class _Borrowed:
+    """A running context (a notebook's, the tests') as one publish uses it, and leaves it:
+    each broadcast the publish made destroyed, each RDD it left persisted unpersisted.  The
+    job a publish broadcasts holds the owner's pseudonym key and the publish's secret; kept,
+    each broadcast stayed on the executors and in a file of the driver's temporary directory,
+    and the parsed input on the executors' disks, until the context stopped."""
+
+    def __init__(self, sc) -> None:
+        self._sc, self._made = sc, []
+        self._found = set(self._persisted())
+
+    def _persisted(self) -> dict:
+        return dict(self._sc._jsc.getPersistentRDDs())  # RDD id -> its JavaRDD
+
+    def broadcast(self, value):
+        made = self._sc.broadcast(value)
+        self._made.append(made)
+        return made
+
+    def release(self) -> None:
+        while self._made:
+            self._made.pop().destroy()
+        for rdd_id, rdd in self._persisted().items():
+            if rdd_id not in self._found:
+                rdd.unpersist()
+
+    def __getattr__(self, name: str):
+        return getattr(self._sc, name)
+
+
 @contextmanager
 def _engine_context(settings: SparkSettings) -> Iterator[tuple[object, Callable[[], None]]]:
     """``(sc, done)``: the context this process already runs (a notebook's, the tests'), used
-    as it is and left running, or a new one from ``settings``.  ``done()`` says Spark's last
-    job is over: a new context stops then, in the background (its accumulator server takes a
-    second to notice), while the driver goes on; it is stopped by the exit in any case."""
+    as it is and left running as it was found (:class:`_Borrowed`), or a new one from
+    ``settings``.  ``done()`` says Spark's last job is over: a new context stops then, in
+    the background (its accumulator server takes a second to notice), while the driver goes
+    on; it is stopped by the exit in any case."""
     from pyspark import SparkContext
 
     active = SparkContext._active_spark_context  # pyspark's own record of the running one
     if active is not None:
-        yield active, lambda: None
+        borrowed = _Borrowed(active)
+        try:
+            yield borrowed, borrowed.release
+        finally:
+            borrowed.release()
         return
     sc = spark_context(settings)
     stopping = threading.Thread(target=sc.stop, name="spark-stop")
