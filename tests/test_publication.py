@@ -396,20 +396,23 @@ def release(store):
 """
 
 
-def _script(tmp_path: Path, body: str) -> subprocess.CompletedProcess:
+def _script(tmp_path: Path, body: str, run_as: str = "path") -> subprocess.CompletedProcess:
+    """Run ``body`` after SCRIPT_HEAD as a script given by its path, or by module (-m)."""
     script = tmp_path / "script.py"
     data = str(dataset_path("bms-webview-1.dat"))
     script.write_text(SCRIPT_HEAD.format(data=data) + body.format(store=str(tmp_path / "s")))
-    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+    command = [str(script)] if run_as == "path" else ["-m", "script"]
+    return subprocess.run([sys.executable, *command], capture_output=True, text=True,
                           cwd=tmp_path, timeout=300)
 
 
-def test_a_script_publishing_without_the_main_guard_is_told_why_it_failed(tmp_path):
+@pytest.mark.parametrize("run_as", ["path", "module"])
+def test_a_script_publishing_without_the_main_guard_is_told_why_it_failed(tmp_path, run_as):
     """Each partitioning worker runs the main script again before its first job: unguarded,
     the script's publish ran in every worker, was refused by the lock, and the pool broke
     with nothing said of why.  Now each worker says so, the pool's error names the guard, and
     nothing is released."""
-    done = _script(tmp_path, "print(release({store!r}))\n")
+    done = _script(tmp_path, "print(release({store!r}))\n", run_as)
     assert done.returncode == 1
     assert "ImportedByWorker: a worker process is importing the main script, and it writes a " \
            "release: put the script's work under `if __name__ == \"__main__\":`" in done.stderr

@@ -134,6 +134,11 @@ MAIN_GUARD = ("put the script's work under `if __name__ == \"__main__\":` (Pytho
               "multiprocessing runs the main script again in each worker it starts)")
 
 
+# multiprocessing.spawn's functions that run the main script again in a worker: a script
+# given by path (`python script.py`), or by module (`python -m package.script`)
+_RUNS_MAIN = ("_fixup_main_from_path", "_fixup_main_from_name")
+
+
 class ImportedByWorker(RuntimeError):
     """A release begun by a script that a worker process is importing."""
 
@@ -145,7 +150,7 @@ def refuse_in_worker_import() -> None:
     lock, and the pool would break with nothing said of why."""
     frame = sys._getframe(1)
     while frame is not None:
-        if frame.f_code.co_name == "_fixup_main_from_path" and \
+        if frame.f_code.co_name in _RUNS_MAIN and \
                 frame.f_globals.get("__name__") == "multiprocessing.spawn":
             raise ImportedByWorker(f"a worker process is importing the main script, and it "
                                    f"writes a release: {MAIN_GUARD}")
