@@ -270,7 +270,10 @@ def test_analysts_rank_over_http_as_they_query(tmp_path):
 
 def test_every_failure_class_keeps_its_exit_status():
     """The contract names the classes it maps by module and name, so that a command imports
-    only what it uses: a renamed or moved class would silently become an internal error."""
+    only what it uses: a renamed or moved class would silently become an internal error.  A
+    worker process killed (BrokenProcessPool) is the system's failure, not a bug."""
+    from concurrent.futures.process import BrokenProcessPool
+
     from cocktail.client import ServiceRefused, ServiceUnreachable
     from cocktail.cluster.spec import SpecError
     from cocktail.dataset import InputError
@@ -287,6 +290,6 @@ def test_every_failure_class_keeps_its_exit_status():
                 StoreUnavailable("x"): ExitCode.FAILED, StoreError("x"): ExitCode.USAGE,
                 InputError("x"): ExitCode.USAGE, QuerySyntaxError("x"): ExitCode.USAGE,
                 LedgerError("x"): ExitCode.USAGE, SpecError("x"): ExitCode.USAGE,
-                RuntimeError("x"): ExitCode.INTERNAL}
+                BrokenProcessPool("x"): ExitCode.FAILED, RuntimeError("x"): ExitCode.INTERNAL}
     assert {type(e).__name__: classify(e)[0] for e in expected} == \
         {type(e).__name__: code for e, code in expected.items()}

@@ -434,6 +434,46 @@ if __name__ == "__main__":
     assert audit(LocalStore(tmp_path / "s")).ok
 
 
+def test_a_partitioning_worker_killed_is_a_system_failure_and_releases_nothing(tmp_path,
+                                                                                monkeypatch):
+    """As the out-of-memory killer would: a worker of a CLI publish SIGKILLed mid-partition.
+    The publish stops with the system-failure status (5, not the 70 of a bug), one JSON
+    object naming the dead worker, and no version."""
+    from cocktail.dataset import write_fimi
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    from measure import descendants
+
+    source = tmp_path / "300k.dat"  # over PARALLEL_FROM_RECORDS: two workers
+    write_fimi(generate(SyntheticSpec(records=300_000, seed=1)), source)
+    publishing = subprocess.Popen(
+        [sys.executable, "-m", "cocktail.cli", "publish", str(source), "--store",
+         str(tmp_path / "s"), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    deadline, killed = time.monotonic() + 120, None
+    while killed is None and time.monotonic() < deadline and publishing.poll() is None:
+        below = descendants(publishing.pid)[1:]
+        # the workers are the fork server's children, so a process two levels down
+        workers = [pid for pid in below if _parent(pid) in below]
+        if workers:
+            os.kill(workers[0], signal.SIGKILL)
+            killed = workers[0]
+        time.sleep(0.05)
+    out, err = publishing.communicate(timeout=120)
+    assert killed is not None, err[-2000:]
+    failure = json.loads(out)
+    assert publishing.returncode == 5 == failure["code"] and failure["type"] == "failed"
+    assert "a partitioning worker process ended abruptly" in failure["error"]
+    assert current_version(LocalStore(tmp_path / "s")) is None
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def test_partition_workers_hold_no_descriptor_of_the_locked_store(tmp_path, monkeypatch):
     """A worker that held the publishing process's descriptors (a forked one does) would keep
     the store's publish lock, a flock on the store directory, past a SIGKILL of the publisher:

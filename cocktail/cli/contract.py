@@ -47,7 +47,8 @@ MEANING = {  # one line each: `cocktail --help` shows them as they are
     ExitCode.USAGE: "bad usage or input, no publication at --store, or a missing extra",
     ExitCode.REFUSED: "refused: a token, or a publish that would re-partition",
     ExitCode.BUDGET: "privacy budget exhausted",
-    ExitCode.FAILED: "the store, the service or the system failed (I/O, a port in use)",
+    ExitCode.FAILED: "the store, the service or the system failed (I/O, a port in use, a "
+                     "worker killed)",
     ExitCode.INTERNAL: "a bug in cocktail (the traceback goes to stderr)",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C)",
 }
@@ -80,7 +81,7 @@ def classify(exc: BaseException) -> tuple[ExitCode, str]:
         code = ExitCode.BUDGET
     elif raised(exc, "dp.ledger:Unauthorized", "dp.ledger:Forbidden", "releases.layout:Refused"):
         code = ExitCode.REFUSED
-    elif raised(exc, "store.base:StoreUnavailable") or (
+    elif raised(exc, "store.base:StoreUnavailable") or _worker_killed(exc) or (
             isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError)):
         code = ExitCode.FAILED
     elif isinstance(exc, (click.ClickException, ValueError, FileNotFoundError)) or raised(
@@ -90,6 +91,13 @@ def classify(exc: BaseException) -> tuple[ExitCode, str]:
     else:
         code = ExitCode.INTERNAL
     return code, TYPES[code]
+
+
+def _worker_killed(exc: BaseException) -> bool:
+    """A pool's worker process died (killed: out of memory, say), as ``raised`` tells a
+    class: a module not imported raised nothing."""
+    futures = sys.modules.get("concurrent.futures")
+    return futures is not None and isinstance(exc, futures.BrokenExecutor)
 
 
 def raised(exc: BaseException, *names: str) -> bool:
