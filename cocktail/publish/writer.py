@@ -45,6 +45,7 @@ KEY_FILE = "owner.key"
 # of CPU (and 2.6 s of wall) more than partitioning BMS-WebView-1 (59,602 records) in process.
 PARALLEL_FROM_RECORDS = 250_000
 IN_FLIGHT_PER_WORKER = 4
+BROKEN_POOL_WAIT = 5.0  # seconds a broken pool's manager has to finish on its own
 
 
 def pseudonyms(key: bytes, chunk_id: str, digests: np.ndarray) -> np.ndarray:
@@ -628,21 +629,37 @@ def partitions(clusters: Iterable[list[frozenset[str]]], params: LayoutParams,
     if workers == 1 or records < PARALLEL_FROM_RECORDS:
         yield from map(_partition_job, jobs)
         return
+    pool = ProcessPoolExecutor(workers, mp_context=_worker_context(), initializer=one_thread)
     try:
-        with ProcessPoolExecutor(workers, mp_context=_worker_context(),
-                                 initializer=one_thread) as pool:
-            in_flight: deque = deque()
-            for job in jobs:
-                in_flight.append(pool.submit(_partition_job, job))
-                if len(in_flight) >= IN_FLIGHT_PER_WORKER * workers:
-                    yield in_flight.popleft().result()
-            while in_flight:
+        in_flight: deque = deque()
+        for job in jobs:
+            in_flight.append(pool.submit(_partition_job, job))
+            if len(in_flight) >= IN_FLIGHT_PER_WORKER * workers:
                 yield in_flight.popleft().result()
+        while in_flight:
+            yield in_flight.popleft().result()
     except BrokenProcessPool as exc:
+        _free_broken(pool)
         raise BrokenProcessPool(
             "a partitioning worker process ended abruptly: killed (out of memory?), or it "
             f"failed while importing the main script (its error is above; {MAIN_GUARD})"
         ) from exc
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
+def _free_broken(pool: ProcessPoolExecutor) -> None:
+    """Python 3.11 before the fix of gh-94777 (Debian 12's 3.11.2 among them): a worker that
+    dies while the pool's feeder thread writes it a job (a cluster's arrays fill the pipe)
+    leaves the pool's manager thread waiting for that feeder for ever, and the shutdown
+    waiting for the manager.  Later Pythons close the queue's reading end, which fails the
+    write; so does this, when the manager is still there seconds after the break (a closed
+    end is closed once: the connection forgets its handle)."""
+    manager = getattr(pool, "_executor_manager_thread", None)
+    if manager is not None:
+        manager.join(BROKEN_POOL_WAIT)
+        if manager.is_alive():
+            pool._call_queue._reader.close()
 
 
 def write_layout(writer: VersionWriter, record_ids: Sequence[str], layout: Layout,
