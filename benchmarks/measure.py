@@ -84,16 +84,20 @@ def reap_orphans() -> None:
             return
 
 
+def parent_of(pid: int) -> int | None:
+    """The parent of process ``pid`` (/proc), or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def descendants(root: int) -> list[int]:
     """``root`` and every process below it, read from /proc."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
+        if entry.isdigit() and (parent := parent_of(int(entry))) is not None:
             children.setdefault(parent, []).append(int(entry))
     found, pending = [], [root]
     while pending:

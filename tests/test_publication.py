@@ -442,7 +442,7 @@ def test_a_partitioning_worker_killed_is_a_system_failure_and_releases_nothing(t
     from cocktail.dataset import write_fimi
 
     monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
-    from measure import descendants
+    from measure import descendants, parent_of  # the benchmarks' walk of a process tree
 
     source = tmp_path / "300k.dat"  # over PARALLEL_FROM_RECORDS: two workers
     write_fimi(generate(SyntheticSpec(records=300_000, seed=1)), source)
@@ -454,7 +454,7 @@ def test_a_partitioning_worker_killed_is_a_system_failure_and_releases_nothing(t
     while killed is None and time.monotonic() < deadline and publishing.poll() is None:
         below = descendants(publishing.pid)[1:]
         # the workers are the fork server's children, so a process two levels down
-        workers = [pid for pid in below if _parent(pid) in below]
+        workers = [pid for pid in below if parent_of(pid) in below]
         if workers:
             os.kill(workers[0], signal.SIGKILL)
             killed = workers[0]
@@ -465,13 +465,6 @@ def test_a_partitioning_worker_killed_is_a_system_failure_and_releases_nothing(t
     assert publishing.returncode == 5 == failure["code"] and failure["type"] == "failed"
     assert "a partitioning worker process ended abruptly" in failure["error"]
     assert current_version(LocalStore(tmp_path / "s")) is None
-
-
-def _parent(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def test_partition_workers_hold_no_descriptor_of_the_locked_store(tmp_path, monkeypatch):

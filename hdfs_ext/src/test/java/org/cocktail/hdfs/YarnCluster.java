@@ -34,6 +34,7 @@ final class YarnCluster implements AutoCloseable {
   /** Containers live seconds: C1 and one GC thread (cocktail.jvm.SHORT_LIVED). */
   private static final String TASK_OPTS = "-Xmx384m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC";
   private static final long HEALTHY_WITHIN_MS = 30_000;
+  private static final int NODE_MANAGERS = 2;
 
   private final MiniMRYarnCluster cluster;
 
@@ -52,7 +53,7 @@ final class YarnCluster implements AutoCloseable {
     resources(conf);
     conf.setFloat(YarnConfiguration.NM_MAX_PER_DISK_UTILIZATION_PERCENTAGE, maxDiskPercent);
     labels(conf, baseDir);
-    MiniMRYarnCluster cluster = new MiniMRYarnCluster(NAME, 2);
+    MiniMRYarnCluster cluster = new MiniMRYarnCluster(NAME, NODE_MANAGERS);
     YarnCluster yarn = new YarnCluster(cluster);
     try {
       cluster.init(conf);
@@ -89,7 +90,7 @@ final class YarnCluster implements AutoCloseable {
             .collect(Collectors.joining("; ")));
       }
       long running = nodes.stream().filter(node -> node.getState() == NodeState.RUNNING).count();
-      if (running == 2) {
+      if (running == NODE_MANAGERS) {
         return;
       }
       if (System.currentTimeMillis() > deadline) {
