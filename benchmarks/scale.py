@@ -10,7 +10,9 @@ RSS of the largest process of the run's process tree (sampled from /proc every 0
 Python driver, Spark's JVM and its Python workers; ``--json`` gives each one's peak), public
 chunks, the audit result and the publish's phases.  ``--executors SIZE`` adds Spark runs on
 local[1] and local[2] at that size (the throughput of one executor against two).  Generated
-data is kept in ``--data`` (default: a temporary directory) and reused.
+data is kept in ``--data`` (default: a temporary directory) and reused.  Every run's store is
+kept until the benchmark ends (about 0.4 GB per million records), then deleted with the
+temporary directory.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -112,6 +115,9 @@ def dataset(directory: Path, size: str) -> Path:
 
 def one_run(data: Path, engine: str, master: str | None, audit: bool,
             work: Path) -> dict:
+    # Each run its own store, none deleted before the benchmark ends: on ext4 without a
+    # journal, creating files within minutes of deleting many costs several times more
+    # (docs/engines.md, "Measured as a user's install runs").
     store = Path(tempfile.mkdtemp(prefix="scale-store-", dir=work))
     command = [*COCKTAIL, "publish", str(data), "--store", str(store), "--json",
                "--engine", engine]
@@ -134,7 +140,6 @@ def one_run(data: Path, engine: str, master: str | None, audit: bool,
         row["audit"] = "PASS" if checked.returncode == 0 and json.loads(checked.stdout)["ok"] \
             else "FAIL"
         row["audit_seconds"] = round(audit_seconds, 1)
-    subprocess.run(["rm", "-rf", str(store)], check=True)
     return row
 
 
@@ -153,6 +158,17 @@ def main() -> None:
     parser.add_argument("--data", type=Path)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="cocktail-scale-"))
+    try:
+        rows = measure_all(args, work)
+    finally:
+        shutil.rmtree(work)
+    if args.json:
+        print(json.dumps(rows))
+        return
+    print_table(rows)
+
+
+def measure_all(args: argparse.Namespace, work: Path) -> list[dict]:
     data_dir = args.data or work
     data_dir.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -165,9 +181,10 @@ def main() -> None:
         row = one_run(dataset(data_dir, size), engine, master, not args.no_audit, work)
         rows.append({"size": size, "engine": engine, "master": master, **row})
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-    if args.json:
-        print(json.dumps(rows))
-        return
+    return rows
+
+
+def print_table(rows: list[dict]) -> None:
     table = Table(title="Publishing at scale (k=5, m=3, improved; synthetic, seed 1)")
     for column in ("size", "engine", "wall s", "CPU s", "records/s",
                    "peak RSS MB (largest process)", "public chunks", "audit", "phases (s)"):

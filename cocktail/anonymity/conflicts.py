@@ -34,7 +34,7 @@ from itertools import chain, combinations
 
 import numpy as np
 
-from ..dataset import Records
+from ..dataset import Records, key_type
 from .concepts import mine_concepts
 from .model import Itemset, Record
 
@@ -218,10 +218,11 @@ def _counted_triples(ids: np.ndarray, lengths: np.ndarray, frequent: np.ndarray,
     support 0 and is allowed."""
     n = len(frequent)
     starts = np.cumsum(lengths) - lengths
-    keys = [np.empty(0, np.int64)]
+    key = key_type(n ** 3)
+    keys = [np.empty(0, key)]
     for length in np.unique(lengths[lengths >= 3]).tolist():
         first = starts[lengths == length]
-        held = -np.sort(-ids[first[:, None] + np.arange(length)].astype(np.int64), axis=1)
+        held = -np.sort(-ids[first[:, None] + np.arange(length)].astype(key), axis=1)
         abc = held[:, _combinations(length)]
         keys.append(((abc[..., 0] * n + abc[..., 1]) * n + abc[..., 2]).ravel())
     key, support = np.unique(np.concatenate(keys), return_counts=True)

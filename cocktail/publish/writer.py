@@ -27,7 +27,7 @@ from .. import chunkformat as fmt
 from .. import releases
 from ..anonymity import Partition, partition
 from ..blas import one_thread
-from ..dataset import Records
+from ..dataset import Records, key_type
 from ..overlay.layout import Layout, LayoutParams, LeafMembers, PhaseProgress
 from ..query.termindex import (SHARD_RECORDS, IndexPart, TermIndexBuilder, layout_from_manifest,
                                write_parts)
@@ -223,7 +223,7 @@ def _indexes(chunk_ids: Sequence[str], distinct: Sequence[Records], text: list[s
     and the chunk of each line, chunk after chunk)."""
     rows, terms = Records.joined(distinct).rows(lines)  # (each chunk's term ids its own)
     width = max(len(d.names) for d in distinct)
-    keys = chunk[rows].astype(np.int64) * width + terms
+    keys = chunk[rows].astype(key_type(len(distinct) * width)) * width + terms
     by_term = np.argsort(keys, kind="stable")  # lines stay in order within a term
     held = np.array(text, dtype=object)[rows[by_term]].tolist()
     keys = keys[by_term]
@@ -532,7 +532,8 @@ def split_records(records: Records, chunk_terms: Sequence[frozenset[str]]
     # Each member's pairs together, by chunk and row, its terms in name order (rank order):
     # one sort on a combined key (a lexsort of three keys is several times slower).
     width = int(rank.max()) + 1 if len(kept) else 1
-    order = np.argsort((chunk * len(records) + row) * width + rank)
+    key = key_type(len(chunk_terms) * len(records) * width)
+    order = np.argsort(((chunk * len(records) + row) * width + rank).astype(key))
     kept, chunk, row, rank = kept[order], chunk[order], row[order], rank[order]
     starts = _run_starts(chunk, row)
     members = Records(records.names, np.append(starts, len(kept)), records.indices[kept])
@@ -580,9 +581,9 @@ def _distinct(chunk: np.ndarray, rank: np.ndarray, starts: np.ndarray
     cut = _run_starts(member, word)
     masks = np.zeros((int(word.max()) + 1, len(starts)), dtype=np.uint64)
     masks[word[cut], member[cut]] = np.bitwise_or.reduceat(bits, cut)
-    which = chunk
+    which, key = chunk, key_type(len(starts) ** 2)
     for mask in masks:  # dense numbers of (chunk, words so far): below len(starts) ** 2
-        which = _dense(which * len(starts) + _dense(mask))
+        which = _dense((which * len(starts) + _dense(mask)).astype(key))
     return which, np.unique(which, return_index=True)[1]
 
 
