@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from cocktail.dataset import (FORMATS, Dataset, InputError, PackedIds, _fimi_at_once,
                               _fimi_by_line, _Lines, detect_format, line_range, load,
-                              read_fimi_lines, write_fimi)
+                              key_type, read_fimi_lines, write_fimi)
 
 from .conftest import dataset_path
 
@@ -353,3 +353,10 @@ def test_packed_ids_gather_and_join_as_the_strings_do(ids, data):
     numbers = data.draw(st.lists(st.integers(0, 10**15), max_size=20))
     assert PackedIds.numbered(np.array(numbers, dtype=np.int64)).strings() == \
         list(map(str, numbers))
+
+
+def test_a_sort_key_is_32_bits_only_while_every_key_fits():
+    # keys run from 0 to limit - 1: int32 holds them up to a limit of 2^31, not one more
+    assert np.iinfo(key_type(1 << 31)).max == (1 << 31) - 1
+    assert key_type(0) is np.int32
+    assert key_type((1 << 31) + 1) is np.int64
