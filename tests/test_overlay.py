@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from itertools import combinations
+
 import pytest
 
 from cocktail.overlay.tree import Tree, best_split, grow_tree
@@ -34,6 +37,37 @@ def test_best_split_prefers_balance():
     records = [frozenset({"a", "b"})] * 50 + [frozenset({"b"})] * 45 + [frozenset({"c"})] * 5
     terms, entropy, sizes = best_split(records, max_terms=1)
     assert terms == ("a",) and sorted(sizes) == [50, 50] and entropy == pytest.approx(1.0)
+
+
+def brute_force_split(records, max_terms, pool, combo_pool):
+    """The most balanced split counted record by record: candidates with support closest to
+    half (ties by name), alone from the first ``pool``, in pairs and triples from the first
+    ``combo_pool``; the first best in that order wins."""
+    names, n = sorted(set().union(*records)), len(records)
+    support = {t: sum(t in r for r in records) for t in names}
+    ranked = sorted((t for t in names if 0 < support[t] < n),
+                    key=lambda t: (abs(support[t] - n / 2), t))[:pool]
+    best = None
+    for size in range(1, max_terms + 1):
+        for split in combinations(sorted(ranked if size == 1 else ranked[:combo_pool]), size):
+            sizes = [0] * (1 << size)
+            for record in records:
+                sizes[int("".join("1" if t in record else "0" for t in split), 2)] += 1
+            entropy = -sum(c / n * math.log2(c / n) for c in sizes if c)
+            if best is None or entropy > best[1] + 1e-9:
+                best = (split, entropy, [c for c in sizes if c])
+    return best
+
+
+@pytest.mark.parametrize("max_terms", [1, 2, 3])
+@pytest.mark.parametrize("seed", [3, 4])
+def test_the_best_split_is_the_one_counted_record_by_record(max_terms, seed):
+    # pairs and triples are counted from the candidates' co-occurrences, not per split
+    records = generate(SyntheticSpec(records=600, items=40, seed=seed))
+    terms, entropy, sizes = best_split(records, max_terms=max_terms, pool=10, combo_pool=6)
+    expected = brute_force_split(records, max_terms, 10, 6)
+    assert (terms, sizes) == (expected[0], expected[2])
+    assert entropy == pytest.approx(expected[1])
 
 
 def test_small_pattern_groups_share_a_child():

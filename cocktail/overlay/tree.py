@@ -155,7 +155,7 @@ class SplitStats:
 
     n: int
     single: np.ndarray  # [i]
-    pair: np.ndarray    # [i, j]
+    pair: np.ndarray    # [i, j] of the first combo_pool candidates (0 past them)
     cube: np.ndarray    # [a, b, c] for a < b, of the first combo_pool candidates
 
     def __add__(self, other: SplitStats) -> SplitStats:
@@ -196,21 +196,24 @@ def _presence(rows: np.ndarray, ids: np.ndarray, n: int, names: int,
 
 
 def split_stats(present: np.ndarray, search: SplitSearch) -> SplitStats:
-    """Co-occurrence counts: pairs by matrix products, block by block (only a block is ever
-    held as floats); triples of the first ``combo_pool`` candidates from how many records hold
-    each subset of them.  Child sizes then follow by inclusion-exclusion, without a pass per
-    candidate."""
+    """Co-occurrence counts of the first ``combo_pool`` candidates, the only ones tried in
+    pairs and triples: for triples, from how many records hold each subset of them (pairs
+    read off the same counts); for pairs alone, by matrix products block by block (only a
+    block is ever held as floats).  Child sizes then follow by inclusion-exclusion, without
+    a pass per candidate."""
     width, combos = present.shape[1], min(search.combo_pool, present.shape[1])
     pair = np.zeros((width, width), dtype=np.int64)
-    for start in range(0, len(present), BLOCK):
-        block = present[start:start + BLOCK].astype(np.float32)
-        pair += (block.T @ block).astype(np.int64)
     cube = np.zeros((combos,) * 3, dtype=np.int64)
     if search.max_terms == 3:
         holding = _superset_counts(present[:, :combos])
         bit = 1 << np.arange(combos)
+        pair[:combos, :combos] = holding[bit[:, None] | bit]
         first, second = np.triu_indices(combos, 1)
         cube[first, second] = holding[(bit[first] | bit[second])[:, None] | bit]
+    elif search.max_terms == 2:
+        for start in range(0, len(present), BLOCK):
+            block = present[start:start + BLOCK, :combos].astype(np.float32)
+            pair[:combos, :combos] += (block.T @ block).astype(np.int64)
     return SplitStats(len(present), present.sum(axis=0, dtype=np.int64), pair, cube)
 
 
