@@ -112,9 +112,10 @@ class Records(Sequence[frozenset[str]]):
 
     def take(self, positions: np.ndarray) -> Records:
         """The records at ``positions``, in that order."""
+        ids, lengths = self._gathered(positions)
         indptr = np.zeros(len(positions) + 1, dtype=np.int64)
-        np.cumsum(self.indptr[positions + 1] - self.indptr[positions], out=indptr[1:])
-        return Records(self.names, indptr, self.rows(positions)[1])
+        np.cumsum(lengths, out=indptr[1:])
+        return Records(self.names, indptr, ids)
 
     def ids_of(self, terms: Iterable[str]) -> list[int]:
         """The ids of those of ``terms`` that some record may hold (``names`` is sorted)."""
@@ -131,13 +132,18 @@ class Records(Sequence[frozenset[str]]):
 
     def rows(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(row within ``positions``, term id) of every term of the records at ``positions``."""
+        ids, lengths = self._gathered(positions)
+        return np.repeat(np.arange(len(positions)), lengths), ids
+
+    def _gathered(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The term ids of the records at ``positions``, one record after another, and how
+        many each has."""
         starts = self.indptr[positions]
         lengths = self.indptr[positions + 1] - starts
         ends = np.cumsum(lengths)
-        rows = np.repeat(np.arange(len(positions)), lengths)
         # pair i of row r sits at starts[r] + (i - where row r's pairs begin)
         at = np.repeat(starts - (ends - lengths), lengths) + np.arange(ends[-1] if len(ends) else 0)
-        return rows, self.indices[at]
+        return self.indices[at], lengths
 
 
 class PackedIds:
