@@ -214,9 +214,9 @@ class RecordsBuilder:
         for term in dict.fromkeys(tokens):
             vocabulary.setdefault(term, len(vocabulary))
         width = max(1, len(vocabulary))
-        key = key_type(len(lengths) * width)
-        ids = np.fromiter(map(vocabulary.__getitem__, tokens), key, len(tokens))
-        rows = np.repeat(np.arange(len(lengths), dtype=key), lengths)
+        dtype = key_type(len(lengths) * width)
+        ids = np.fromiter(map(vocabulary.__getitem__, tokens), dtype, len(tokens))
+        rows = np.repeat(np.arange(len(lengths), dtype=dtype), lengths)
         keys = np.sort(rows * width + ids)  # by record, then term
         keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))] if len(keys) else keys
         self._ids.frombytes((keys % width).astype(np.int32).tobytes())

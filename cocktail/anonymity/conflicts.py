@@ -218,11 +218,11 @@ def _counted_triples(ids: np.ndarray, lengths: np.ndarray, frequent: np.ndarray,
     support 0 and is allowed."""
     n = len(frequent)
     starts = np.cumsum(lengths) - lengths
-    key = key_type(n ** 3)
-    keys = [np.empty(0, key)]
+    dtype = key_type(n ** 3)
+    keys = [np.empty(0, dtype)]
     for length in np.unique(lengths[lengths >= 3]).tolist():
         first = starts[lengths == length]
-        held = -np.sort(-ids[first[:, None] + np.arange(length)].astype(key), axis=1)
+        held = -np.sort(-ids[first[:, None] + np.arange(length)].astype(dtype), axis=1)
         abc = held[:, _combinations(length)]
         keys.append(((abc[..., 0] * n + abc[..., 1]) * n + abc[..., 2]).ravel())
     key, support = np.unique(np.concatenate(keys), return_counts=True)

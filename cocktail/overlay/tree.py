@@ -170,9 +170,6 @@ class SplitChoice:
     sizes: list[int]        # records per pattern, by pattern code
 
 
-BLOCK = 1 << 16  # rows per product: float32 sums of 0/1 stay exact below 2^24
-
-
 def rank_candidates(support: np.ndarray, n: int, pool: int) -> np.ndarray:
     """The term ids that can split ``n`` records (held by some, not all), closest to half
     first, ties by id; at most ``pool``."""
@@ -197,23 +194,18 @@ def _presence(rows: np.ndarray, ids: np.ndarray, n: int, names: int,
 
 def split_stats(present: np.ndarray, search: SplitSearch) -> SplitStats:
     """Co-occurrence counts of the first ``combo_pool`` candidates, the only ones tried in
-    pairs and triples: for triples, from how many records hold each subset of them (pairs
-    read off the same counts); for pairs alone, by matrix products block by block (only a
-    block is ever held as floats).  Child sizes then follow by inclusion-exclusion, without
-    a pass per candidate."""
+    pairs and triples, read off how many records hold each subset of them.  Child sizes then
+    follow by inclusion-exclusion, without a pass per candidate."""
     width, combos = present.shape[1], min(search.combo_pool, present.shape[1])
     pair = np.zeros((width, width), dtype=np.int64)
     cube = np.zeros((combos,) * 3, dtype=np.int64)
-    if search.max_terms == 3:
+    if search.max_terms >= 2:
         holding = _superset_counts(present[:, :combos])
         bit = 1 << np.arange(combos)
         pair[:combos, :combos] = holding[bit[:, None] | bit]
-        first, second = np.triu_indices(combos, 1)
-        cube[first, second] = holding[(bit[first] | bit[second])[:, None] | bit]
-    elif search.max_terms == 2:
-        for start in range(0, len(present), BLOCK):
-            block = present[start:start + BLOCK, :combos].astype(np.float32)
-            pair[:combos, :combos] += (block.T @ block).astype(np.int64)
+        if search.max_terms == 3:
+            first, second = np.triu_indices(combos, 1)
+            cube[first, second] = holding[(bit[first] | bit[second])[:, None] | bit]
     return SplitStats(len(present), present.sum(axis=0, dtype=np.int64), pair, cube)
 
 

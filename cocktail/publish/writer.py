@@ -532,8 +532,8 @@ def split_records(records: Records, chunk_terms: Sequence[frozenset[str]]
     # Each member's pairs together, by chunk and row, its terms in name order (rank order):
     # one sort on a combined key (a lexsort of three keys is several times slower).
     width = int(rank.max()) + 1 if len(kept) else 1
-    key = key_type(len(chunk_terms) * len(records) * width)
-    order = np.argsort(((chunk * len(records) + row) * width + rank).astype(key))
+    dtype = key_type(len(chunk_terms) * len(records) * width)
+    order = np.argsort(((chunk * len(records) + row) * width + rank).astype(dtype))
     kept, chunk, row, rank = kept[order], chunk[order], row[order], rank[order]
     starts = _run_starts(chunk, row)
     members = Records(records.names, np.append(starts, len(kept)), records.indices[kept])
@@ -581,9 +581,9 @@ def _distinct(chunk: np.ndarray, rank: np.ndarray, starts: np.ndarray
     cut = _run_starts(member, word)
     masks = np.zeros((int(word.max()) + 1, len(starts)), dtype=np.uint64)
     masks[word[cut], member[cut]] = np.bitwise_or.reduceat(bits, cut)
-    which, key = chunk, key_type(len(starts) ** 2)
+    which, dtype = chunk, key_type(len(starts) ** 2)
     for mask in masks:  # dense numbers of (chunk, words so far): below len(starts) ** 2
-        which = _dense((which * len(starts) + _dense(mask)).astype(key))
+        which = _dense((which * len(starts) + _dense(mask)).astype(dtype))
     return which, np.unique(which, return_index=True)[1]
 
 
