@@ -120,7 +120,11 @@ def spark_context(settings: SparkSettings):
             .set("spark.ui.showConsoleProgress", "false")  # ours is per phase
             .set("spark.log.level", "WARN")
             .set("spark.driver.memory", "1g")
-            .set("spark.python.worker.reuse", "true"))
+            .set("spark.python.worker.reuse", "true")
+            # Workers forked with the engine loaded and frozen (spark_daemon), from a daemon
+            # that starts no BLAS thread before it forks.
+            .set("spark.python.daemon.module", "cocktail.publish.spark_daemon")
+            .set("spark.executorEnv.OPENBLAS_NUM_THREADS", "1"))
     options = spark_java_options()
     options["spark.driver.extraJavaOptions"] += " " + spark_driver_logging()
     conf.setAll([*options.items(), *settings.conf])
