@@ -18,6 +18,17 @@ def dataset_path(name: str) -> Path:
     return path
 
 
+@pytest.fixture(scope="session", autouse=True)
+def jvm_archives(tmp_path_factory):
+    """The Spark drivers the tests start keep their class-data archive in the session's
+    temporary directory, not in the user's cache."""
+    from cocktail.jvm import ARCHIVE_DIR
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(ARCHIVE_DIR, str(tmp_path_factory.mktemp("jvm-archives")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def spark():
     """One local[2] context for every Spark test of a worker (the engine uses a running one),

@@ -46,6 +46,8 @@ from pathlib import Path
 
 import pytest
 
+from cocktail.jvm import ARCHIVE_DIR
+
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 SHELL_TAGS = {"sh", "bash", "shell", "console"}
@@ -266,6 +268,7 @@ def session(tmp: Path) -> tuple[Path, dict[str, str]]:
     env.update(PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
                __STATE=str(state), PYTHONUNBUFFERED="1")
+    env[ARCHIVE_DIR] = str(tmp / "jvm-archives")  # a Spark driver's, not in the user's cache
     (state / "cwd").write_text(str(work))
     return work, env
 

@@ -57,6 +57,7 @@ import itertools
 import os
 import pickle
 import secrets
+import subprocess
 import sys
 import tempfile
 import threading
@@ -67,12 +68,14 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
 
 from ..extras import require
-from ..jvm import spark_driver_logging, spark_java_options
+from ..jvm import (ClassArchive, class_archive, java_identity, spark_driver_logging,
+                   spark_java_options)
 
 StorageLevel = require("pyspark").StorageLevel  # this module loads only with --engine spark
 
@@ -103,10 +106,11 @@ class SparkSettings:
     conf: tuple[tuple[str, str], ...] = ()  # extra spark.* settings
 
 
-def spark_context(settings: SparkSettings):
+def spark_context(settings: SparkSettings, archive: ClassArchive | None = None):
     """A context whose executors run this interpreter (it has cocktail installed).  A plain
     ``SparkContext``: the engine runs RDDs only, and a ``SparkSession`` would start Spark
-    SQL's session state too (1.4 s of a 4 s start, measured in docs/engines.md)."""
+    SQL's session state too (1.4 s of a 4 s start, measured in docs/engines.md).  The
+    driver's JVM maps ``archive`` or, where there is none yet, writes it as it exits."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark import SparkConf, SparkContext
@@ -115,19 +119,10 @@ def spark_context(settings: SparkSettings):
     # warning about pandas features; this engine uses none).
     warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas",
                             FutureWarning)
-    conf = (SparkConf().setMaster(settings.master).setAppName("cocktail-publish")
-            .set("spark.ui.enabled", "false")
-            .set("spark.ui.showConsoleProgress", "false")  # ours is per phase
-            .set("spark.log.level", "WARN")
-            .set("spark.driver.memory", "1g")
-            .set("spark.python.worker.reuse", "true")
-            # Workers forked with the engine loaded and frozen (spark_daemon), from a daemon
-            # that starts no BLAS thread before it forks.
-            .set("spark.python.daemon.module", "cocktail.publish.spark_daemon")
-            .set("spark.executorEnv.OPENBLAS_NUM_THREADS", "1"))
-    options = spark_java_options()
-    options["spark.driver.extraJavaOptions"] += " " + spark_driver_logging()
-    conf.setAll([*options.items(), *settings.conf])
+    conf = SparkConf().setMaster(settings.master).setAppName("cocktail-publish")
+    conf.setAll(_settings(settings).items())
+    if archive is not None:
+        conf.set(DRIVER_OPTIONS, f"{conf.get(DRIVER_OPTIONS, '')} {archive.flags}")
     if not settings.master.startswith("local") or "SPARK_LOCAL_IP" in os.environ:
         return SparkContext(conf=conf)
     # All of it on this machine: its ports on loopback, not on the address of another
@@ -138,6 +133,61 @@ def spark_context(settings: SparkSettings):
         return SparkContext(conf=conf)
     finally:
         del os.environ["SPARK_LOCAL_IP"]
+
+
+DRIVER_OPTIONS = "spark.driver.extraJavaOptions"
+ARCHIVE_WAIT = 120.0  # seconds the driver's JVM has to write its class-data archive and exit
+
+
+def _settings(settings: SparkSettings) -> dict[str, str]:
+    """The engine's Spark settings, the user's (``settings.conf``) over them."""
+    options = spark_java_options()
+    options[DRIVER_OPTIONS] += " " + spark_driver_logging()
+    return {"spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",  # ours is per phase
+            "spark.log.level": "WARN",
+            "spark.driver.memory": "1g",
+            "spark.python.worker.reuse": "true",
+            # Workers forked with the engine loaded and frozen (spark_daemon), from a daemon
+            # that starts no BLAS thread before it forks.
+            "spark.python.daemon.module": "cocktail.publish.spark_daemon",
+            "spark.executorEnv.OPENBLAS_NUM_THREADS": "1",
+            **options, **dict(settings.conf)}
+
+
+def _driver_archive(settings: SparkSettings) -> ClassArchive | None:
+    """The class-data archive of a local driver's JVM (:class:`cocktail.jvm.ClassArchive`),
+    keyed by what its classes depend on: the Java, Spark's jars, the driver's classpath and
+    flags.  None for a cluster's driver (its classpath holds Hadoop's configuration
+    directory, which an archive cannot), or when this process runs a JVM already."""
+    import pyspark
+    from pyspark import SparkContext
+
+    if not settings.master.startswith("local") or SparkContext._gateway is not None:
+        return None
+    home = Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent)
+    jars = sorted(f"{jar.name}:{jar.stat().st_size}" for jar in (home / "jars").glob("*.jar"))
+    driver = _settings(settings)
+    return class_archive("spark", [java_identity(), str(home), *jars,
+                                   driver.get(DRIVER_OPTIONS, ""),
+                                   driver.get("spark.driver.extraClassPath", ""),
+                                   os.environ.get("SPARK_CLASSPATH", "")])
+
+
+def _keep_archive(archive: ClassArchive) -> None:
+    """Ends the driver's JVM, as this process's exit would (its gateway's input closed), so
+    that it writes ``archive``, and keeps what it wrote.  A later context in this process
+    starts a JVM of its own."""
+    from pyspark import SparkContext
+
+    gateway, SparkContext._gateway, SparkContext._jvm = SparkContext._gateway, None, None
+    try:
+        gateway.shutdown()
+        gateway.proc.stdin.close()
+        gateway.proc.wait(ARCHIVE_WAIT)
+    except (OSError, subprocess.TimeoutExpired):
+        return  # no archive this time: the half written is removed once stale
+    archive.keep()
 
 
 class _Borrowed:
@@ -187,7 +237,8 @@ def _engine_context(settings: SparkSettings) -> Iterator[tuple[object, Callable[
         finally:
             borrowed.release()
         return
-    sc = spark_context(settings)
+    archive = _driver_archive(settings)
+    sc = spark_context(settings, archive)
     stopping = threading.Thread(target=sc.stop, name="spark-stop")
     try:
         yield sc, stopping.start
@@ -196,6 +247,8 @@ def _engine_context(settings: SparkSettings) -> Iterator[tuple[object, Callable[
             sc.stop()
         else:
             stopping.join()
+        if archive is not None and archive.making is not None:
+            _keep_archive(archive)
 
 
 # -- input ---------------------------------------------------------------------------------
