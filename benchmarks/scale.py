@@ -12,7 +12,9 @@ chunks, the audit result and the publish's phases.  ``--executors SIZE`` adds Sp
 local[1] and local[2] at that size (the throughput of one executor against two).  Generated
 data is kept in ``--data`` (default: a temporary directory) and reused.  Every run's store is
 kept until the benchmark ends (about 0.4 GB per million records), then deleted with the
-temporary directory.
+temporary directory.  A Spark run on local[N] starts its driver from the class-data archive
+an earlier run made (docs/engines.md); on a machine that has none, the first Spark run makes
+it, about 5 s longer.
 """
 
 from __future__ import annotations
