@@ -178,16 +178,19 @@ def _keep_archive(archive: ClassArchive) -> None:
     """Ends the driver's JVM, as this process's exit would (its gateway's input closed), so
     that it writes ``archive``, and keeps what it wrote.  A later context in this process
     starts a JVM of its own."""
+    from py4j.protocol import Py4JError
     from pyspark import SparkContext
 
     gateway, SparkContext._gateway, SparkContext._jvm = SparkContext._gateway, None, None
+    # The publish is done: nothing here may fail it.  Without an archive this time, the
+    # next run makes one (a half-written file is removed once stale).
     try:
         gateway.shutdown()
         gateway.proc.stdin.close()
         gateway.proc.wait(ARCHIVE_WAIT)
-    except (OSError, subprocess.TimeoutExpired):
-        return  # no archive this time: the half written is removed once stale
-    archive.keep()
+        archive.keep()
+    except (OSError, subprocess.TimeoutExpired, Py4JError):
+        pass
 
 
 class _Borrowed:
