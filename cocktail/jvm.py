@@ -101,7 +101,10 @@ def class_archive(name: str, key: Iterable[str]) -> ClassArchive | None:
     setting = os.environ.get(ARCHIVE_DIR)
     if setting is not None and setting.strip().lower() in ("", "off"):
         return None
-    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    try:
+        cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    except RuntimeError:  # no home directory to keep it in
+        return None
     directory = Path(setting) if setting else Path(cache) / "cocktail" / "jvm"
     digest = hashlib.sha256("\0".join(key).encode()).hexdigest()[:16]
     path = directory / f"{name}-{digest}.jsa"
