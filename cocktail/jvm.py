@@ -53,7 +53,7 @@ STALE_PART = 600  # seconds after which a half-written archive (its JVM killed) 
 class ClassArchive:
     """A class-data archive (Java's dynamic AppCDS): the classes a JVM loaded, as it holds
     them once parsed and verified.  A JVM that maps it skips loading them from the jars again:
-    a local Spark driver started in 1.2-1.3 s instead of ~3 s (docs/engines.md).  A JVM that
+    a local Spark driver started in 1.2-1.7 s instead of ~3 s (docs/engines.md).  A JVM that
     cannot use it (another classpath, a damaged file) starts as it would without it."""
 
     path: Path

@@ -7,7 +7,7 @@ of the modules it holds, 20 ms of CPU and 35 ms of wall a task once a task's arr
 churned the caches (a 1M-record publish runs 69 tasks on two workers: 1.4 s of CPU, 2.4 s of
 the workers' wall).  This daemon loads the engine once and freezes what it holds
 (:func:`gc.freeze`) before it forks: each worker starts with the engine loaded and its
-collections skip those objects (0.06 s of CPU for the 69).  What a task leaves is collected
+collections skip those objects (0.05 s of CPU for the 69).  What a task leaves is collected
 as before.  It also loads PySpark from the installed package when that is the very version
 Spark ships beside itself: Spark puts its ``pyspark.zip`` first on the workers' path, and
 Python compiles a zipped module's source at every import, as it writes no cache into a zip
