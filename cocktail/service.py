@@ -55,6 +55,7 @@ from pydantic import BaseModel, ConfigDict, Field  # noqa: E402
 from starlette.concurrency import run_in_threadpool  # noqa: E402
 
 from . import problems  # noqa: E402
+from .dp.answer import warm_up
 from .dp.deadline import Deadlines
 from .dp.ledger import Ledger, LedgerError
 from .dp.limits import LIMITS, LimitExceeded, Limits
@@ -370,6 +371,7 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
     rank_pool = ThreadPoolExecutor(1, thread_name_prefix="rank")
     releaser = Releaser()
     schedule = RankSchedule(deadlines.rank_slots)
+    warm_up()  # before the first request, whose reply would leave late
     ledger.rename_store(store.url, source.identity)
 
     @asynccontextmanager

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..querylang import CountQuery, Workload
-from .noise import epsilon
+from ..querylang import CountQuery, Workload, parse_batch
+from .noise import DEFINITIONS, epsilon
 from .limits import LIMITS
 from .search import SEARCHES, Searches
 from .strategies import PER_QUERY, PURE, Choice, Strategy, above
@@ -129,3 +129,11 @@ def prepare(workload: Workload, search_units: int = LIMITS.search_units,
     matrices = Matrices(workload)
     return Prepared(workload, matrices, searches.choose(matrices, search_units, objective, user,
                                                         until, definition), objective)
+
+
+def warm_up() -> None:
+    """Choose a strategy for one count under each definition and draw its default answer,
+    thrown away: what answering loads on its first use (scipy for the choice, ~0.3 s; OpenDP's
+    samplers) would otherwise hold a server's first fresh answer past its time."""
+    for definition in DEFINITIONS:
+        prepare(parse_batch("count(a)"), definition=definition).default(1.0)
