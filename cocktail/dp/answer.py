@@ -133,7 +133,9 @@ def prepare(workload: Workload, search_units: int = LIMITS.search_units,
 
 def warm_up() -> None:
     """Choose a strategy for one count under each definition and draw its default answer,
-    thrown away: what answering loads on its first use (scipy for the choice, ~0.3 s; OpenDP's
-    samplers) would otherwise hold a server's first fresh answer past its time."""
+    thrown away: what answering loads on its first use (scipy for the choice, ~0.3 s; OpenDP,
+    ~0.7 s cold) would otherwise hold a server's first fresh answer past its time, and its
+    first dp top k past its deadline (OpenDP's noisy top-k then takes 3-4 ms, not ~1 s)."""
+    one = parse_batch("count(a)")
     for definition in DEFINITIONS:
-        prepare(parse_batch("count(a)"), definition=definition).default(1.0)
+        prepare(one, definition=definition).default(1.0)

@@ -130,13 +130,6 @@ def tie_digest(key: bytes, rid: str) -> bytes:
     return hmac.new(key, rid.encode(), hashlib.sha256).digest()
 
 
-def load_noise() -> None:
-    """Load OpenDP and draw one noisy top-k over two zeros, thrown away.  Its first use in a
-    process costs ~1 s on this machine (the import, its native library, its types): on a
-    server's first dp top k that could pass the reply's deadline (503, "ask again")."""
-    top_k_measurement(2, 1, 1.0, 1.0)([0.0, 0.0])
-
-
 def top_k_measurement(n: int, k: int, sensitivity: float, epsilon: float):
     """OpenDP's noisy top-k over n scores, its scale set so that the privacy map gives ε.
     Neighbours differ in one tuple's private values, which moves that one score and no other:

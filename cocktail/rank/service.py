@@ -22,7 +22,7 @@ from ..private_config import store_identity
 from ..releases import current_version
 from ..releases.layout import RANKS, names
 from ..store import Store
-from .index import RankIndex, load_noise
+from .index import RankIndex
 from .model import MAX_K, parse_query
 from .release import load_ranking, rank_store
 
@@ -43,7 +43,7 @@ class _Open:
 class Rankings:
     """The store's rankings, each opened once and reopened when its current version changes
     (looked at no more than once a RECHECK per ranking).  ``warm`` opens them all up front,
-    and OpenDP if one is dp, so that no request waits for a load."""
+    so that no request waits for a load."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
@@ -53,9 +53,8 @@ class Rankings:
 
     def warm(self) -> list[str]:
         found = names(self._store, RANKS)
-        defenses = {self.get(name)[1].defense for name in found}
-        if "dp" in defenses:
-            load_noise()
+        for name in found:
+            self.get(name)
         return found
 
     def get(self, name: str) -> tuple[str, RankIndex]:
