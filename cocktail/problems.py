@@ -70,8 +70,8 @@ WHY = {
     429: "The caller's or the dataset's budget is spent, or the token has a ranking in "
          "flight (``limit``: ``rank_in_flight``); nothing is charged.",
     503: "No publication yet, the counts failed, another request is computing this answer, "
-         "or the rankings are busy (``limit``: ``rank_slots``): ask again (a retry reuses the "
-         "charge).",
+         "or the rankings of the caller's role and size are busy (``limit``: "
+         "``rank_slots``): ask again (a retry reuses the charge).",
 }
 
 

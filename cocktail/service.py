@@ -21,7 +21,8 @@ users, or reads the ledger beyond the caller's own budget and answers (the owner
 refuses an analyst's token).  Every reply to /v1/query and
 /v1/rank leaves at a time fixed by the request alone (:mod:`cocktail.dp.deadline`); /v1/rank
 answers 404 for a ranking that does not exist, 429 while the token has one in flight, and 503
-when the rankings are booked up (:class:`RankSchedule`).
+when the rankings of the caller's role and size are booked up
+(:mod:`cocktail.rank.admission`).
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ from .guards import guard
 from .private_config import open_ledger, store_identity
 from .query import BACKENDS, Engine, Publication
 from .querylang import QuerySyntaxError
+from .rank.admission import BUSY, NotAdmitted, RankLanes, RankSchedule
 from .rank.model import MAX_K
 from .rank.service import NoRanking, Rankings, answer_rank
 from .report.dashboard import add_dashboard
@@ -312,48 +314,6 @@ def _release(future: asyncio.Future) -> None:
         future.set_result(None)
 
 
-BUSY = "the ranking was busy; ask again (a dp answer being computed is stored, and free on retry)"
-
-
-class NotAdmitted(Exception):
-    def __init__(self, status: int, detail: str, limit: str) -> None:
-        super().__init__(detail)
-        self.status, self.body = status, {"detail": detail, "limit": limit}
-
-
-class RankSchedule:
-    """Who may rank, decided on arrival from public quantities alone (the time, the ranking's
-    size, the token), before any work on the data.  A flood once filled the rank threads, a
-    top k got one just before its deadline, and whether it made it (200) or not (503) told
-    how long its private scores took to rank.  Now one worker ranks in turn, and each
-    admitted ranking is booked 1/``slots`` of its deadline on it, after the last booking, as
-    if every ranking took its worst case; it is admitted only if that booking ends by its
-    deadline (else 503 at once, from the bookings alone).  Whatever the data costs, no
-    admitted ranking waits past its booking, as long as none runs over its share: the
-    owner's deadline covers ``slots`` worst cases (docs/dp.md).  A token has one ranking in
-    flight (429 for more), so that one token cannot take every booking.  Holds an entry per
-    token in flight, no more; used on the event loop only (no lock)."""
-
-    def __init__(self, slots: int) -> None:
-        self.slots = slots
-        self._booked_until = 0.0
-        self._in_flight: dict[str, float] = {}  # token -> when its reply leaves
-
-    def book(self, token: str, now: float, until: float) -> tuple[float, float]:
-        """(when the booking ends, its length)."""
-        self._in_flight = {t: at for t, at in self._in_flight.items() if at > now}
-        if token in self._in_flight:
-            raise NotAdmitted(429, "one ranking at a time per token: ask again once the last "
-                                   "one is answered", "rank_in_flight")
-        share = (until - now) / self.slots
-        end = max(now, self._booked_until) + share
-        if end > until:
-            raise NotAdmitted(503, "the rankings are busy: ask again (nothing was computed)",
-                              "rank_slots")
-        self._booked_until, self._in_flight[token] = end, until
-        return end, share
-
-
 def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
                rankings: Rankings, store: Store, limits: Limits = LIMITS) -> FastAPI:
     pool = ThreadPoolExecutor(4, thread_name_prefix="counts")
@@ -365,10 +325,10 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
     admitting = ThreadPoolExecutor(16, thread_name_prefix="admit")
     waiting = ThreadPoolExecutor(64, thread_name_prefix="query")
     searches = Searches(workers=1, per_user=1)
-    # Rankings run in a thread of their own, in the order RankSchedule booked them: a flood
-    # of them, or one waiting on another's answer, never takes the threads every other route
-    # runs in.
-    rank_pool = ThreadPoolExecutor(1, thread_name_prefix="rank")
+    # Rankings run in threads of their own, a lane's in the order RankSchedule booked them: a
+    # flood of them, or one waiting on another's answer, never takes the threads every other
+    # route runs in.
+    lanes = RankLanes()
     releaser = Releaser()
     schedule = RankSchedule(deadlines.rank_slots)
     warm_up()  # before the first request, whose reply would leave late
@@ -378,8 +338,9 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
     async def lifespan(_: FastAPI):
         yield
         source.close()
-        for executor in (pool, admitting, waiting, rank_pool):
+        for executor in (pool, admitting, waiting):
             executor.shutdown(wait=False, cancel_futures=True)
+        lanes.shutdown()
         searches.shutdown()
 
     app = FastAPI(title="Cocktail", version="1", lifespan=lifespan,
@@ -479,12 +440,13 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
         flight (429), and one not booked at arrival (the server is busy) or not ready by its
         deadline is 503, never late."""
         tuples, noisy = rankings.cost(request.name)
+        steps = deadlines.rank_steps(tuples, request.k, noisy)
         until = time.monotonic() + deadlines.rank(tuples, request.k, noisy)
         try:
-            await run_in_threadpool(ledger.authenticate, bearer_token)  # before any booking
-            booked, share = schedule.book(bearer_token, time.monotonic(), until)
-            work = asyncio.wrap_future(rank_pool.submit(rank_answer, bearer_token, request,
-                                                        until, booked, share))
+            user = await run_in_threadpool(ledger.authenticate, bearer_token)  # before booking
+            booking = schedule.book(bearer_token, user.role, steps, time.monotonic(), until)
+            work = asyncio.wrap_future(lanes.submit(booking.lane, rank_answer, bearer_token,
+                                                    request, until, booking.end, booking.share))
             status, body = await asyncio.wait_for(work, max(0.0, until - time.monotonic()))
         except LedgerError as exc:
             status, body = exc.status, {"detail": str(exc)}

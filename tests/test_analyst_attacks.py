@@ -603,3 +603,53 @@ def test_a_multi_token_rank_flood_does_not_tell_a_costly_probe_from_a_cheap_one(
     assert flood_codes[200] == 0 and sum(flood_codes.values()) >= 500, flood_codes
     assert p_value > 0.05 and table[0][0] + table[1][0] >= len(probes) / 2, \
         (table, p_value, flood_codes)
+
+
+def test_four_dp_top_1000s_do_not_black_out_anyone_elses_top_10(tmp_path):
+    """Round 4's blackout: one rank worker, and a dp top 1,000 booked a quarter of its 64 s
+    deadline on it; four of them from four tokens, 15 s apart, 4e-4 α in all, turned every
+    other analyst's top 10 into 503 for a minute.  Here at rank_ms 25 (a top 1,000 due 4 s
+    after arrival, booked 1 s; a dp top 10 due 200 ms, booked 50 ms) four crowd tokens book
+    a top 1,000 a second apart, while an analyst of another role and one of the crowd's own
+    role each ask a dp top 10 in turn: every top 10 is answered as before the attack, and
+    leaves when it did (a booking waits only behind its own role's rankings of its length)."""
+    from .test_service import dp_ranking_store
+    store, ledger = dp_ranking_store(tmp_path, tuples=3000, records=300, budget=100.0)
+    ledger.add_role("crowd", alpha=0.5, budget=100.0)
+    crowd = [ledger.add_user(f"crowd{n}", "crowd") for n in range(4)]
+    victims = {"ann": ledger.add_user("ann", "analyst"), "cara": ledger.add_user("cara", "crowd")}
+    top_10 = {"query": "city=a,religion=x", "k": 10}
+
+    def asks(token: str, until: float) -> list[tuple[int, float]]:
+        replies = []
+        with httpx.Client(timeout=30, headers=auth(token)) as client:
+            while time.monotonic() < until:
+                started = time.monotonic()
+                status = client.post(url + "/v1/rank", json=top_10).status_code
+                replies.append((status, time.monotonic() - started))
+        return replies
+
+    def attack(n: int) -> int:
+        time.sleep(n)
+        return httpx.post(url + "/v1/rank", headers=auth(crowd[n]), timeout=30,
+                          json={"query": f"city=a,religion={'xyz'[n % 3]}", "k": 1000}
+                          ).status_code
+
+    with serve(store, "--deadline-rank-ms", "25") as (url, _):
+        with ThreadPoolExecutor(2) as pool:  # the victims alone (their first answers charge)
+            before = [r for got in pool.map(asks, victims.values(),
+                                            [time.monotonic() + 2] * 2) for r in got]
+        with ThreadPoolExecutor(6) as pool:
+            attacks = pool.map(attack, range(4))
+            time.sleep(0.2)  # the first top 1,000 is booked
+            during = [r for got in pool.map(asks, victims.values(),
+                                            [time.monotonic() + 4] * 2) for r in got]
+            attacks = list(attacks)
+    assert attacks == [200] * 4, attacks  # the lane took all four (booked 1 s each)
+    refused = [status for status, _ in during if status != 200]
+    assert len(during) >= 20 and len(refused) <= len(during) * 0.05, Counter(s for s, _ in during)
+    assert all(status == 200 for status, _ in before), Counter(s for s, _ in before)
+    took = [[seconds for _, seconds in replies] for replies in (before, during)]
+    assert min(took[1]) >= 0.2  # the deadline, attack or not
+    assert abs(np.median(took[1]) - np.median(took[0])) < 0.03, (np.median(took[0]),
+                                                                  np.median(took[1]))

@@ -110,23 +110,47 @@ def test_parallel_requests_exactly_fill_the_budget(server):
 
 def test_rank_bookings_depend_on_arrivals_and_sizes_alone():
     """RankSchedule on a clock of its own: each admitted ranking gets 1/slots of its deadline
-    after the last booking; a booking past the deadline is 503, a second ranking of one token
-    in flight is 429, and nothing else (what a ranking cost) enters."""
-    from cocktail.service import NotAdmitted, RankSchedule
+    after the last booking of its lane; a booking past the deadline is 503, a second ranking
+    of one token in flight is 429, and nothing else (what a ranking cost) enters."""
+    from cocktail.rank.admission import NotAdmitted, RankSchedule
 
     schedule = RankSchedule(slots=4)
-    assert schedule.book("a", 0.0, 1.0) == (0.25, 0.25)
-    assert schedule.book("b", 0.0, 1.0) == (0.5, 0.25)
-    assert schedule.book("c", 0.1, 1.1) == (0.75, 0.25)
+    assert schedule.book("a", "r", 1, 0.0, 1.0).end == 0.25
+    assert schedule.book("b", "r", 1, 0.0, 1.0).end == 0.5
+    assert schedule.book("c", "r", 1, 0.1, 1.1).end == 0.75
     with pytest.raises(NotAdmitted) as refused:
-        schedule.book("a", 0.2, 1.2)  # a's first ranking leaves at 1.0
+        schedule.book("a", "r", 1, 0.2, 1.2)  # a's first ranking leaves at 1.0
     assert refused.value.status == 429 and refused.value.body["limit"] == "rank_in_flight"
-    assert schedule.book("d", 0.2, 1.2) == (1.0, 0.25)
+    assert schedule.book("d", "r", 1, 0.2, 1.2).end == 1.0
     with pytest.raises(NotAdmitted) as refused:
-        schedule.book("e", 0.2, 1.2)  # would end at 1.25, past its deadline
+        schedule.book("e", "r", 1, 0.2, 1.2)  # would end at 1.25, past its deadline
     assert refused.value.status == 503 and refused.value.body["limit"] == "rank_slots"
-    assert schedule.book("a", 1.0, 2.0) == (1.25, 0.25)  # a's first has left
-    assert schedule.book("e", 3.0, 4.0) == (3.25, 0.25)  # an idle worker: booked at once
+    booked = schedule.book("a", "r", 1, 1.0, 2.0)  # a's first has left
+    assert (booked.end, booked.share) == (1.25, 0.25)
+    assert schedule.book("e", "r", 1, 3.0, 4.0).end == 3.25  # an idle lane: booked at once
+
+
+def test_a_booking_waits_only_behind_its_own_role_and_length():
+    """Four tokens of one role book dp top 1,000s (160 steps of rank_ms, 16 s each at the
+    default 400 ms): their lane is full, but a top 10 of any role, and a top 1,000 of another
+    role, are booked at once, as if nobody else ranked.  One booking of a class delays only
+    rankings at most twice as long or half as long as itself."""
+    from cocktail.rank.admission import NotAdmitted, RankSchedule, length_class
+
+    schedule, long, deadline = RankSchedule(slots=4), 160, 64.0
+    for n in range(4):
+        schedule.book(f"crowd{n}", "crowd", long, 0.0, deadline)
+    with pytest.raises(NotAdmitted) as refused:
+        schedule.book("crowd4", "crowd", long, 0.0, deadline)
+    assert refused.value.status == 503
+    for role in ("crowd", "analyst"):  # a top 10 (one step, 8 with dp) of either role
+        for steps in (1, 8):
+            booked = schedule.book(f"{role}-{steps}", role, steps, 1.0, 1.0 + 0.4 * steps)
+            assert booked.end == 1.0 + booked.share, (role, steps)
+    booked = schedule.book("ann", "analyst", long, 1.0, 1.0 + deadline)
+    assert booked.end == 1.0 + 16.0
+    assert [length_class(s) for s in (1, 2, 3, 4, 5, 8, 9, 160, 256, 257)] == \
+        [0, 1, 2, 2, 3, 3, 4, 8, 8, 9]
 
 
 def test_a_dp_top_k_is_due_when_its_public_size_says():

@@ -38,9 +38,9 @@ from .options import OWNER, json_option, store_option
               help="When, after arrival, a batch's strategy search must be done; its fresh "
                    "answer leaves this plus base plus a count per cell of its terms.")
 @click.option("--rank-slots", type=click.IntRange(1, 1000), default=Deadlines.rank_slots,
-              show_default=True, help="POST /v1/rank: rankings booked per rank deadline, each "
-                                      "for 1/SLOTS of it on one worker; the deadline must "
-                                      "cover SLOTS worst cases.")
+              show_default=True, help="POST /v1/rank: rankings booked per rank deadline on each "
+                                      "lane (one per role and length), each for 1/SLOTS of it; "
+                                      "the deadline must cover SLOTS worst cases.")
 @click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False),
               help="Serve HTTPS with this certificate chain (PEM); needs --tls-key. Without "
                    "it, tokens cross the network in the clear.")

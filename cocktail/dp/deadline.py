@@ -19,8 +19,8 @@ analyst who times replies learns what the noise hides (Haeberlen, Pierce and Nar
   ``RANK_DP_FACTOR`` times that per started ``RANK_DP_RESULTS`` results), and a top k not
   ready by then is not sent late: the reply is 503 "ask again" (a late reply's time would tell
   how long the private scores took to rank).  Each admitted ranking is booked a share of
-  1/``rank_slots`` of that deadline on the one rank worker (``cocktail.service.RankSchedule``):
-  the deadline must cover ``rank_slots`` worst cases in a row;
+  1/``rank_slots`` of that deadline on its lane's worker (``cocktail.rank.admission``): the
+  deadline must cover ``rank_slots`` worst cases in a row;
 * if the counts are not ready by the deadline, the mechanism runs over an all-zero vector (the
   default value) and the miss is logged for the owner, never shown to the analyst.
 
@@ -82,15 +82,20 @@ class Deadlines:
         """Seconds from arrival to a refusal or a reused answer."""
         return self.base_ms / 1000
 
-    def rank(self, tuples: int, k: int = 1, noisy: bool = False) -> float:
-        """Seconds from arrival to any reply of POST /v1/rank for a top ``k`` of a ranking of
-        ``tuples`` tuples, ``noisy`` if its defense is dp (answer or refusal alike): the work
-        grows with these public quantities, and the deadline with it, so that a large one is
-        not answered whenever it is done, nor a dp top 1,000 always too late."""
+    @staticmethod
+    def rank_steps(tuples: int, k: int = 1, noisy: bool = False) -> int:
+        """How many ``rank_ms`` a top ``k`` of a ranking of ``tuples`` tuples is given,
+        ``noisy`` if its defense is dp: the work grows with these public quantities, and the
+        deadline with it, so that a large one is not answered whenever it is done, nor a dp
+        top 1,000 always too late."""
         steps = max(1, -(-tuples // RANK_TUPLES))
         if noisy:
             steps *= RANK_DP_FACTOR * max(1, -(-k // RANK_DP_RESULTS))
-        return self.rank_ms * steps / 1000
+        return steps
+
+    def rank(self, tuples: int, k: int = 1, noisy: bool = False) -> float:
+        """Seconds from arrival to any reply of POST /v1/rank (answer or refusal alike)."""
+        return self.rank_ms * self.rank_steps(tuples, k, noisy) / 1000
 
     def schedule(self, limits: Limits) -> dict:
         largest = max(limits.counts, 1 << MAX_GROUPED_CELL_TERMS, MAX_SUBSETS)

@@ -645,7 +645,7 @@ class Ledger:
             if left <= 0:
                 return None
             # No later than ``until``: a ranking's wait ends with its booked share of the rank
-            # worker, and the next ranking starts then (cocktail.service.RankSchedule).
+            # worker, and the next ranking starts then (cocktail.rank.admission).
             time.sleep(min(pause, left))
             pause = min(2 * pause, _POLL_MAX)
 
