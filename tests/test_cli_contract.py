@@ -55,6 +55,21 @@ def test_the_walk_reaches_every_group():
             "table query", "rank query", "attack rank", "chain plan"} <= reached
 
 
+@pytest.mark.parametrize("args", [["--version", "--json"], ["--json", "--version"],
+                                  ["--help", "--json"], ["publish", "--help", "--json"],
+                                  ["rank", "query", "-h", "--json"]])
+def test_help_and_version_under_json_are_one_object(args):
+    """docs/cli.md promised their text under --json, and both were a usage error ("No such
+    option '--json'"): now one object each, holding the text."""
+    result = invoke(*args)
+    shown = one_json_object(result)
+    assert result.exit_code == 0 and "error" not in shown, shown
+    if "--version" in args:
+        assert shown == {"name": "cocktail", "version": invoke("--version").stdout.split()[-1]}
+    else:
+        assert shown["help"].startswith("Usage: ") and "--json" not in shown["help"][:60]
+
+
 @pytest.mark.parametrize("path,command", LEAVES, ids=IDS)
 def test_every_command_has_help_and_json(path, command):
     result = invoke(*path, "--help")

@@ -3,7 +3,8 @@
 * One exit-status table (:class:`ExitCode`), shown in ``cocktail --help`` and docs/cli.md.
 * With ``--json``, exactly one JSON object on stdout, whatever the outcome: the command's
   result, or ``{"error": ..., "code": <exit status>, "type": ...}`` for every failure, usage
-  errors included.  ``--help`` and ``--version`` print their text even with ``--json``.
+  errors included: ``--help`` and ``--version`` too (``{"help": text}``, ``{"name": "cocktail",
+  "version": ...}``).
 * Without it, results on stdout; confirmations ("wrote ...", "published ..."), progress,
   warnings and errors on stderr.
 
@@ -13,7 +14,10 @@ they never exit with a status of their own choosing (``ctx.exit(PROBLEMS)`` asid
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
+import itertools
 import json
 import sys
 import traceback
@@ -139,7 +143,11 @@ class Cocktail(click.Group):
         args = list(sys.argv[1:] if args is None else args)
         as_json = wants_json(args)
         try:
-            status = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            if as_json and asks_text(args):
+                status = self._text_as_json(args, prog_name, complete_var, **extra)
+            else:
+                status = super().main(args, prog_name, complete_var, standalone_mode=False,
+                                      **extra)
             status = status if isinstance(status, int) else ExitCode.DONE  # ctx.exit(n): n
         except SystemExit as exc:  # a library that exits by itself
             if exc.code not in (0, None):
@@ -150,6 +158,32 @@ class Cocktail(click.Group):
         if standalone_mode:
             sys.exit(int(status))
         return int(status)
+
+
+    def _text_as_json(self, args: list[str], prog_name, complete_var, **extra) -> int:
+        """``--help`` or the root's ``--version`` under ``--json``: their text, as the one
+        JSON object (``{"help": ...}``, ``{"version": ...}``)."""
+        if "--version" in _root_options(args):
+            from importlib.metadata import version
+            click.echo(json.dumps({"name": "cocktail", "version": version("cocktail")}))
+            return ExitCode.DONE
+        shown = io.StringIO()
+        with contextlib.redirect_stdout(shown):
+            status = super().main([a for a in args if a != "--json"], prog_name, complete_var,
+                                  standalone_mode=False, **extra)
+        click.echo(json.dumps({"help": shown.getvalue()}, ensure_ascii=False))
+        return status if isinstance(status, int) else ExitCode.DONE
+
+
+def _root_options(args: list[str]) -> list[str]:
+    """The options given before the command's name: the root group's own."""
+    return list(itertools.takewhile(lambda arg: arg.startswith("-"), args))
+
+
+def asks_text(args: list[str]) -> bool:
+    """Whether the arguments ask for a help page or the program's version."""
+    given = args[:args.index("--")] if "--" in args else args
+    return bool({"--help", "-h"} & set(given)) or "--version" in _root_options(given)
 
 
 def report_failure(exc: BaseException, as_json: bool) -> ExitCode:
