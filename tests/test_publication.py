@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import selectors
 import signal
 import subprocess
 import sys
@@ -434,37 +435,95 @@ if __name__ == "__main__":
     assert audit(LocalStore(tmp_path / "s")).ok
 
 
-def test_a_partitioning_worker_killed_is_a_system_failure_and_releases_nothing(tmp_path,
-                                                                                monkeypatch):
-    """As the out-of-memory killer would: a worker of a CLI publish SIGKILLed mid-partition.
-    The publish stops with the system-failure status (5, not the 70 of a bug), one JSON
-    object naming the dead worker, and no version."""
+def _partitioning(tmp_path, monkeypatch) -> tuple[subprocess.Popen, list[int], list[int]]:
+    """A CLI publish of 300k records (over PARALLEL_FROM_RECORDS) on two workers, its pipes
+    read by this process, once both workers run: the process, its tree (itself first) and
+    the workers."""
     from cocktail.dataset import write_fimi
 
     monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
     from measure import descendants, parent_of  # the benchmarks' walk of a process tree
 
-    source = tmp_path / "300k.dat"  # over PARALLEL_FROM_RECORDS: two workers
+    source = tmp_path / "300k.dat"
     write_fimi(generate(SyntheticSpec(records=300_000, seed=1)), source)
     publishing = subprocess.Popen(
         [sys.executable, "-m", "cocktail.cli", "publish", str(source), "--store",
-         str(tmp_path / "s"), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True)
-    deadline, killed = time.monotonic() + 120, None
-    while killed is None and time.monotonic() < deadline and publishing.poll() is None:
-        below = descendants(publishing.pid)[1:]
+         str(tmp_path / "s"), "--workers", "2", "--json"], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    deadline, tree, workers = time.monotonic() + 120, [], []
+    while len(workers) < 2 and time.monotonic() < deadline and publishing.poll() is None:
+        tree = descendants(publishing.pid)
         # the workers are the fork server's children, so a process two levels down
-        workers = [pid for pid in below if parent_of(pid) in below]
-        if workers:
-            os.kill(workers[0], signal.SIGKILL)
-            killed = workers[0]
+        workers = [pid for pid in tree[1:] if parent_of(pid) in tree[1:]]
         time.sleep(0.05)
+    return publishing, tree, workers
+
+
+def test_a_partitioning_worker_killed_is_a_system_failure_and_releases_nothing(tmp_path,
+                                                                                monkeypatch):
+    """As the out-of-memory killer would: a worker of a CLI publish SIGKILLed mid-partition.
+    The publish stops with the system-failure status (5, not the 70 of a bug), one JSON
+    object naming the dead worker, and no version."""
+    publishing, _, workers = _partitioning(tmp_path, monkeypatch)
+    if workers:
+        os.kill(workers[0], signal.SIGKILL)
     out, err = publishing.communicate(timeout=120)
-    assert killed is not None, err[-2000:]
+    assert workers, err[-2000:]
     failure = json.loads(out)
     assert publishing.returncode == 5 == failure["code"] and failure["type"] == "failed"
     assert "a partitioning worker process ended abruptly" in failure["error"]
     assert current_version(LocalStore(tmp_path / "s")) is None
+
+
+def _started(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks after boot, /proc/PID/stat), or None when
+    there is none or only its zombie."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] == "Z" else int(fields[19])
+
+
+def _alive(started: dict[int, int | None]) -> list[int]:
+    """Which of the processes that ``started`` (pid: start time) are still there."""
+    return [pid for pid, at in started.items() if at is not None and _started(pid) == at]
+
+
+def _read_to_end(pipes, deadline: float) -> bool:
+    """Read ``pipes`` until each ends or ``deadline`` (time.monotonic) passes; whether each
+    ended."""
+    with selectors.DefaultSelector() as selector:
+        for pipe in pipes:
+            selector.register(pipe.fileno(), selectors.EVENT_READ)
+        while selector.get_map() and (left := deadline - time.monotonic()) > 0:
+            for key, _ in selector.select(left):
+                if not os.read(key.fd, 65536):
+                    selector.unregister(key.fd)
+        return not selector.get_map()
+
+
+def test_a_killed_publish_leaves_no_process_behind_nor_its_callers_pipes_open(tmp_path,
+                                                                             monkeypatch):
+    """A CLI publish SIGKILLed mid-partition.  Its two workers, their fork server and
+    multiprocessing's resource tracker stayed up for minutes (the workers blocked on their
+    job queue, the others kept up by them), each holding the caller's stdout and stderr: a
+    caller reading them waited as long.  Within 5 s of the kill, every process of the tree
+    is gone (a pid counts only with the start time it had) and both pipes end."""
+    publishing, tree, workers = _partitioning(tmp_path, monkeypatch)
+    started = {pid: _started(pid) for pid in tree[1:]}
+    killed = time.monotonic()
+    publishing.kill()
+    try:
+        ended = _read_to_end([publishing.stdout, publishing.stderr], killed + 5)
+        while _alive(started) and time.monotonic() < killed + 5:
+            time.sleep(0.05)
+        assert len(workers) == 2 and len(tree) == 5  # and a fork server, a resource tracker
+        assert _alive(started) == [] and ended
+    finally:
+        for pid in _alive(started):  # left running by a failure of this test
+            os.kill(pid, signal.SIGKILL)
+        publishing.wait()
 
 
 def test_partition_workers_hold_no_descriptor_of_the_locked_store(tmp_path, monkeypatch):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import multiprocessing
 import secrets
 import time
 from collections import Counter, deque
@@ -29,6 +28,7 @@ from ..anonymity import Partition, partition
 from ..blas import one_thread
 from ..dataset import Records, key_type
 from ..overlay.layout import Layout, LayoutParams, LeafMembers, PhaseProgress
+from ..process_pool import process_pool
 from ..query.termindex import (SHARD_RECORDS, IndexPart, TermIndexBuilder, layout_from_manifest,
                                write_parts)
 from ..releases import Release, signing
@@ -609,17 +609,6 @@ def _partition_job(job: tuple[str, list[frozenset[str]], int, int, frozenset[str
         return partition(method, records, k, m, apart), time.process_time() - started
 
 
-def _worker_context() -> multiprocessing.context.BaseContext:
-    """Workers forked from a fork server that imported this module once (the first pool
-    starts it; it lives as long as this process).  Not forked from this process: a worker
-    would inherit the publish lock and hold it were this process killed, and would copy
-    whatever lock another thread holds.  Not spawned: each spawned worker imported this
-    module again (0.3 s of CPU each)."""
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([__name__])
-    return context
-
-
 def partitions(clusters: Iterable[list[frozenset[str]]], params: LayoutParams,
                workers: int, records: int) -> Iterator[tuple[Partition, float]]:
     """Each cluster's partition and its CPU seconds, in cluster order; clusters are
@@ -630,7 +619,7 @@ def partitions(clusters: Iterable[list[frozenset[str]]], params: LayoutParams,
     if workers == 1 or records < PARALLEL_FROM_RECORDS:
         yield from map(_partition_job, jobs)
         return
-    pool = ProcessPoolExecutor(workers, mp_context=_worker_context(), initializer=one_thread)
+    pool = process_pool(workers, __name__, one_thread)
     try:
         in_flight: deque = deque()
         for job in jobs:
