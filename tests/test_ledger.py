@@ -410,6 +410,7 @@ def test_a_backup_is_a_consistent_private_copy_and_restores_onto_a_lost_ledger(t
     lost = tmp_path / "new" / "l.sqlite"
     restored = Ledger.restore(tmp_path / "b" / "backup.sqlite", lost, key.public_key())
     assert restored["users"] == summary["users"] and restored["charges"] == 3
+    assert restored["grants"] == []
     again = Ledger(lost)
     assert again.budget_status(again.authenticate(token))["remaining"] == pytest.approx(0.7)
     assert again.reserve(again.authenticate(token), "s#v1", "count(a0)").state == "answered"
@@ -503,9 +504,10 @@ def test_an_edited_backup_cannot_mint_budget(tmp_path):
         db.execute("INSERT INTO roles VALUES ('mint', 1.0, 1e9, 'pure')")
         db.execute("INSERT INTO users (name, role, token_hash) VALUES ('mallory', 'mint', ?)",
                    (hashlib.sha256(MINTED.encode()).hexdigest(),))
-    status, reply, _ = run("ledger", "restore", str(tmp_path / "b.sqlite"))
-    assert status == 3 and reply["type"] == "refused", reply
-    assert "altered after it was tagged" in reply["error"]
+    for extra in ([], ["--allow-grants"]):
+        status, reply, _ = run("ledger", "restore", str(tmp_path / "b.sqlite"), *extra)
+        assert status == 3 and reply["type"] == "refused", reply
+        assert "altered after it was tagged" in reply["error"]
     assert holdings(tmp_path / "s") == before
     with pytest.raises(Unauthorized):
         Ledger(tmp_path / "s" / "private" / "ledger.sqlite").authenticate(MINTED)
@@ -563,6 +565,51 @@ def test_a_backup_never_writes_where_a_link_points(tmp_path):
         assert sorted(p.name for p in (tmp_path / "backups").iterdir()) == sorted(
             p.name for p in (tmp_path / "backups").iterdir() if p.is_symlink())
         assert (tmp_path / "backups" / link).is_symlink()
+
+
+def test_a_restore_grants_nothing_the_ledger_did_not_unless_told(tmp_path, key):
+    """An owner's own, tagged backup may still grant what the ledger since took away (a
+    budget lowered, a user disabled, a cap lowered) or never had (a role, a user, a token):
+    refused, naming each, unless --allow-grants, which says on stderr what it granted."""
+    run, backed = backed_up_store(tmp_path)
+    assert run("roles", "add", "analyst", "--alpha", "0.05", "--budget", "1")[0] == 0
+    assert run("users", "add", "eve", "--role", "analyst")[0] == 0
+    assert run("users", "disable", "ann")[0] == 0
+    assert run("budget", "--set", "4")[0] == 0
+    assert run("ledger", "backup", str(tmp_path / "lowered.sqlite"))[0] == 0
+    before = holdings(tmp_path / "s")
+    status, reply, _ = run("ledger", "restore", str(tmp_path / "b.sqlite"))
+    assert status == 3 and reply["type"] == "refused", reply
+    for grown in ("role 'analyst' α per query 0.05 -> 0.1", "role 'analyst' budget 1 -> 2.5",
+                  "user 'ann' enabled", "dataset α cap 4 -> 10"):
+        assert grown in reply["error"]
+    assert holdings(tmp_path / "s") == before
+    status, reply, stderr = run("ledger", "restore", str(tmp_path / "b.sqlite"),
+                                "--allow-grants")
+    assert status == 0 and len(reply["grants"]) == 4, reply
+    assert all(f"the restore granted: {grant}" in stderr for grant in reply["grants"])
+    assert holdings(tmp_path / "s") == backed
+    # new roles, users and credentials, in a tagged backup of another ledger of the owner's
+    current, richer = Ledger(tmp_path / "l.sqlite"), Ledger(tmp_path / "richer.sqlite")
+    for ledger in (current, richer):
+        ledger.add_role("analyst", alpha=0.1, budget=1.0)
+    ann = current.add_user("ann", "analyst")
+    richer.add_user("ann", "analyst")  # another token
+    richer.add_role("mint", alpha=1.0, budget=1e9)
+    minted = richer.add_user("mallory", "mint")
+    richer.new_owner_token()
+    richer.backup(tmp_path / "richer-backup.sqlite", key)
+    with pytest.raises(Forbidden) as refused:
+        Ledger.restore(tmp_path / "richer-backup.sqlite", tmp_path / "l.sqlite",
+                       key.public_key())
+    for grown in ("new role 'mint' (α=1 per query, budget 1e+09)",
+                  "new user 'mallory' (role 'mint')",
+                  "user 'ann' with a token the ledger did not issue",
+                  "an owner credential the ledger did not issue"):
+        assert grown in str(refused.value)
+    with pytest.raises(Unauthorized):
+        current.authenticate(minted)
+    assert current.authenticate(ann).name == "ann"
 
 
 def test_a_ledger_root_makes_belongs_to_the_service_that_writes_it(tmp_path, key):

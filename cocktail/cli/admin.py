@@ -13,7 +13,7 @@ from ..private_config import (ledger_location, open_ledger, require_set_up,
                               set_ledger_location)
 from ..releases import signing
 from ..store import open_store
-from .contract import confirm, emit, out
+from .contract import confirm, emit, out, warn
 from .options import OWNER, create_option, json_option, store_option
 
 
@@ -210,21 +210,29 @@ def ledger_backup_cmd(target: Path, store_spec: str, as_json: bool) -> None:
 
 @ledger_group.command("restore")
 @click.argument("source", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--allow-grants", is_flag=True,
+              help="Apply what the backup grants that the ledger does not (a new role or user, "
+              "a larger budget, α or dataset cap, a token the ledger did not issue, a disabled "
+              "user enabled), each named on stderr. Only for grants you made yourself.")
 @store_option
 @create_option
 @json_option
-def ledger_restore_cmd(source: Path, store_spec: str, create: bool, as_json: bool) -> None:
+def ledger_restore_cmd(source: Path, allow_grants: bool, store_spec: str, create: bool,
+                       as_json: bool) -> None:
     """Restore the ledger from the backup SOURCE, once its tag (SOURCE.sig) shows the store's
     signing key tagged exactly these bytes: onto a lost ledger, or over one that has spent no
-    more than the backup. Exit status 3, nothing applied, for a backup with no tag or
-    another's, or one that would hand budget back (an older backup). Owner command."""
+    more than the backup and grants no less. Exit status 3, nothing applied, for a backup with
+    no tag or another's, one that would hand budget back (an older backup), or one that grants
+    more than the ledger (without --allow-grants). Owner command."""
     from ..dp.ledger import Ledger
 
     store = open_store(store_spec)
     require_set_up(store, create)
     key = signing.stored_key(store)  # never made here: a new key would vouch for nothing
     summary = Ledger.restore(source, ledger_location(store),
-                             None if key is None else key.public_key())
+                             None if key is None else key.public_key(), allow_grants)
+    for grant in summary["grants"]:
+        warn(f"the restore granted: {grant}")
     emit(as_json, summary, lambda: out.print(
         f"restored {len(summary['users'])} users, {summary['charges']} charges "
         f"(dataset spent {summary['dataset_spent']:g}) from {source}", markup=False))

@@ -19,7 +19,9 @@
 * Tokens are random (``secrets``), shown once, and stored only as SHA-256 hashes; a workload is
   stored once (in its answer), charges name it by hash.
 * A backup carries a tag beside it: the store's Ed25519 signing key (private zone) signs its
-  bytes, so a backup kept somewhere less trusted cannot be edited and restored.
+  bytes, so a backup kept somewhere less trusted cannot be edited and restored.  A restore over
+  a ledger also refuses what the backup would grant that the ledger does not (a larger budget or
+  cap, a new role, user or token) unless the owner allows it by name.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import TYPE_CHECKING
 
-from .noise import DEFINITIONS, PARAMETER, PURE, ZCDP
+from .noise import DEFINITIONS, PARAMETER, PURE, SYMBOL, ZCDP
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (Ed25519PrivateKey,
@@ -386,6 +388,46 @@ def _refuse_handing_back(current: dict, backup: dict) -> None:
                         "or from a newer backup")
 
 
+def _grants(before: Ledger, after: Ledger) -> list[str]:
+    """What ``after`` grants that ``before`` does not, one line each: a new role, a role's
+    larger α or budget or other definition, a new user, a user's other role, a token hash
+    ``before`` never issued, a disabled user enabled, a larger (or no) dataset cap, an owner
+    credential ``before`` never issued."""
+    grown = []
+    roles = {role["name"]: role for role in before.roles()}
+    for role in after.roles():
+        name, was, symbol = role["name"], roles.get(role["name"]), SYMBOL[role["definition"]]
+        if was is None:
+            grown.append(f"new role {name!r} ({symbol}={role['alpha']:g} per query, budget "
+                         f"{role['budget']:g})")
+        elif was["definition"] != role["definition"]:
+            grown.append(f"role {name!r} under {role['definition']}, not {was['definition']}")
+        else:
+            grown += [f"role {name!r} {what} {was[key]:g} -> {role[key]:g}"
+                      for key, what in (("alpha", f"{symbol} per query"), ("budget", "budget"))
+                      if role[key] > was[key]]
+    users = before._accounts()
+    for name, (role, token, active) in after._accounts().items():
+        if name not in users:
+            grown.append(f"new user {name!r} (role {role!r})")
+            continue
+        was_role, was_token, was_active = users[name]
+        grown += [text for grew, text in (
+            (role != was_role, f"user {name!r} in role {role!r}, not {was_role!r}"),
+            (token != was_token, f"user {name!r} with a token the ledger did not issue"),
+            (active and not was_active, f"user {name!r} enabled"))
+            if grew]
+    caps, new_caps = before.budget_status(), after.budget_status()
+    for definition in DEFINITIONS:
+        cap, new = caps[_DATASET[definition][0]], new_caps[_DATASET[definition][0]]
+        if cap is not None and (new is None or new > cap):
+            grown.append(f"dataset {SYMBOL[definition]} cap {cap:g} -> "
+                         f"{'none' if new is None else format(new, 'g')}")
+    if after._owner_hash() not in (None, before._owner_hash()):
+        grown.append("an owner credential the ledger did not issue")
+    return grown
+
+
 class Ledger:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -472,13 +514,16 @@ class Ledger:
         return summary | {"path": str(target), "tag": str(_tag_path(target))}
 
     @staticmethod
-    def restore(source: str | Path, target: str | Path, key: Ed25519PublicKey | None) -> dict:
+    def restore(source: str | Path, target: str | Path, key: Ed25519PublicKey | None,
+                allow_grants: bool = False) -> dict:
         """Copy the backup ``source`` over the ledger at ``target`` (absent, or still in use).
 
         Refused (:class:`Forbidden`, nothing applied) unless the backup's tag is ``key``'s
         signature of its bytes (checked on a private copy, which is what is restored); when
         the backup has spent less than the ledger, for any user or the dataset (it would hand
-        budget back).  What it holds."""
+        budget back); and, unless ``allow_grants``, when it grants what the ledger does not
+        (:func:`_grants`).  Onto a lost ledger only the tag vouches for it.  What it holds,
+        with ``grants``: what it granted."""
         source, target = Path(source), Path(target)
         with _scratch(target.parent) as scratch:
             copy = Path(scratch) / "backup.sqlite"
@@ -487,11 +532,24 @@ class Ledger:
             _check_tag(copy, source, key)
             backup = ledger_summary(copy)
             restored = Ledger(copy)  # brought to this schema if the backup is older
+            grants = []
             if target.exists() and target.stat().st_size:
                 _refuse_handing_back(ledger_summary(target), backup)
+                # compared on a copy: a refusal leaves the ledger as it was, even unmigrated
+                current = Path(scratch) / "current.sqlite"
+                reader = sqlite3.connect(f"file:{target.resolve()}?mode=ro", uri=True)
+                try:
+                    _snapshot(reader, current)
+                finally:
+                    reader.close()
+                grants = _grants(Ledger(current), restored)
+                if grants and not allow_grants:
+                    raise Forbidden("the backup grants what the ledger does not: "
+                                    + "; ".join(grants) + ". Restore it only if you granted "
+                                    "these yourself (--allow-grants)")
             ledger_file(target)
             _copy(restored._connection(), target)
-        return ledger_summary(target)
+        return ledger_summary(target) | {"grants": grants}
 
     # -- administration (owner) ----------------------------------------------------------
 
@@ -541,6 +599,11 @@ class Ledger:
             if not db.execute("UPDATE users SET active = ? WHERE name = ?",
                               (int(active), name)).rowcount:
                 raise LedgerError(f"no user {name!r}")
+
+    def _accounts(self) -> dict[str, tuple[str, str, bool]]:
+        """Each user's role, token hash and whether enabled: what a restore compares."""
+        return {name: (role, token, bool(active)) for name, role, token, active in
+                self._connection().execute("SELECT name, role, token_hash, active FROM users")}
 
     def users(self) -> list[dict]:
         rows = self._connection().execute(
@@ -595,10 +658,14 @@ class Ledger:
         other token (an analyst's included)."""
         if not token:
             raise Unauthorized("the owner's credential is needed (`cocktail owner-token`)")
+        stored = self._owner_hash()
+        if stored is None or not hmac.compare_digest(stored, _sha256(token)):
+            raise Forbidden("not the owner's credential")
+
+    def _owner_hash(self) -> str | None:
         row = self._connection().execute(
             "SELECT value FROM settings WHERE key = 'owner_token_sha256'").fetchone()
-        if row is None or not hmac.compare_digest(row[0], _sha256(token)):
-            raise Forbidden("not the owner's credential")
+        return row[0] if row else None
 
     def set_dataset_budget(self, budget: float, definition: str = PURE) -> None:
         """The cap on all users of the roles under ``definition`` together (an α, or a ρ)."""
