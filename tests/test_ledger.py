@@ -7,8 +7,10 @@ import os
 import multiprocessing
 import sqlite3
 import stat
+from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from cocktail.dp.ledger import BudgetExhausted, Forbidden, Ledger, LedgerError, Unauthorized
 
@@ -385,43 +387,53 @@ def spend(ledger: Ledger, token: str, times: int, tag: str) -> None:
         ledger.fulfil(ticket, {"answers": [n]})
 
 
-def test_a_backup_is_a_consistent_private_copy_and_restores_onto_a_lost_ledger(tmp_path):
+@pytest.fixture(scope="module")
+def key() -> Ed25519PrivateKey:
+    """A store's signing key, which tags its ledger's backups."""
+    return Ed25519PrivateKey.generate()
+
+
+def test_a_backup_is_a_consistent_private_copy_and_restores_onto_a_lost_ledger(tmp_path, key):
     ledger = Ledger(tmp_path / "l.sqlite")
     ledger.add_role("analyst", alpha=0.1, budget=1.0)
     token = ledger.add_user("ann", "analyst")
     spend(ledger, token, 3, "a")
-    summary = ledger.backup(tmp_path / "b" / "backup.sqlite")
+    summary = ledger.backup(tmp_path / "b" / "backup.sqlite", key)
     assert summary["users"] == {"ann": pytest.approx(0.3)} and summary["charges"] == 3
-    assert stat.S_IMODE((tmp_path / "b" / "backup.sqlite").stat().st_mode) == 0o600
+    # the backup and its tag, private, and nothing else: no SQLite journal, no scratch left
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["backup.sqlite",
+                                                                  "backup.sqlite.sig"]
+    assert {stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "b").iterdir()} == {0o600}
     with pytest.raises(LedgerError, match="never overwrites"):
-        ledger.backup(tmp_path / "b" / "backup.sqlite")
+        ledger.backup(tmp_path / "b" / "backup.sqlite", key)
     # the ledger is lost: restored, ann has spent what she had, and her token still works
     lost = tmp_path / "new" / "l.sqlite"
-    restored = Ledger.restore(tmp_path / "b" / "backup.sqlite", lost)
+    restored = Ledger.restore(tmp_path / "b" / "backup.sqlite", lost, key.public_key())
     assert restored["users"] == summary["users"] and restored["charges"] == 3
+    assert restored["grants"] == []
     again = Ledger(lost)
     assert again.budget_status(again.authenticate(token))["remaining"] == pytest.approx(0.7)
     assert again.reserve(again.authenticate(token), "s#v1", "count(a0)").state == "answered"
 
 
-def test_restoring_an_older_backup_cannot_hand_budget_back(tmp_path):
+def test_restoring_an_older_backup_cannot_hand_budget_back(tmp_path, key):
     """The attack: an analyst with the owner's ear (or a careless owner) restores last week's
     backup over today's ledger, and the budget spent since is there to spend again."""
     ledger = Ledger(tmp_path / "l.sqlite")
     ledger.add_role("analyst", alpha=0.1, budget=1.0)
     token = ledger.add_user("ann", "analyst")
     spend(ledger, token, 2, "a")
-    old = ledger.backup(tmp_path / "old.sqlite")
+    old = ledger.backup(tmp_path / "old.sqlite", key)
     spend(ledger, token, 5, "b")
     with pytest.raises(Forbidden, match="hand budget back"):
-        Ledger.restore(tmp_path / "old.sqlite", tmp_path / "l.sqlite")
+        Ledger.restore(tmp_path / "old.sqlite", tmp_path / "l.sqlite", key.public_key())
     assert Ledger(tmp_path / "l.sqlite").users()[0]["spent"] == pytest.approx(0.7)
-    newer = ledger.backup(tmp_path / "new.sqlite")  # as much spent: restoring it is allowed
-    assert Ledger.restore(tmp_path / "new.sqlite", tmp_path / "l.sqlite")["users"] == \
-        newer["users"] != old["users"]
+    newer = ledger.backup(tmp_path / "new.sqlite", key)  # as much spent: restoring it is allowed
+    assert Ledger.restore(tmp_path / "new.sqlite", tmp_path / "l.sqlite",
+                          key.public_key())["users"] == newer["users"] != old["users"]
     (tmp_path / "junk.sqlite").write_bytes(b"not a database at all" * 100)
-    with pytest.raises(LedgerError, match="not a ledger"):
-        Ledger.restore(tmp_path / "junk.sqlite", tmp_path / "l.sqlite")
+    with pytest.raises(Forbidden, match="junk.sqlite.sig is missing"):
+        Ledger.restore(tmp_path / "junk.sqlite", tmp_path / "l.sqlite", key.public_key())
 
 
 def test_the_cli_backs_up_and_restores_with_the_exit_table(tmp_path):
@@ -445,7 +457,162 @@ def test_the_cli_backs_up_and_restores_with_the_exit_table(tmp_path):
     assert refused.exit_code == 3 and "hand budget back" in json.loads(refused.stdout)["error"]
 
 
-def test_a_ledger_root_makes_belongs_to_the_service_that_writes_it(tmp_path):
+def owner_cli(store: Path):
+    """`cocktail ... --store STORE --json`: its exit status, its one JSON object, its stderr."""
+    from click.testing import CliRunner
+
+    from cocktail.cli import main
+
+    def run(*args: str) -> tuple[int, dict, str]:
+        result = CliRunner().invoke(main, [*args, "--store", str(store), "--json"])
+        return result.exit_code, json.loads(result.stdout), result.stderr
+    return run
+
+
+def backed_up_store(tmp_path: Path):
+    """A store whose ledger has a role (budget 2.5 per user), ann, and a dataset cap of 10,
+    backed up (tagged) to tmp_path/b.sqlite; its CLI, and what its ledger holds."""
+    run = owner_cli(tmp_path / "s")
+    assert run("roles", "add", "analyst", "--alpha", "0.1", "--budget", "2.5",
+               "--create")[0] == 0
+    assert run("users", "add", "ann", "--role", "analyst")[0] == 0
+    assert run("budget", "--set", "10")[0] == 0
+    assert run("ledger", "backup", str(tmp_path / "b.sqlite"))[0] == 0
+    return run, holdings(tmp_path / "s")
+
+
+def holdings(store: Path) -> dict[str, list]:
+    """The store's ledger's roles, users (their tokens' hashes too) and settings (the caps)."""
+    with sqlite3.connect(store / "private" / "ledger.sqlite") as db:
+        return {table: sorted(db.execute(f"SELECT * FROM {table}"))
+                for table in ("roles", "users", "settings")}
+
+
+MINTED = "a-token-of-the-attackers-choosing"
+
+
+def test_an_edited_backup_cannot_mint_budget(tmp_path):
+    """The attack (issue 63): whoever holds the backups (kept off the overlay host, somewhere
+    less trusted) raises the dataset cap, adds a role with a budget of 1e9 and a user with a
+    token of their choosing.  `ledger restore` applied it with exit 0 and the running server
+    honoured it at once; now the tag no longer matches, and nothing is applied."""
+    import hashlib
+
+    run, before = backed_up_store(tmp_path)
+    with sqlite3.connect(tmp_path / "b.sqlite") as db:
+        db.execute("UPDATE settings SET value = '1e9' WHERE key = 'dataset_budget'")
+        db.execute("INSERT INTO roles VALUES ('mint', 1.0, 1e9, 'pure')")
+        db.execute("INSERT INTO users (name, role, token_hash) VALUES ('mallory', 'mint', ?)",
+                   (hashlib.sha256(MINTED.encode()).hexdigest(),))
+    for extra in ([], ["--allow-grants"]):
+        status, reply, _ = run("ledger", "restore", str(tmp_path / "b.sqlite"), *extra)
+        assert status == 3 and reply["type"] == "refused", reply
+        assert "altered after it was tagged" in reply["error"]
+    assert holdings(tmp_path / "s") == before
+    with pytest.raises(Unauthorized):
+        Ledger(tmp_path / "s" / "private" / "ledger.sqlite").authenticate(MINTED)
+    # onto a lost ledger, where nothing is there to compare with, the tag alone refuses it
+    (tmp_path / "s" / "private" / "ledger.sqlite").rename(tmp_path / "aside.sqlite")
+    assert run("ledger", "restore", str(tmp_path / "b.sqlite"))[0] == 3
+    assert not (tmp_path / "s" / "private" / "ledger.sqlite").exists()
+
+
+def test_one_flipped_byte_of_a_backup_is_refused(tmp_path):
+    """One byte of the role's budget, 2.5, made 163840 (0x40 -> 0x41 in its exponent): the
+    file is still a sound SQLite ledger, and restored it was."""
+    import struct
+
+    run, before = backed_up_store(tmp_path)
+    data = bytearray((tmp_path / "b.sqlite").read_bytes())
+    assert data.count(struct.pack(">d", 2.5)) == 1
+    data[data.index(struct.pack(">d", 2.5))] ^= 0x01
+    (tmp_path / "b.sqlite").write_bytes(bytes(data))
+    status, reply, _ = run("ledger", "restore", str(tmp_path / "b.sqlite"))
+    assert status == 3 and "altered after it was tagged" in reply["error"], reply
+    assert holdings(tmp_path / "s") == before
+
+
+def test_a_backup_without_its_tag_or_with_another_stores_is_refused(tmp_path):
+    run, before = backed_up_store(tmp_path)
+    # Another store's ledger, tagged by that store's key, is not this owner's backup.
+    other = owner_cli(tmp_path / "other")
+    assert other("signing-key", "--create")[0] == 0
+    status, reply, _ = other("ledger", "restore", str(tmp_path / "b.sqlite"))
+    assert status == 3 and "not signed by this store's key" in reply["error"], reply
+    assert not (tmp_path / "other" / "private" / "ledger.sqlite").exists()
+    keyless = owner_cli(tmp_path / "keyless")  # nothing there to check any tag with
+    status, reply, _ = keyless("ledger", "restore", str(tmp_path / "b.sqlite"), "--create")
+    assert status == 3 and "no signing key" in reply["error"], reply
+    (tmp_path / "b.sqlite.sig").unlink(missing_ok=True)
+    status, reply, _ = run("ledger", "restore", str(tmp_path / "b.sqlite"))
+    assert status == 3 and "b.sqlite.sig is missing" in reply["error"], reply
+    assert holdings(tmp_path / "s") == before
+
+
+def test_a_backup_never_writes_where_a_link_points(tmp_path):
+    """The attack: a dangling symbolic link where the owner will back up.  `ledger backup`
+    checked that the name did not exist (following the link), then made the backup, and
+    SQLite its -wal and -shm, at the link's target."""
+    run, _ = backed_up_store(tmp_path)
+    planted = tmp_path / "elsewhere" / "planted.sqlite"
+    planted.parent.mkdir()
+    for name, link in (("x.sqlite", "x.sqlite"), ("y.sqlite", "y.sqlite.sig")):
+        (tmp_path / "backups").mkdir(exist_ok=True)
+        (tmp_path / "backups" / link).symlink_to(planted)
+        status, reply, _ = run("ledger", "backup", str(tmp_path / "backups" / name))
+        assert status == 2 and "never overwrites" in reply["error"], reply
+        assert list(planted.parent.iterdir()) == []  # nor -wal, -shm or -journal
+        assert sorted(p.name for p in (tmp_path / "backups").iterdir()) == sorted(
+            p.name for p in (tmp_path / "backups").iterdir() if p.is_symlink())
+        assert (tmp_path / "backups" / link).is_symlink()
+
+
+def test_a_restore_grants_nothing_the_ledger_did_not_unless_told(tmp_path, key):
+    """An owner's own, tagged backup may still grant what the ledger since took away (a
+    budget lowered, a user disabled, a cap lowered) or never had (a role, a user, a token):
+    refused, naming each, unless --allow-grants, which says on stderr what it granted."""
+    run, backed = backed_up_store(tmp_path)
+    assert run("roles", "add", "analyst", "--alpha", "0.05", "--budget", "1")[0] == 0
+    assert run("users", "add", "eve", "--role", "analyst")[0] == 0
+    assert run("users", "disable", "ann")[0] == 0
+    assert run("budget", "--set", "4")[0] == 0
+    assert run("ledger", "backup", str(tmp_path / "lowered.sqlite"))[0] == 0
+    before = holdings(tmp_path / "s")
+    status, reply, _ = run("ledger", "restore", str(tmp_path / "b.sqlite"))
+    assert status == 3 and reply["type"] == "refused", reply
+    for grown in ("role 'analyst' α per query 0.05 -> 0.1", "role 'analyst' budget 1 -> 2.5",
+                  "user 'ann' enabled", "dataset α cap 4 -> 10"):
+        assert grown in reply["error"]
+    assert holdings(tmp_path / "s") == before
+    status, reply, stderr = run("ledger", "restore", str(tmp_path / "b.sqlite"),
+                                "--allow-grants")
+    assert status == 0 and len(reply["grants"]) == 4, reply
+    assert all(f"the restore granted: {grant}" in stderr for grant in reply["grants"])
+    assert holdings(tmp_path / "s") == backed
+    # new roles, users and credentials, in a tagged backup of another ledger of the owner's
+    current, richer = Ledger(tmp_path / "l.sqlite"), Ledger(tmp_path / "richer.sqlite")
+    for ledger in (current, richer):
+        ledger.add_role("analyst", alpha=0.1, budget=1.0)
+    ann = current.add_user("ann", "analyst")
+    richer.add_user("ann", "analyst")  # another token
+    richer.add_role("mint", alpha=1.0, budget=1e9)
+    minted = richer.add_user("mallory", "mint")
+    richer.new_owner_token()
+    richer.backup(tmp_path / "richer-backup.sqlite", key)
+    with pytest.raises(Forbidden) as refused:
+        Ledger.restore(tmp_path / "richer-backup.sqlite", tmp_path / "l.sqlite",
+                       key.public_key())
+    for grown in ("new role 'mint' (α=1 per query, budget 1e+09)",
+                  "new user 'mallory' (role 'mint')",
+                  "user 'ann' with a token the ledger did not issue",
+                  "an owner credential the ledger did not issue"):
+        assert grown in str(refused.value)
+    with pytest.raises(Unauthorized):
+        current.authenticate(minted)
+    assert current.authenticate(ann).name == "ann"
+
+
+def test_a_ledger_root_makes_belongs_to_the_service_that_writes_it(tmp_path, key):
     """On the overlay's host the owner runs commands as root, the service as its own user: a
     ledger root makes or restores onto a lost one goes to the owner of its directory, and
     SQLite's own -wal and -shm files follow the ledger."""
@@ -459,11 +626,11 @@ def test_a_ledger_root_makes_belongs_to_the_service_that_writes_it(tmp_path):
     owners = {p.name: (p.stat().st_uid, p.stat().st_gid) for p in service.iterdir()}
     assert owners and set(owners.values()) == {(65534, 65534)}, owners
     backup = tmp_path / "backup.sqlite"
-    ledger.backup(backup)
+    ledger.backup(backup, key)
     assert backup.stat().st_uid == 0  # a backup stays the owner's
     for part in service.iterdir():
         part.unlink()
-    Ledger.restore(backup, service / "ledger.sqlite")
+    Ledger.restore(backup, service / "ledger.sqlite", key.public_key())
     assert (service / "ledger.sqlite").stat().st_uid == 65534
 
 

@@ -13,7 +13,7 @@ from ..private_config import (ledger_location, open_ledger, require_set_up,
                               set_ledger_location)
 from ..releases import signing
 from ..store import open_store
-from .contract import confirm, emit, out
+from .contract import confirm, emit, out, warn
 from .options import OWNER, create_option, json_option, store_option
 
 
@@ -195,28 +195,44 @@ def ledger_path_cmd(path: Path | None, store_spec: str, create: bool, as_json: b
 @json_option
 def ledger_backup_cmd(target: Path, store_spec: str, as_json: bool) -> None:
     """Copy the ledger to TARGET, consistently while `cocktail serve` answers (SQLite's online
-    backup), readable by the owner only, and read it back. Charges made after it are not in
-    it: back up often, and keep backups off the overlay host. Owner command."""
-    summary = open_ledger(open_store(store_spec)).backup(target)
+    backup), readable by the owner only, read back, and tagged: TARGET.sig holds the store's
+    signing key's signature of its bytes (the key stays in private/signing.key), without which
+    `ledger restore` refuses it. Never over an existing file or through a link. Charges made
+    after it are not in it: back up often, and keep backups off the overlay host. Owner
+    command."""
+    store = open_store(store_spec)
+    summary = open_ledger(store).backup(target, signing.signing_key(store))
     emit(as_json, summary, lambda: out.print(
         f"backed up {len(summary['users'])} users, {summary['charges']} charges "
-        f"(dataset spent {summary['dataset_spent']:g}) to {target}"))
+        f"(dataset spent {summary['dataset_spent']:g}) to {target}, tagged in "
+        f"{summary['tag']}", markup=False))
 
 
 @ledger_group.command("restore")
 @click.argument("source", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--allow-grants", is_flag=True,
+              help="Apply what the backup grants that the ledger does not (a new role or user, "
+              "a larger budget, α or dataset cap, a token the ledger did not issue, a disabled "
+              "user enabled), each named on stderr. Only for grants you made yourself.")
 @store_option
 @create_option
 @json_option
-def ledger_restore_cmd(source: Path, store_spec: str, create: bool, as_json: bool) -> None:
-    """Restore the ledger from the backup SOURCE: onto a lost ledger, or over one that has spent
-    no more than the backup (exit status 3 otherwise: restoring an older backup would hand
-    budget back). Owner command."""
+def ledger_restore_cmd(source: Path, allow_grants: bool, store_spec: str, create: bool,
+                       as_json: bool) -> None:
+    """Restore the ledger from the backup SOURCE, once its tag (SOURCE.sig) shows the store's
+    signing key tagged exactly these bytes: onto a lost ledger, or over one that has spent no
+    more than the backup and grants no less. Exit status 3, nothing applied, for a backup with
+    no tag or another's, one that would hand budget back (an older backup), or one that grants
+    more than the ledger (without --allow-grants). Owner command."""
     from ..dp.ledger import Ledger
 
     store = open_store(store_spec)
     require_set_up(store, create)
-    summary = Ledger.restore(source, ledger_location(store))
+    key = signing.stored_key(store)  # never made here: a new key would vouch for nothing
+    summary = Ledger.restore(source, ledger_location(store),
+                             None if key is None else key.public_key(), allow_grants)
+    for grant in summary["grants"]:
+        warn(f"the restore granted: {grant}")
     emit(as_json, summary, lambda: out.print(
         f"restored {len(summary['users'])} users, {summary['charges']} charges "
-        f"(dataset spent {summary['dataset_spent']:g}) from {source}"))
+        f"(dataset spent {summary['dataset_spent']:g}) from {source}", markup=False))

@@ -18,6 +18,10 @@
   the answer, without a second charge — never a placeholder in its place.
 * Tokens are random (``secrets``), shown once, and stored only as SHA-256 hashes; a workload is
   stored once (in its answer), charges name it by hash.
+* A backup carries a tag beside it: the store's Ed25519 signing key (private zone) signs its
+  bytes, so a backup kept somewhere less trusted cannot be edited and restored.  A restore over
+  a ledger also refuses what the backup would grant that the ledger does not (a larger budget or
+  cap, a new role, user or token) unless the owner allows it by name.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import math
 import os
 import re
 import secrets
+import shutil
 import socket
 import sqlite3
 import threading
@@ -38,8 +43,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from tempfile import TemporaryDirectory
+from typing import TYPE_CHECKING
 
-from .noise import DEFINITIONS, PARAMETER, PURE, ZCDP
+from .noise import DEFINITIONS, PARAMETER, PURE, SYMBOL, ZCDP
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (Ed25519PrivateKey,
+                                                                   Ed25519PublicKey)
 
 SCHEMA_VERSION = 8
 SCHEMA = """
@@ -108,6 +119,7 @@ FROM charges;
 STALE_SECONDS = 600.0  # a reservation this old belongs to a process that died
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
 _POLL, _POLL_MAX = 0.005, 0.1  # a waiter's first pause, doubled up to the longest
+TAG_FORMAT = "cocktail-ledger-backup/1"  # a backup's tag, in BACKUP.sig
 
 
 # Per definition: the dataset's cap and spending in the settings.
@@ -241,6 +253,92 @@ def _copy(source: sqlite3.Connection, target: Path) -> None:
         copy.close()
 
 
+def _snapshot(source: sqlite3.Connection, path: Path) -> None:
+    """A consistent copy of ``source`` in a new private file, in rollback-journal mode: a copy
+    of a WAL ledger is one too, and reading it would make -wal and -shm files beside it."""
+    private_file(path)
+    _copy(source, path)
+    db = sqlite3.connect(path)
+    try:
+        db.execute("PRAGMA journal_mode=DELETE")
+    finally:
+        db.close()
+
+
+def _scratch(beside: Path) -> TemporaryDirectory:
+    """A new directory of the owner's only (mode 0700) beside ``beside``: SQLite makes its
+    journals there, never at a name someone else chose, and a link out of it is a hard link."""
+    beside.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return TemporaryDirectory(prefix=".cocktail-ledger-", dir=beside)
+
+
+def _place(made: Path, at: Path) -> None:
+    """Give the finished file ``made`` the name ``at``, never over anything there: a hard link
+    fails on any existing name, a dangling symbolic link included, and follows none."""
+    try:
+        os.link(made, at)
+    except FileExistsError:
+        raise LedgerError(f"{at} exists: a backup never overwrites a file (nor writes where a "
+                          "link points)") from None
+
+
+def _tag_path(backup: Path) -> Path:
+    return backup.with_name(backup.name + ".sig")
+
+
+def _tag_message(digest: str) -> bytes:
+    # Domain separation: no publication's signed statement (cocktail-signature/1) reads so.
+    return f"{TAG_FORMAT}\n{digest}".encode()
+
+
+def _file_sha256(path: Path) -> str:
+    with open(path, "rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
+
+
+def _tag(backup: Path, key: Ed25519PrivateKey) -> bytes:
+    """The backup's tag: the store's key signs the SHA-256 of all its bytes."""
+    from ..releases.signing import fingerprint
+
+    digest = _file_sha256(backup)
+    return json.dumps({"format": TAG_FORMAT, "sha256": digest,
+                       "signer": fingerprint(key.public_key()),
+                       "signature": key.sign(_tag_message(digest)).hex()}, indent=1).encode()
+
+
+def _check_tag(copy: Path, source: Path, key: Ed25519PublicKey | None) -> None:
+    """Refuse the private ``copy`` of the backup ``source`` unless its tag, beside ``source``,
+    is this store's key's signature of exactly its bytes."""
+    from cryptography.exceptions import InvalidSignature
+
+    from ..releases.signing import fingerprint
+
+    tag = _tag_path(source)
+    if key is None:
+        raise Forbidden(f"the store has no signing key (private/signing.key) to check {tag} "
+                        "with: nothing shows the backup is the owner's")
+    try:
+        document = json.loads(tag.read_bytes())
+        signature = bytes.fromhex(document["signature"])
+    except FileNotFoundError:
+        raise Forbidden(f"{tag} is missing: nothing shows {source} is the owner's backup (a "
+                        "backup restores only with the tag `ledger backup` wrote beside it)"
+                        ) from None
+    except (ValueError, KeyError, TypeError):
+        raise Forbidden(f"{tag}: not a {TAG_FORMAT} tag") from None
+    if not isinstance(document, dict) or document.get("format") != TAG_FORMAT:
+        raise Forbidden(f"{tag}: not a {TAG_FORMAT} tag")
+    digest = _file_sha256(copy)
+    try:
+        key.verify(signature, _tag_message(digest))
+    except InvalidSignature:
+        why = (f"{source} was altered after it was tagged (its SHA-256 is {digest}, the tag "
+               f"names {document.get('sha256')})" if document.get("sha256") != digest else
+               f"{tag} is not signed by this store's key {fingerprint(key)} (it names "
+               f"{document.get('signer')})")
+        raise Forbidden(f"{why}: refused, nothing restored") from None
+
+
 def _newer(db: sqlite3.Connection, schema: int, path: str | Path | None = None) -> str:
     path = path or db.execute("PRAGMA database_list").fetchone()[2]
     return (f"{path}: ledger schema {schema}, newer than this cocktail reads ({SCHEMA_VERSION}): "
@@ -275,6 +373,59 @@ def ledger_summary(path: str | Path) -> dict:
     return {"path": str(path), "schema": schema, "users": users, "charges": charges,
             "dataset_spent": float(spent.get("dataset_spent", 0.0)),
             "dataset_rho_spent": float(spent.get("dataset_rho_spent", 0.0))}
+
+
+def _refuse_handing_back(current: dict, backup: dict) -> None:
+    """Refuse a backup (by :func:`ledger_summary`) that has spent less than the ledger, for any
+    user or the dataset: the analysts could spend it again on the same data."""
+    less = sorted(user for user, spent in current["users"].items()
+                  if spent > backup["users"].get(user, 0.0) * (1 + 1e-12))
+    if less or any(current[key] > backup[key] * (1 + 1e-12)
+                   for key in ("dataset_spent", "dataset_rho_spent")):
+        who = ", ".join(less) or "the dataset"
+        raise Forbidden(f"the backup has spent less than the ledger ({who}): restoring "
+                        "it would hand budget back. Restore only onto a lost ledger, "
+                        "or from a newer backup")
+
+
+def _grants(before: Ledger, after: Ledger) -> list[str]:
+    """What ``after`` grants that ``before`` does not, one line each: a new role, a role's
+    larger α or budget or other definition, a new user, a user's other role, a token hash
+    ``before`` never issued, a disabled user enabled, a larger (or no) dataset cap, an owner
+    credential ``before`` never issued."""
+    grown = []
+    roles = {role["name"]: role for role in before.roles()}
+    for role in after.roles():
+        name, was, symbol = role["name"], roles.get(role["name"]), SYMBOL[role["definition"]]
+        if was is None:
+            grown.append(f"new role {name!r} ({symbol}={role['alpha']:g} per query, budget "
+                         f"{role['budget']:g})")
+        elif was["definition"] != role["definition"]:
+            grown.append(f"role {name!r} under {role['definition']}, not {was['definition']}")
+        else:
+            grown += [f"role {name!r} {what} {was[key]:g} -> {role[key]:g}"
+                      for key, what in (("alpha", f"{symbol} per query"), ("budget", "budget"))
+                      if role[key] > was[key]]
+    users = before._accounts()
+    for name, (role, token, active) in after._accounts().items():
+        if name not in users:
+            grown.append(f"new user {name!r} (role {role!r})")
+            continue
+        was_role, was_token, was_active = users[name]
+        grown += [text for grew, text in (
+            (role != was_role, f"user {name!r} in role {role!r}, not {was_role!r}"),
+            (token != was_token, f"user {name!r} with a token the ledger did not issue"),
+            (active and not was_active, f"user {name!r} enabled"))
+            if grew]
+    caps, new_caps = before.budget_status(), after.budget_status()
+    for definition in DEFINITIONS:
+        cap, new = caps[_DATASET[definition][0]], new_caps[_DATASET[definition][0]]
+        if cap is not None and (new is None or new > cap):
+            grown.append(f"dataset {SYMBOL[definition]} cap {cap:g} -> "
+                         f"{'none' if new is None else format(new, 'g')}")
+    if after._owner_hash() not in (None, before._owner_hash()):
+        grown.append("an owner credential the ledger did not issue")
+    return grown
 
 
 class Ledger:
@@ -341,43 +492,64 @@ class Ledger:
 
     # -- backup and restore (owner) --------------------------------------------------------
 
-    def backup(self, target: str | Path) -> dict:
+    def backup(self, target: str | Path, key: Ed25519PrivateKey) -> dict:
         """A consistent copy of the ledger at ``target`` (SQLite's online backup: requests go on
-        meanwhile), readable by its owner only and checked by reading it back; what it holds.
-        Never over an existing file."""
+        meanwhile), readable by its owner only, checked by reading it back, and its tag at
+        ``target.sig`` (:func:`_tag`, with the store's ``key``); what it holds.  Both are made
+        whole in a private directory first, then linked into place: never over an existing
+        file or through a link, and no SQLite journal is ever made beside ``target``."""
         target = Path(target)
-        if target.exists():
-            raise LedgerError(f"{target} exists: a backup never overwrites a file")
-        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        private_file(target)
-        _copy(self._connection(), target)
-        return ledger_summary(target)
+        with _scratch(target.parent) as scratch:
+            copy, tag = Path(scratch) / "backup.sqlite", Path(scratch) / "backup.sig"
+            _snapshot(self._connection(), copy)
+            summary = ledger_summary(copy)
+            private_file(tag)
+            tag.write_bytes(_tag(copy, key))  # after the copy is complete and closed
+            _place(copy, target)
+            try:
+                _place(tag, _tag_path(target))
+            except LedgerError:
+                target.unlink()  # ours, linked a moment ago: no backup without its tag
+                raise
+        return summary | {"path": str(target), "tag": str(_tag_path(target))}
 
     @staticmethod
-    def restore(source: str | Path, target: str | Path) -> dict:
+    def restore(source: str | Path, target: str | Path, key: Ed25519PublicKey | None,
+                allow_grants: bool = False) -> dict:
         """Copy the backup ``source`` over the ledger at ``target`` (absent, or still in use).
-        Refused when the backup has spent less than the ledger, for any user or the dataset:
-        it would hand budget back, and the analysts could spend it again on the same data."""
-        backup, target = ledger_summary(source), Path(target)
-        if target.exists() and target.stat().st_size:
-            current = ledger_summary(target)
-            less = sorted(user for user, spent in current["users"].items()
-                          if spent > backup["users"].get(user, 0.0) * (1 + 1e-12))
-            if less or any(current[key] > backup[key] * (1 + 1e-12)
-                           for key in ("dataset_spent", "dataset_rho_spent")):
-                who = ", ".join(less) or "the dataset"
-                raise Forbidden(f"the backup has spent less than the ledger ({who}): restoring "
-                                "it would hand budget back. Restore only onto a lost ledger, "
-                                "or from a newer backup")
-        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        ledger_file(target)
-        source_db = sqlite3.connect(f"file:{Path(source).resolve()}?mode=ro", uri=True)
-        try:
-            _copy(source_db, target)
-        finally:
-            source_db.close()
-        Ledger(target)  # brought to this schema if the backup is older
-        return ledger_summary(target)
+
+        Refused (:class:`Forbidden`, nothing applied) unless the backup's tag is ``key``'s
+        signature of its bytes (checked on a private copy, which is what is restored); when
+        the backup has spent less than the ledger, for any user or the dataset (it would hand
+        budget back); and, unless ``allow_grants``, when it grants what the ledger does not
+        (:func:`_grants`).  Onto a lost ledger only the tag vouches for it.  What it holds,
+        with ``grants``: what it granted."""
+        source, target = Path(source), Path(target)
+        with _scratch(target.parent) as scratch:
+            copy = Path(scratch) / "backup.sqlite"
+            private_file(copy)
+            shutil.copyfile(source, copy)
+            _check_tag(copy, source, key)
+            backup = ledger_summary(copy)
+            restored = Ledger(copy)  # brought to this schema if the backup is older
+            grants = []
+            if target.exists() and target.stat().st_size:
+                _refuse_handing_back(ledger_summary(target), backup)
+                # compared on a copy: a refusal leaves the ledger as it was, even unmigrated
+                current = Path(scratch) / "current.sqlite"
+                reader = sqlite3.connect(f"file:{target.resolve()}?mode=ro", uri=True)
+                try:
+                    _snapshot(reader, current)
+                finally:
+                    reader.close()
+                grants = _grants(Ledger(current), restored)
+                if grants and not allow_grants:
+                    raise Forbidden("the backup grants what the ledger does not: "
+                                    + "; ".join(grants) + ". Restore it only if you granted "
+                                    "these yourself (--allow-grants)")
+            ledger_file(target)
+            _copy(restored._connection(), target)
+        return ledger_summary(target) | {"grants": grants}
 
     # -- administration (owner) ----------------------------------------------------------
 
@@ -427,6 +599,11 @@ class Ledger:
             if not db.execute("UPDATE users SET active = ? WHERE name = ?",
                               (int(active), name)).rowcount:
                 raise LedgerError(f"no user {name!r}")
+
+    def _accounts(self) -> dict[str, tuple[str, str, bool]]:
+        """Each user's role, token hash and whether enabled: what a restore compares."""
+        return {name: (role, token, bool(active)) for name, role, token, active in
+                self._connection().execute("SELECT name, role, token_hash, active FROM users")}
 
     def users(self) -> list[dict]:
         rows = self._connection().execute(
@@ -481,10 +658,14 @@ class Ledger:
         other token (an analyst's included)."""
         if not token:
             raise Unauthorized("the owner's credential is needed (`cocktail owner-token`)")
+        stored = self._owner_hash()
+        if stored is None or not hmac.compare_digest(stored, _sha256(token)):
+            raise Forbidden("not the owner's credential")
+
+    def _owner_hash(self) -> str | None:
         row = self._connection().execute(
             "SELECT value FROM settings WHERE key = 'owner_token_sha256'").fetchone()
-        if row is None or not hmac.compare_digest(row[0], _sha256(token)):
-            raise Forbidden("not the owner's credential")
+        return row[0] if row else None
 
     def set_dataset_budget(self, budget: float, definition: str = PURE) -> None:
         """The cap on all users of the roles under ``definition`` together (an α, or a ρ)."""

@@ -8,11 +8,12 @@ lists every chunk's and index's SHA-256, so one signature covers the whole publi
 
 Ed25519 through ``cryptography`` (nothing hand-rolled).  A store's key is made by its first
 signed commit and kept in its private zone, ``signing.key`` (PKCS#8 PEM), owner-only like every
-private file.  A re-share is signed with the *recipient* store's key, over a statement that also
-names what it received (the source's version, manifest hash, signer and signature), and its file
-carries the source's hops before its own: a recipient checks every hop back to the origin from
-that one file, and pins the origin's key (``--trust-key``) to know it is the owner's.
-docs/publication-format.md gives the format, docs/propagation.md what it proves and what not.
+private file; it also tags the ledger's backups (``cocktail.dp.ledger``).  A re-share is
+signed with the *recipient* store's key, over a statement that also names what it received (the
+source's version, manifest hash, signer and signature), and its file carries the source's hops
+before its own: a recipient checks every hop back to the origin from that one file, and pins the
+origin's key (``--trust-key``) to know it is the owner's.  docs/publication-format.md gives the
+format, docs/propagation.md what it proves and what not.
 """
 
 from __future__ import annotations
@@ -52,12 +53,20 @@ def _raw(key: Ed25519PublicKey) -> bytes:
     return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
+def stored_key(store: Store) -> Ed25519PrivateKey | None:
+    """The store's signing key, or None before its first use."""
+    if not store.exists("private", KEY_FILE):
+        return None
+    key = serialization.load_pem_private_key(store.read("private", KEY_FILE), None)
+    if not isinstance(key, Ed25519PrivateKey):
+        raise StoreError(f"{store.url}: private/{KEY_FILE} is not an Ed25519 key")
+    return key
+
+
 def signing_key(store: Store) -> Ed25519PrivateKey:
     """The store's signing key, made on first use; it never leaves the private zone."""
-    if store.exists("private", KEY_FILE):
-        key = serialization.load_pem_private_key(store.read("private", KEY_FILE), None)
-        if not isinstance(key, Ed25519PrivateKey):
-            raise StoreError(f"{store.url}: private/{KEY_FILE} is not an Ed25519 key")
+    key = stored_key(store)
+    if key is not None:
         return key
     key = Ed25519PrivateKey.generate()
     store.write("private", KEY_FILE, key.private_bytes(
