@@ -51,7 +51,8 @@ from fastapi import Body, Depends, FastAPI  # noqa: E402
 from fastapi.openapi.utils import get_openapi  # noqa: E402
 from fastapi.responses import JSONResponse  # noqa: E402
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer  # noqa: E402
-from pydantic import BaseModel, ConfigDict, Field  # noqa: E402
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field  # noqa: E402
+from pydantic_core import PydanticCustomError  # noqa: E402
 from starlette.concurrency import run_in_threadpool  # noqa: E402
 
 from . import problems  # noqa: E402
@@ -80,8 +81,21 @@ _TEXT = Field(min_length=1, max_length=LIMITS.text_bytes,
               description="The query language: docs/dp.md (at most text_bytes UTF-8 bytes).")
 
 
+def _not_text(value):
+    if isinstance(value, (str, bool)):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
+# JSON Schema's integer: 10.0 is one (pydantic's strict mode refuses it, and Schemathesis sends
+# it), "10" and true are not (its lax mode takes them).
+_JsonInt = Annotated[int, Field(strict=False), BeforeValidator(_not_text)]
+
+
+# Strict: a number is one in the JSON ("0.05" is 422, as the schema says), not whatever
+# pydantic's lax mode can coerce; a JSON int is still a float.
 class _Asked(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     objective: Literal[OBJECTIVES] = Field(  # type: ignore[valid-type]
         PER_QUERY, description="per-query: no query worse than the best fixed strategy; "
                                "total: the lowest total error.")
@@ -120,11 +134,11 @@ class Batch(_Asked):
 
 
 class RankRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
         {"query": "city=a,religion=x", "k": 10, "name": "ranking"}]})
     query: str = Field(min_length=1, max_length=LIMITS.text_bytes,
                        description="column=value pairs, comma-separated: docs/ranked-retrieval.md")
-    k: int = Field(10, ge=1, le=MAX_K)
+    k: _JsonInt = Field(10, ge=1, le=MAX_K)
     name: str = Field("ranking", min_length=1, max_length=LIMITS.term_bytes)
 
 

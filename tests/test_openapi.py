@@ -84,6 +84,24 @@ def test_every_error_is_a_problem_and_401_challenges(served):
     assert both.status_code == 422 and problem_of(both)["errors"]
 
 
+def test_a_number_given_as_a_string_is_unreadable(served):
+    """The schema says number and integer; pydantic's lax mode took "0.05" and "10" for them.
+    Both are 422 naming the field; a JSON int still reads as a number, and 10.0 as an integer
+    (JSON Schema's)."""
+    url, tokens = served
+    for path, body, field in (("/v1/query", {"query": "count(a)", "alpha": "0.05"}, "alpha"),
+                              ("/v1/rank", {"query": "city=a", "k": "10"}, "k")):
+        reply = httpx.post(url + path, json=body, headers=auth(tokens[0]), timeout=30)
+        assert reply.status_code == 422, (path, reply.text)
+        assert field in {e["loc"][-1] for e in problem_of(reply)["errors"]}
+    whole = httpx.post(url + "/v1/query", json={"query": "count(a)", "alpha": 1},
+                       headers=auth(tokens[0]), timeout=30)
+    assert whole.status_code == 400 and problem_of(whole)["limit"] == "alpha"  # read, too big
+    ten = httpx.post(url + "/v1/rank", json={"query": "city=a", "k": 10.0},
+                     headers=auth(tokens[0]), timeout=30)
+    assert ten.status_code == 200 and ten.json()["k"] == 10
+
+
 def test_the_document_names_every_status_in_one_model(served):
     url, _ = served
     document = httpx.get(url + "/openapi.json").json()
