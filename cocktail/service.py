@@ -256,6 +256,15 @@ class BodyLimit:
     def __init__(self, app, limit: int) -> None:
         self.app, self.limit = app, limit
 
+    @staticmethod
+    def document(openapi: dict) -> dict:
+        """Every operation that takes a body lists the 413 this limit answers it with."""
+        for methods in openapi["paths"].values():
+            for operation in methods.values():
+                if "requestBody" in operation:
+                    operation["responses"]["413"] = problems.documented(413)[413]
+        return openapi
+
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
@@ -406,9 +415,9 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
 
     def openapi() -> dict:
         if app.openapi_schema is None:
-            app.openapi_schema = problems.add_to(get_openapi(
+            app.openapi_schema = BodyLimit.document(problems.add_to(get_openapi(
                 title=app.title, version=app.version, description=app.description,
-                routes=app.routes))
+                routes=app.routes)))
         return app.openapi_schema
     app.openapi = openapi
 
@@ -438,7 +447,7 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
             return 500, {"detail": "internal error (logged for the owner)"}, refusal_at
 
     @app.post("/v1/query", response_model=Answer,
-              responses=problems.documented(400, 401, 403, 413, 422, 429, 503))
+              responses=problems.documented(400, 401, 403, 422, 429, 503))
     async def query(request: OneQuery | Batch = Body(), bearer_token: str | None = Depends(token)):
         """Noisy answers with their expected squared errors; charges the caller's budget.
         The reply leaves at a time fixed by the request alone."""
@@ -484,7 +493,7 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
                             late * 1000, share * 1000)
 
     @app.post("/v1/rank", response_model=TopK,
-              responses=problems.documented(400, 401, 403, 404, 413, 422, 429, 503))
+              responses=problems.documented(400, 401, 403, 404, 422, 429, 503))
     async def rank(request: RankRequest, bearer_token: str | None = Depends(token)):
         """The top k of a ranking: ids and public attributes only.  A dp ranking charges the
         caller's α (once per query and k; asked again, the stored answer comes back).  Every

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .served import auth, serve
+from .served import auth, in_process, serve
 from .test_fuzz import fuzz_store
 
 CONFIG = Path(__file__).with_name("schemathesis.toml")
@@ -26,8 +26,13 @@ SEED = os.environ.get("COCKTAIL_SCHEMATHESIS_SEED", "38")  # fixed: a failure re
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    store, tokens, _ = fuzz_store(tmp_path_factory.mktemp("openapi"))
+def built(tmp_path_factory):
+    return fuzz_store(tmp_path_factory.mktemp("openapi"))
+
+
+@pytest.fixture(scope="module")
+def served(built):
+    store, tokens, _ = built
     # Short deadlines: the contract, not the timing, is under test here
     with serve(store, "--deadline-search-ms", "50", "--deadline-rank-ms", "20") as (url, _):
         yield url, tokens
@@ -119,6 +124,29 @@ def test_the_document_names_every_status_in_one_model(served):
                     assert "WWW-Authenticate" in response["headers"]
     query = document["paths"]["/v1/query"]["post"]["responses"]
     assert set(query) == {"200", "400", "401", "403", "413", "422", "429", "503"}
+
+
+def test_every_operation_that_takes_a_body_documents_the_413_of_the_body_limit(served, built):
+    """The body limit answers before any route: each operation with a request body lists its
+    413, one added later too, and only those."""
+    url, tokens = served
+    oversized = httpx.post(url + "/v1/rank", content=b"x" * 300_000, headers=auth(tokens[0]),
+                           timeout=30)
+    assert oversized.status_code == 413 and problem_of(oversized)["limit"] == "body_bytes"
+    with in_process(built[0]) as client:
+
+        @client.app.post("/v1/later")
+        def later(body: dict) -> dict:
+            return body
+        document = client.get("/openapi.json").json()
+    assert httpx.get(url + "/openapi.json").json()["paths"].items() <= \
+        document["paths"].items()  # the same document, and the route added later
+    takes_a_body = set()
+    for path, methods in document["paths"].items():
+        for method, operation in methods.items():
+            assert ("413" in operation["responses"]) == ("requestBody" in operation), path
+            takes_a_body |= {path} if "requestBody" in operation else set()
+    assert takes_a_body == {"/v1/query", "/v1/rank", "/v1/later"}
 
 
 def test_health_says_what_is_served(served):
