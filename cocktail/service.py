@@ -46,6 +46,7 @@ from .extras import require
 
 require("fastapi")  # a missing [serve] is one line naming it, not an ImportError
 require("fastapi_offline")
+require("uvicorn")
 
 from fastapi import Body, Depends, FastAPI  # noqa: E402
 from fastapi.openapi.utils import get_openapi  # noqa: E402
@@ -63,7 +64,7 @@ from .dp.limits import LIMITS, LimitExceeded, Limits
 from .dp.search import Searches
 from .dp.session import Answered, ComputeFailed, Source, begin
 from .dp.strategies import OBJECTIVES, PER_QUERY
-from .guards import guard
+from .guards import Protocol, guard
 from .private_config import open_ledger, store_identity
 from .query import BACKENDS, Engine, Publication
 from .querylang import QuerySyntaxError
@@ -595,7 +596,7 @@ class Server:
         sys.setswitchinterval(0.001)  # many short requests: hand the GIL over often (tails)
         host, port = self._listening.getsockname()[:2]
         config = uvicorn.Config(self.app, host=host, port=port, log_level="info",
-                                access_log=access_log,
+                                access_log=access_log, http=Protocol,
                                 ssl_certfile=self._tls.cert if self._tls else None,
                                 ssl_keyfile=self._tls.key if self._tls else None)
         uvicorn.Server(config).run(sockets=[self._listening])

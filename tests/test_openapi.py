@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ import httpx
 import pytest
 
 from .served import auth, in_process, serve
-from .test_fuzz import fuzz_store
+from .test_fuzz import HEADERS, fuzz_store
 
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 SEED = os.environ.get("COCKTAIL_SCHEMATHESIS_SEED", "38")  # fixed: a failure replays
@@ -147,6 +148,25 @@ def test_every_operation_that_takes_a_body_documents_the_413_of_the_body_limit(s
             assert ("413" in operation["responses"]) == ("requestBody" in operation), path
             takes_a_body |= {path} if "requestBody" in operation else set()
     assert takes_a_body == {"/v1/query", "/v1/rank", "/v1/later"}
+
+
+def test_the_servers_own_400_carries_the_security_headers(served):
+    """A header uvicorn cannot parse is answered 400 by uvicorn itself, before the app and its
+    guards: that reply carries the headers every other reply does."""
+    url, _ = served
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as connection:
+        connection.sendall(b"GET /v1/limits HTTP/1.1\r\nHost: x\r\nBad Header: 1\r\n\r\n")
+        reply = b""
+        while chunk := connection.recv(65536):
+            reply += chunk
+    head = reply.split(b"\r\n\r\n", 1)[0].decode().split("\r\n")
+    assert head[0] == "HTTP/1.1 400 Bad Request", head
+    headers = {line.partition(":")[0].lower(): line.partition(":")[2].strip() for line in head[1:]}
+    assert HEADERS <= set(headers), headers
+    assert headers["x-frame-options"] == "DENY" and headers["referrer-policy"] == "same-origin"
+    assert headers["x-content-type-options"] == "nosniff"
+    assert "frame-ancestors 'none'" in headers["content-security-policy"]
 
 
 def test_health_says_what_is_served(served):
