@@ -27,10 +27,12 @@ when the rankings are booked up (:class:`RankSchedule`).
 from __future__ import annotations
 
 import asyncio
+import datetime
 import gc
 import heapq
 import ipaddress
 import logging
+import os
 import socket
 import ssl
 import sys
@@ -39,8 +41,10 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Literal
+
+from cryptography import x509
 
 from .extras import require
 
@@ -548,21 +552,80 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
     return app
 
 
+EXPIRY_WARNING = datetime.timedelta(days=30)  # a certificate closer to its end is logged
+
+
 @dataclass(frozen=True)
 class Tls:
-    """The certificate chain and key `cocktail serve` speaks HTTPS with, checked on load (a
-    wrong key or an unreadable file is one clear error before anything listens)."""
+    """The certificate chain and key `cocktail serve` speaks HTTPS with, checked on load: each
+    fault is one clear error before anything listens (exit status 2).  The key and its
+    passphrase file must be the owner's alone, as ssh has it; every certificate of the chain
+    valid now (clients would refuse the server); an encrypted key is opened with the
+    passphrase file, never by asking on the terminal, which a daemon has none of (OpenSSL
+    asks when given no passphrase)."""
 
     cert: str
     key: str
+    expires: datetime.datetime  # when the first certificate of the chain ends
+    password: str | None = field(default=None, repr=False)
 
     @classmethod
-    def load(cls, cert: str, key: str) -> Tls:
+    def load(cls, cert: str, key: str, password_file: str | None = None) -> Tls:
         try:
-            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+            _owner_only(key, "--tls-key")
+            password = _passphrase(password_file) if password_file else None
+            expires = _valid_now(cert)
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+                cert, key, password=lambda: password or _no_prompt(key))
         except (ssl.SSLError, OSError) as exc:
-            raise ValueError(f"cannot use {cert} with {key} for TLS: {exc}") from None
-        return cls(cert, key)
+            mismatch = getattr(exc, "reason", None) == "KEY_VALUES_MISMATCH"
+            hint = f" (is {password_file} the key's passphrase?)" \
+                if password_file and not mismatch else ""
+            raise ValueError(f"cannot use {cert} with {key} for TLS: {exc}{hint}") from None
+        return cls(cert, key, expires, password)
+
+
+def _owner_only(path: str, option: str) -> None:
+    mode = os.stat(path).st_mode & 0o777
+    if mode & 0o077:
+        raise ValueError(f"{option} {path} is open to others (mode {mode:04o}): a secret must "
+                         f"be its owner's alone. Run: chmod 600 {path}")
+
+
+def _passphrase(path: str) -> str:
+    _owner_only(path, "--tls-key-password-file")
+    with open(path, encoding="utf-8") as file:
+        passphrase = file.readline().rstrip("\r\n")
+    if not passphrase:
+        raise ValueError(f"--tls-key-password-file {path}: its first line is empty")
+    return passphrase
+
+
+def _no_prompt(key: str) -> str:
+    raise ValueError(f"--tls-key {key} is encrypted: give its passphrase with "
+                     "--tls-key-password-file FILE (the owner's alone), or decrypt the key "
+                     "(openssl pkey -in KEY -out PLAIN); cocktail serve never asks for it")
+
+
+def _valid_now(cert: str) -> datetime.datetime:
+    """When the first certificate of the chain in ``cert`` ends, once each is valid now."""
+    with open(cert, "rb") as file:
+        try:
+            chain = x509.load_pem_x509_certificates(file.read())
+        except ValueError as exc:
+            raise ValueError(f"--tls-cert {cert}: not a PEM certificate chain ({exc})") from None
+    now = datetime.datetime.now(datetime.timezone.utc)
+    for certificate in chain:
+        subject = certificate.subject.rfc4514_string()
+        start, end = certificate.not_valid_before_utc, certificate.not_valid_after_utc
+        if end <= now:
+            raise ValueError(f"--tls-cert {cert}: the certificate of {subject} expired on "
+                             f"{end:%Y-%m-%d %H:%M} UTC; clients refuse it: renew it")
+        if start > now:
+            raise ValueError(f"--tls-cert {cert}: the certificate of {subject} is not valid "
+                             f"before {start:%Y-%m-%d %H:%M} UTC; clients refuse it: check "
+                             "this host's clock, or wait")
+    return min(certificate.not_valid_after_utc for certificate in chain)
 
 
 class Server:
@@ -585,6 +648,10 @@ class Server:
         if tls is None and not ipaddress.ip_address(listening.getsockname()[0]).is_loopback:
             log.warning("serving plain HTTP on %s: tokens and answers cross the network in "
                         "the clear (give --tls-cert and --tls-key)", host)
+        if tls is not None and tls.expires - datetime.datetime.now(datetime.timezone.utc) < \
+                EXPIRY_WARNING:
+            log.warning("the TLS certificate %s expires on %s UTC: renew it before then, or "
+                        "clients refuse this server", tls.cert, f"{tls.expires:%Y-%m-%d %H:%M}")
         rankings = Rankings(store)
         log.info("rankings open: %s", ", ".join(rankings.warm()) or "none")
         return cls(create_app(CurrentPublication(store, runner), open_ledger(store), deadlines,
@@ -598,7 +665,8 @@ class Server:
         config = uvicorn.Config(self.app, host=host, port=port, log_level="info",
                                 access_log=access_log, http=Protocol,
                                 ssl_certfile=self._tls.cert if self._tls else None,
-                                ssl_keyfile=self._tls.key if self._tls else None)
+                                ssl_keyfile=self._tls.key if self._tls else None,
+                                ssl_keyfile_password=self._tls.password if self._tls else None)
         uvicorn.Server(config).run(sockets=[self._listening])
 
 
