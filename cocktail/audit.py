@@ -319,12 +319,7 @@ def audit(store: Store, *, version: str | None = None, k: int | None = None,
     if report.k < int(manifest["k"]) or report.m < int(manifest["m"]):
         raise ValueError(f"audit parameters k={report.k}, m={report.m} are weaker than the "
                          f"publication's own (k={manifest['k']}, m={manifest['m']})")
-    try:
-        report.provenance = verify(zone, version, raw, trust)
-    except SignatureError as exc:
-        report.provenance = Provenance("invalid", version, hashlib.sha256(raw).hexdigest(),
-                                       detail=str(exc))
-        report.violations.append(Violation("signature", fmt.signature_path(version), str(exc)))
+    report.provenance = _signature(zone, version, raw, trust, report.violations)
     auditor = _Auditor(zone, version, report, max_itemsets)
     auditor.check_listing({version: chunks} | _other_manifests(zone, version, report))
     for entry in chunks:
@@ -332,6 +327,18 @@ def audit(store: Store, *, version: str | None = None, k: int | None = None,
     if placement:
         check_placement(store, report)
     return report
+
+
+def _signature(zone: ZoneReader, version: str, manifest: bytes, trust: str | None,
+               violations: list[Violation]) -> Provenance:
+    """``version``'s signature checked against its own manifest's bytes: one that does not
+    verify (or covers another version's manifest) is a violation and an ``invalid`` status."""
+    try:
+        return verify(zone, version, manifest, trust)
+    except SignatureError as exc:
+        violations.append(Violation("signature", fmt.signature_path(version), str(exc)))
+        return Provenance("invalid", version, hashlib.sha256(manifest).hexdigest(),
+                          detail=str(exc))
 
 
 def _other_manifests(zone: ZoneReader, version: str, report: AuditReport) -> dict[str, list]:
@@ -499,7 +506,7 @@ def check_placement(store: Store, report: AuditReport) -> None:
 @dataclass
 class ReleaseAuditReport:
     store: str
-    releases: list[dict] = field(default_factory=list)  # version, kind, created
+    releases: list[dict] = field(default_factory=list)  # version, kind, created, signature
     pairs_checked: int = 0
     residuals_checked: int = 0
     files_checked: int = 0
@@ -527,8 +534,9 @@ MEMBER_UNITS = ("leaf", "new")  # units a record belongs to for good (aggregates
 def audit_releases(store: Store, max_itemsets: int = DEFAULT_MAX_ITEMSETS) -> ReleaseAuditReport:
     """Check every pair of consecutive releases against the release invariant
     (docs/releases.md), every residual for k^m, the remaining public files against the log,
-    each version's term index against its chunks, and run the joint-view attacker on the
-    small clusters of all releases together."""
+    each remaining version's signature against its manifest, each version's term index against
+    its chunks, and run the joint-view attacker on the small clusters of all releases
+    together."""
     current = store.read("public", fmt.POINTER).decode().strip() \
         if store.exists("public", fmt.POINTER) else None
     log = releases.read_log(store, current)
@@ -536,7 +544,8 @@ def audit_releases(store: Store, max_itemsets: int = DEFAULT_MAX_ITEMSETS) -> Re
         raise StoreError(f"{store.url} holds a view derived by `cocktail republish`: it has no "
                          "owner's releases to check; audit it with `cocktail audit --chain`")
     report = ReleaseAuditReport(store.url, [
-        {"version": e["version"], "kind": e["kind"], "created": e["created"]} for e in log])
+        {"version": e["version"], "kind": e["kind"], "created": e["created"],
+         "signature": None} for e in log])  # None: pruned, the log alone speaks for it
     history = _History(report, max_itemsets)
     for entry in log:
         history.add(entry)
@@ -667,14 +676,18 @@ class _History:
 
 
 def _check_files(store: Store, log: list[dict], report: ReleaseAuditReport) -> None:
-    """The public files that remain must be what the log says each release held."""
+    """The public files that remain must be what the log says each release held, and each
+    remaining version's signature must cover that version's manifest."""
     zone = store.zone("public")
-    for entry in log:
+    for entry, shown in zip(log, report.releases):
         where = fmt.manifest_path(entry["version"])
         if not zone.exists(where):
             continue  # pruned: the log alone speaks for it
+        raw = zone.read(where)
+        shown["signature"] = _signature(zone, entry["version"], raw, None,
+                                        report.violations).status
         homes = {c["id"]: c.get("home", entry["version"])
-                 for c in fmt.decode_json(zone.read(where), where)["chunks"]}
+                 for c in fmt.decode_json(raw, where)["chunks"]}
         for chunk_id, chunk in entry["chunks"].items():
             path = fmt.chunk_path(homes.get(chunk_id, entry["version"]), chunk_id)
             report.files_checked += 1

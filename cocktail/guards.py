@@ -7,8 +7,10 @@
   problem details like every other error (:mod:`cocktail.problems`).
 * Every reply, errors and 404s included, carries a Content-Security-Policy (scripts from this
   server or inline with the request's nonce only; no framing; forms post here only),
-  X-Frame-Options, X-Content-Type-Options: nosniff and Referrer-Policy.  A page's inline
-  scripts get the nonce through :func:`page`; a route may set a policy of its own (``/docs``).
+  X-Frame-Options, X-Content-Type-Options: nosniff and Referrer-Policy
+  (:func:`security_headers`).  A page's inline scripts get the nonce through :func:`page`; a
+  route may set a policy of its own (``/docs``).  uvicorn's own 400, to a request it cannot
+  parse (which never reaches the app), carries them too (:class:`Protocol`).
 * ``/docs`` (Swagger UI) and ``/redoc`` load their scripts from this server (the
   ``fastapi-offline`` package's copies), never from a CDN: offline, they still work.
 * A sign-in form resists cross-site posts twice over (:func:`form_page`, :func:`posted_here`):
@@ -26,6 +28,7 @@ from urllib.parse import urlsplit
 
 from importlib.resources import files
 
+import h11
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
@@ -33,6 +36,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .problems import problem
 
@@ -82,6 +86,12 @@ def policy(nonce: str, scripts: str = "'self'", styles: str = "'self'",
             "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 
 
+def security_headers(nonce: str) -> list[tuple[str, str]]:
+    """What every reply carries (a route may set its own policy)."""
+    return [("Content-Security-Policy", policy(nonce)), ("X-Frame-Options", "DENY"),
+            ("X-Content-Type-Options", "nosniff"), ("Referrer-Policy", "same-origin")]
+
+
 class SecurityHeaders:
     """Each request gets a fresh nonce (``request.state.nonce``); each reply the headers,
     unless the route set its own."""
@@ -98,13 +108,25 @@ class SecurityHeaders:
         async def headed(message) -> None:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
-                for name, value in (("Content-Security-Policy", policy(nonce)),
-                                    ("X-Frame-Options", "DENY"),
-                                    ("X-Content-Type-Options", "nosniff"),
-                                    ("Referrer-Policy", "same-origin")):
+                for name, value in security_headers(nonce):
                     headers.setdefault(name, value)
             await send(message)
         await self.app(scope, receive, headed)
+
+
+class Protocol(H11Protocol):
+    """uvicorn's HTTP/1.1, whose own 400 to a request it cannot parse (malformed header bytes
+    never reach the app, nor :class:`SecurityHeaders`) carries the security headers too.
+    uvicorn's ``headers=`` option would not do: its h11 protocol leaves them off that 400."""
+
+    def send_400_response(self, msg: str) -> None:  # uvicorn's, with the headers added
+        headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close"),
+                   *((name.encode(), value.encode())
+                     for name, value in security_headers(secrets.token_urlsafe(16)))]
+        for event in (h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+                      h11.Data(data=msg.encode("ascii")), h11.EndOfMessage()):
+            self.transport.write(self.conn.send(event))
+        self.transport.close()
 
 
 def page(request: Request, html: str, status_code: int = 200, headers=None) -> HTMLResponse:

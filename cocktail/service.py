@@ -28,10 +28,12 @@ when the rankings of the caller's role and size are booked up
 from __future__ import annotations
 
 import asyncio
+import datetime
 import gc
 import heapq
 import ipaddress
 import logging
+import os
 import socket
 import ssl
 import sys
@@ -40,19 +42,23 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Literal
+
+from cryptography import x509
 
 from .extras import require
 
 require("fastapi")  # a missing [serve] is one line naming it, not an ImportError
 require("fastapi_offline")
+require("uvicorn")
 
 from fastapi import Body, Depends, FastAPI  # noqa: E402
 from fastapi.openapi.utils import get_openapi  # noqa: E402
 from fastapi.responses import JSONResponse  # noqa: E402
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer  # noqa: E402
-from pydantic import BaseModel, ConfigDict, Field  # noqa: E402
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field  # noqa: E402
+from pydantic_core import PydanticCustomError  # noqa: E402
 from starlette.concurrency import run_in_threadpool  # noqa: E402
 
 from . import problems  # noqa: E402
@@ -63,7 +69,7 @@ from .dp.limits import LIMITS, LimitExceeded, Limits
 from .dp.search import Searches
 from .dp.session import Answered, ComputeFailed, Source, begin
 from .dp.strategies import OBJECTIVES, PER_QUERY
-from .guards import guard
+from .guards import Protocol, guard
 from .private_config import open_ledger, store_identity
 from .query import BACKENDS, Engine, Publication
 from .querylang import QuerySyntaxError
@@ -82,8 +88,21 @@ _TEXT = Field(min_length=1, max_length=LIMITS.text_bytes,
               description="The query language: docs/dp.md (at most text_bytes UTF-8 bytes).")
 
 
+def _not_text(value):
+    if isinstance(value, (str, bool)):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
+# JSON Schema's integer: 10.0 is one (pydantic's strict mode refuses it, and Schemathesis sends
+# it), "10" and true are not (its lax mode takes them).
+_JsonInt = Annotated[int, Field(strict=False), BeforeValidator(_not_text)]
+
+
+# Strict: a number is one in the JSON ("0.05" is 422, as the schema says), not whatever
+# pydantic's lax mode can coerce; a JSON int is still a float.
 class _Asked(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     objective: Literal[OBJECTIVES] = Field(  # type: ignore[valid-type]
         PER_QUERY, description="per-query: no query worse than the best fixed strategy; "
                                "total: the lowest total error.")
@@ -122,11 +141,11 @@ class Batch(_Asked):
 
 
 class RankRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
         {"query": "city=a,religion=x", "k": 10, "name": "ranking"}]})
     query: str = Field(min_length=1, max_length=LIMITS.text_bytes,
                        description="column=value pairs, comma-separated: docs/ranked-retrieval.md")
-    k: int = Field(10, ge=1, le=MAX_K)
+    k: _JsonInt = Field(10, ge=1, le=MAX_K)
     name: str = Field("ranking", min_length=1, max_length=LIMITS.term_bytes)
 
 
@@ -244,6 +263,15 @@ class BodyLimit:
     def __init__(self, app, limit: int) -> None:
         self.app, self.limit = app, limit
 
+    @staticmethod
+    def document(openapi: dict) -> dict:
+        """Every operation that takes a body lists the 413 this limit answers it with."""
+        for methods in openapi["paths"].values():
+            for operation in methods.values():
+                if "requestBody" in operation:
+                    operation["responses"]["413"] = problems.documented(413)[413]
+        return openapi
+
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
@@ -353,9 +381,9 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
 
     def openapi() -> dict:
         if app.openapi_schema is None:
-            app.openapi_schema = problems.add_to(get_openapi(
+            app.openapi_schema = BodyLimit.document(problems.add_to(get_openapi(
                 title=app.title, version=app.version, description=app.description,
-                routes=app.routes))
+                routes=app.routes)))
         return app.openapi_schema
     app.openapi = openapi
 
@@ -385,7 +413,7 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
             return 500, {"detail": "internal error (logged for the owner)"}, refusal_at
 
     @app.post("/v1/query", response_model=Answer,
-              responses=problems.documented(400, 401, 403, 413, 422, 429, 503))
+              responses=problems.documented(400, 401, 403, 422, 429, 503))
     async def query(request: OneQuery | Batch = Body(), bearer_token: str | None = Depends(token)):
         """Noisy answers with their expected squared errors; charges the caller's budget.
         The reply leaves at a time fixed by the request alone."""
@@ -431,7 +459,7 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
                             late * 1000, share * 1000)
 
     @app.post("/v1/rank", response_model=TopK,
-              responses=problems.documented(400, 401, 403, 404, 413, 422, 429, 503))
+              responses=problems.documented(400, 401, 403, 404, 422, 429, 503))
     async def rank(request: RankRequest, bearer_token: str | None = Depends(token)):
         """The top k of a ranking: ids and public attributes only.  A dp ranking charges the
         caller's α (once per query and k; asked again, the stored answer comes back).  Every
@@ -486,21 +514,80 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
     return app
 
 
+EXPIRY_WARNING = datetime.timedelta(days=30)  # a certificate closer to its end is logged
+
+
 @dataclass(frozen=True)
 class Tls:
-    """The certificate chain and key `cocktail serve` speaks HTTPS with, checked on load (a
-    wrong key or an unreadable file is one clear error before anything listens)."""
+    """The certificate chain and key `cocktail serve` speaks HTTPS with, checked on load: each
+    fault is one clear error before anything listens (exit status 2).  The key and its
+    passphrase file must be the owner's alone, as ssh has it; every certificate of the chain
+    valid now (clients would refuse the server); an encrypted key is opened with the
+    passphrase file, never by asking on the terminal, which a daemon has none of (OpenSSL
+    asks when given no passphrase)."""
 
     cert: str
     key: str
+    expires: datetime.datetime  # when the first certificate of the chain ends
+    password: str | None = field(default=None, repr=False)
 
     @classmethod
-    def load(cls, cert: str, key: str) -> Tls:
+    def load(cls, cert: str, key: str, password_file: str | None = None) -> Tls:
         try:
-            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+            _owner_only(key, "--tls-key")
+            password = _passphrase(password_file) if password_file else None
+            expires = _valid_now(cert)
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+                cert, key, password=lambda: password or _no_prompt(key))
         except (ssl.SSLError, OSError) as exc:
-            raise ValueError(f"cannot use {cert} with {key} for TLS: {exc}") from None
-        return cls(cert, key)
+            mismatch = getattr(exc, "reason", None) == "KEY_VALUES_MISMATCH"
+            hint = f" (is {password_file} the key's passphrase?)" \
+                if password_file and not mismatch else ""
+            raise ValueError(f"cannot use {cert} with {key} for TLS: {exc}{hint}") from None
+        return cls(cert, key, expires, password)
+
+
+def _owner_only(path: str, option: str) -> None:
+    mode = os.stat(path).st_mode & 0o777
+    if mode & 0o077:
+        raise ValueError(f"{option} {path} is open to others (mode {mode:04o}): a secret must "
+                         f"be its owner's alone. Run: chmod 600 {path}")
+
+
+def _passphrase(path: str) -> str:
+    _owner_only(path, "--tls-key-password-file")
+    with open(path, encoding="utf-8") as file:
+        passphrase = file.readline().rstrip("\r\n")
+    if not passphrase:
+        raise ValueError(f"--tls-key-password-file {path}: its first line is empty")
+    return passphrase
+
+
+def _no_prompt(key: str) -> str:
+    raise ValueError(f"--tls-key {key} is encrypted: give its passphrase with "
+                     "--tls-key-password-file FILE (the owner's alone), or decrypt the key "
+                     "(openssl pkey -in KEY -out PLAIN); cocktail serve never asks for it")
+
+
+def _valid_now(cert: str) -> datetime.datetime:
+    """When the first certificate of the chain in ``cert`` ends, once each is valid now."""
+    with open(cert, "rb") as file:
+        try:
+            chain = x509.load_pem_x509_certificates(file.read())
+        except ValueError as exc:
+            raise ValueError(f"--tls-cert {cert}: not a PEM certificate chain ({exc})") from None
+    now = datetime.datetime.now(datetime.timezone.utc)
+    for certificate in chain:
+        subject = certificate.subject.rfc4514_string()
+        start, end = certificate.not_valid_before_utc, certificate.not_valid_after_utc
+        if end <= now:
+            raise ValueError(f"--tls-cert {cert}: the certificate of {subject} expired on "
+                             f"{end:%Y-%m-%d %H:%M} UTC; clients refuse it: renew it")
+        if start > now:
+            raise ValueError(f"--tls-cert {cert}: the certificate of {subject} is not valid "
+                             f"before {start:%Y-%m-%d %H:%M} UTC; clients refuse it: check "
+                             "this host's clock, or wait")
+    return min(certificate.not_valid_after_utc for certificate in chain)
 
 
 class Server:
@@ -523,6 +610,10 @@ class Server:
         if tls is None and not ipaddress.ip_address(listening.getsockname()[0]).is_loopback:
             log.warning("serving plain HTTP on %s: tokens and answers cross the network in "
                         "the clear (give --tls-cert and --tls-key)", host)
+        if tls is not None and tls.expires - datetime.datetime.now(datetime.timezone.utc) < \
+                EXPIRY_WARNING:
+            log.warning("the TLS certificate %s expires on %s UTC: renew it before then, or "
+                        "clients refuse this server", tls.cert, f"{tls.expires:%Y-%m-%d %H:%M}")
         rankings = Rankings(store)
         log.info("rankings open: %s", ", ".join(rankings.warm()) or "none")
         return cls(create_app(CurrentPublication(store, runner), open_ledger(store), deadlines,
@@ -534,9 +625,10 @@ class Server:
         sys.setswitchinterval(0.001)  # many short requests: hand the GIL over often (tails)
         host, port = self._listening.getsockname()[:2]
         config = uvicorn.Config(self.app, host=host, port=port, log_level="info",
-                                access_log=access_log,
+                                access_log=access_log, http=Protocol,
                                 ssl_certfile=self._tls.cert if self._tls else None,
-                                ssl_keyfile=self._tls.key if self._tls else None)
+                                ssl_keyfile=self._tls.key if self._tls else None,
+                                ssl_keyfile_password=self._tls.password if self._tls else None)
         uvicorn.Server(config).run(sockets=[self._listening])
 
 

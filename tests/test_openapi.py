@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,16 +19,21 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .served import auth, serve
-from .test_fuzz import fuzz_store
+from .served import auth, in_process, serve
+from .test_fuzz import HEADERS, fuzz_store
 
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 SEED = os.environ.get("COCKTAIL_SCHEMATHESIS_SEED", "38")  # fixed: a failure replays
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    store, tokens, _ = fuzz_store(tmp_path_factory.mktemp("openapi"))
+def built(tmp_path_factory):
+    return fuzz_store(tmp_path_factory.mktemp("openapi"))
+
+
+@pytest.fixture(scope="module")
+def served(built):
+    store, tokens, _ = built
     # Short deadlines: the contract, not the timing, is under test here
     with serve(store, "--deadline-search-ms", "50", "--deadline-rank-ms", "20") as (url, _):
         yield url, tokens
@@ -84,6 +90,24 @@ def test_every_error_is_a_problem_and_401_challenges(served):
     assert both.status_code == 422 and problem_of(both)["errors"]
 
 
+def test_a_number_given_as_a_string_is_unreadable(served):
+    """The schema says number and integer; pydantic's lax mode took "0.05" and "10" for them.
+    Both are 422 naming the field; a JSON int still reads as a number, and 10.0 as an integer
+    (JSON Schema's)."""
+    url, tokens = served
+    for path, body, field in (("/v1/query", {"query": "count(a)", "alpha": "0.05"}, "alpha"),
+                              ("/v1/rank", {"query": "city=a", "k": "10"}, "k")):
+        reply = httpx.post(url + path, json=body, headers=auth(tokens[0]), timeout=30)
+        assert reply.status_code == 422, (path, reply.text)
+        assert field in {e["loc"][-1] for e in problem_of(reply)["errors"]}
+    whole = httpx.post(url + "/v1/query", json={"query": "count(a)", "alpha": 1},
+                       headers=auth(tokens[0]), timeout=30)
+    assert whole.status_code == 400 and problem_of(whole)["limit"] == "alpha"  # read, too big
+    ten = httpx.post(url + "/v1/rank", json={"query": "city=a", "k": 10.0},
+                     headers=auth(tokens[0]), timeout=30)
+    assert ten.status_code == 200 and ten.json()["k"] == 10
+
+
 def test_the_document_names_every_status_in_one_model(served):
     url, _ = served
     document = httpx.get(url + "/openapi.json").json()
@@ -101,6 +125,48 @@ def test_the_document_names_every_status_in_one_model(served):
                     assert "WWW-Authenticate" in response["headers"]
     query = document["paths"]["/v1/query"]["post"]["responses"]
     assert set(query) == {"200", "400", "401", "403", "413", "422", "429", "503"}
+
+
+def test_every_operation_that_takes_a_body_documents_the_413_of_the_body_limit(served, built):
+    """The body limit answers before any route: each operation with a request body lists its
+    413, one added later too, and only those."""
+    url, tokens = served
+    oversized = httpx.post(url + "/v1/rank", content=b"x" * 300_000, headers=auth(tokens[0]),
+                           timeout=30)
+    assert oversized.status_code == 413 and problem_of(oversized)["limit"] == "body_bytes"
+    with in_process(built[0]) as client:
+
+        @client.app.post("/v1/later")
+        def later(body: dict) -> dict:
+            return body
+        document = client.get("/openapi.json").json()
+    assert httpx.get(url + "/openapi.json").json()["paths"].items() <= \
+        document["paths"].items()  # the same document, and the route added later
+    takes_a_body = set()
+    for path, methods in document["paths"].items():
+        for method, operation in methods.items():
+            assert ("413" in operation["responses"]) == ("requestBody" in operation), path
+            takes_a_body |= {path} if "requestBody" in operation else set()
+    assert takes_a_body == {"/v1/query", "/v1/rank", "/v1/later"}
+
+
+def test_the_servers_own_400_carries_the_security_headers(served):
+    """A header uvicorn cannot parse is answered 400 by uvicorn itself, before the app and its
+    guards: that reply carries the headers every other reply does."""
+    url, _ = served
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as connection:
+        connection.sendall(b"GET /v1/limits HTTP/1.1\r\nHost: x\r\nBad Header: 1\r\n\r\n")
+        reply = b""
+        while chunk := connection.recv(65536):
+            reply += chunk
+    head = reply.split(b"\r\n\r\n", 1)[0].decode().split("\r\n")
+    assert head[0] == "HTTP/1.1 400 Bad Request", head
+    headers = {line.partition(":")[0].lower(): line.partition(":")[2].strip() for line in head[1:]}
+    assert HEADERS <= set(headers), headers
+    assert headers["x-frame-options"] == "DENY" and headers["referrer-policy"] == "same-origin"
+    assert headers["x-content-type-options"] == "nosniff"
+    assert "frame-ancestors 'none'" in headers["content-security-policy"]
 
 
 def test_health_says_what_is_served(served):

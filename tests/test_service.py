@@ -410,8 +410,11 @@ def test_the_alpha_is_the_analysts_choice_over_http_and_the_cli(server):
     assert spent == pytest.approx(0.05)
 
 
-def self_signed(directory: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 that is its own authority, and its key."""
+def self_signed(directory: Path, start_days: float = -0.01, end_days: float = 1,
+                passphrase: bytes | None = None) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 that is its own authority, valid from ``start_days`` to
+    ``end_days`` from now, and its key (the owner's alone; encrypted under ``passphrase`` if
+    one is given)."""
     import datetime
     import ipaddress
 
@@ -425,19 +428,30 @@ def self_signed(directory: Path) -> tuple[Path, Path]:
     now = datetime.datetime.now(datetime.timezone.utc)
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
+            .not_valid_before(now + datetime.timedelta(days=start_days))
+            .not_valid_after(now + datetime.timedelta(days=end_days))
             .add_extension(x509.SubjectAlternativeName(
                 [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .sign(key, hashes.SHA256()))
     cert_path, key_path = directory / "cert.pem", directory / "key.pem"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                           serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_path.write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(passphrase) if passphrase else
+        serialization.NoEncryption()))
     key_path.chmod(0o600)
     return cert_path, key_path
+
+
+def small_store(root: Path) -> tuple[Path, str]:
+    """A store of 300 records, and an analyst's token."""
+    store = root / "s"
+    publish(load(dataset_path("bms-webview-1.dat")).head(300), LocalStore(store),
+            PublishParams(k=5, m=3))
+    ledger = Ledger(ledger_location(LocalStore(store)))
+    ledger.add_role("analyst", alpha=0.1, budget=1.0)
+    return store, ledger.add_user("ann", "analyst")
 
 
 def test_serve_speaks_tls_and_the_analysts_cli_trusts_the_owners_authority(tmp_path):
@@ -448,12 +462,7 @@ def test_serve_speaks_tls_and_the_analysts_cli_trusts_the_owners_authority(tmp_p
 
     from cocktail.cli import main
 
-    store = tmp_path / "s"
-    publish(load(dataset_path("bms-webview-1.dat")).head(300), LocalStore(store),
-            PublishParams(k=5, m=3))
-    ledger = Ledger(ledger_location(LocalStore(store)))
-    ledger.add_role("analyst", alpha=0.1, budget=1.0)
-    token = ledger.add_user("ann", "analyst")
+    store, token = small_store(tmp_path)
     cert, key = self_signed(tmp_path)
     with serve(store, "--tls-cert", str(cert), "--tls-key", str(key)) as (url, _):
         assert url.startswith("https://")
@@ -473,3 +482,85 @@ def test_serve_speaks_tls_and_the_analysts_cli_trusts_the_owners_authority(tmp_p
                             "--port", "0", "--tls-cert", str(other), "--tls-key", str(key),
                             "--json"], capture_output=True, text=True, timeout=60)
     assert wrong.returncode == 2 and "for TLS" in json.loads(wrong.stdout)["error"]
+
+
+def test_a_certificate_clients_refuse_or_a_secret_others_can_read_is_refused_on_load(tmp_path):
+    """A certificate expired or not valid yet (every client would refuse it), a key or a
+    passphrase file that others can read (refused as ssh refuses one, with the chmod to run),
+    an encrypted key without its passphrase file or with a wrong one: each is one error before
+    anything listens, exit status 2."""
+    from cocktail.service import Tls
+
+    for name, start, end, message in (("expired", -10, -1, "expired on"),
+                                      ("early", 1, 10, "is not valid before")):
+        (tmp_path / name).mkdir()
+        cert, key = self_signed(tmp_path / name, start, end)
+        with pytest.raises(ValueError, match=message):
+            Tls.load(str(cert), str(key))
+    refused = subprocess.run([sys.executable, "-m", "cocktail.cli", "serve", "--store",
+                              str(tmp_path / "nowhere"), "--tls-cert", str(cert), "--tls-key",
+                              str(key), "--json"], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2, refused.stderr
+    assert "is not valid before" in json.loads(refused.stdout)["error"]
+    cert, key = self_signed(tmp_path, passphrase=b"s3cret")
+    passphrase = tmp_path / "passphrase"
+    passphrase.write_text("s3cret\n")
+    passphrase.chmod(0o600)
+    assert Tls.load(str(cert), str(key), str(passphrase)).password == "s3cret"
+    with pytest.raises(ValueError, match="is encrypted: give its passphrase with "
+                                         "--tls-key-password-file"):
+        Tls.load(str(cert), str(key))
+    for secret in (key, passphrase):
+        secret.chmod(0o640)
+        with pytest.raises(ValueError, match=f"open to others .*Run: chmod 600 {secret}"):
+            Tls.load(str(cert), str(key), str(passphrase))
+        secret.chmod(0o600)
+    passphrase.write_text("not it\n")
+    with pytest.raises(ValueError, match="the key's passphrase"):
+        Tls.load(str(cert), str(key), str(passphrase))
+
+
+def test_serve_never_asks_for_a_passphrase_on_its_terminal(tmp_path):
+    """An encrypted key without --tls-key-password-file: OpenSSL asked for its passphrase on
+    the controlling terminal, where a server started from one waited for ever; now it is one
+    error naming the option, and nothing is asked."""
+    import fcntl
+    import os
+    import termios
+
+    store, _ = small_store(tmp_path)
+    cert, key = self_signed(tmp_path, passphrase=b"s3cret")
+    terminal, its_side = os.openpty()
+    try:
+        run = subprocess.run(
+            [sys.executable, "-m", "cocktail.cli", "serve", "--store", str(store), "--port", "0",
+             "--tls-cert", str(cert), "--tls-key", str(key), "--json"],
+            stdin=its_side, capture_output=True, text=True, timeout=60, start_new_session=True,
+            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))  # its terminal
+        os.set_blocking(terminal, False)
+        try:
+            asked = os.read(terminal, 4096)
+        except BlockingIOError:
+            asked = b""
+    finally:
+        os.close(its_side)
+        os.close(terminal)
+    assert run.returncode == 2, run.stderr
+    assert "--tls-key-password-file" in json.loads(run.stdout)["error"]
+    assert asked == b""
+
+
+def test_serve_opens_an_encrypted_key_with_its_passphrase_file_and_warns_of_expiry(tmp_path):
+    """The passphrase comes from a file; a certificate that ends within 30 days is logged as a
+    warning when the server starts (this one ends in a day)."""
+    store, token = small_store(tmp_path)
+    cert, key = self_signed(tmp_path, passphrase=b"s3cret")
+    passphrase = tmp_path / "passphrase"
+    passphrase.write_text("s3cret\n")
+    passphrase.chmod(0o600)
+    log = tmp_path / "serve.log"
+    with serve(store, "--tls-cert", str(cert), "--tls-key", str(key),
+               "--tls-key-password-file", str(passphrase), log=log) as (url, _):
+        budget = httpx.get(url + "/v1/budget", headers=auth(token), verify=str(cert))
+        assert budget.status_code == 200
+    assert f"WARNING cocktail.serve: the TLS certificate {cert} expires on " in log.read_text()

@@ -247,6 +247,32 @@ def test_an_appended_version_is_signed_by_the_owner(owner, tmp_path):
     assert cli("audit", "--store", str(store))[0] == 0
 
 
+def test_signatures_swapped_between_earlier_versions_fail_the_release_audit(owner, tmp_path):
+    """`audit` checks the current version's signature; `audit --releases` checks each
+    remaining version's against that version's own manifest, so an earlier version's signature
+    swapped for another's fails it (exit 1), naming both versions."""
+    store = copy(owner, "s1", "swapped")
+    for seed in (9, 10):
+        batch = tmp_path / f"batch{seed}.dat"
+        assert RUN.invoke(main, ["generate", str(batch), "--records", "300", "--seed",
+                                 str(seed)]).exit_code == 0
+        assert cli("publish", str(batch), "--store", str(store), "--append")[0] == 0
+    code, history = cli("audit", "--releases", "--store", str(store))
+    assert code == 0 and [r["signature"] for r in history["releases"]] == ["signed"] * 3
+    first, second = (store / "public" / fmt.signature_path(v) for v in ("v000001", "v000002"))
+    swapped = second.read_bytes()
+    second.write_bytes(first.read_bytes())
+    first.write_bytes(swapped)
+    assert cli("audit", "--store", str(store))[0] == 0  # v000003, the current one, is sound
+    code, history = cli("audit", "--releases", "--store", str(store))
+    assert code == 1 and [r["signature"] for r in history["releases"]] == \
+        ["invalid", "invalid", "signed"]
+    assert {(v["kind"], v["where"]) for v in history["violations"]} == {
+        ("signature", fmt.signature_path("v000001")),
+        ("signature", fmt.signature_path("v000002"))}
+    assert all("not what" in v["detail"] for v in history["violations"])
+
+
 def test_an_unsigned_store_is_reported_and_republished_only_when_allowed(owner):
     old = copy(owner, "s1", "unsigned")
     (old / "public" / fmt.signature_path(current(old))).unlink()

@@ -142,7 +142,9 @@ def _print_chain(chain: ChainAuditReport) -> None:
 
 def _print_release_audit(report: ReleaseAuditReport) -> None:
     status = "[green]PASS[/]" if report.ok else "[bold red]FAIL[/]"
-    kinds = ", ".join(f"{r['version']} {r['kind']}" for r in report.releases) or "none logged"
+    kinds = ", ".join(f"{r['version']} {r['kind']}" + (
+        " (unsigned)" if r["signature"] == "unsigned" else "") for r in report.releases) \
+        or "none logged"
     out.print(f"release audit {status} {report.store}: releases {kinds}; "
               f"{report.pairs_checked} pair(s), {report.residuals_checked:,} residuals and "
               f"{report.files_checked:,} public files checked; joint-view attacker on "

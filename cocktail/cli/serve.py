@@ -45,20 +45,26 @@ from .options import OWNER, json_option, store_option
               help="Serve HTTPS with this certificate chain (PEM); needs --tls-key. Without "
                    "it, tokens cross the network in the clear.")
 @click.option("--tls-key", type=click.Path(exists=True, dir_okay=False),
-              help="The certificate's private key (PEM, unencrypted; readable by the owner "
-                   "only).")
+              help="The certificate's private key (PEM; readable by its owner only, else "
+                   "refused: chmod 600).")
+@click.option("--tls-key-password-file", type=click.Path(exists=True, dir_okay=False),
+              help="A file (the owner's only) whose first line is the passphrase of an "
+                   "encrypted --tls-key; serve never asks for it on the terminal.")
 @click.option("--access-log", is_flag=True, help="Log every request.")
 @json_option
 def serve_cmd(store_spec: str, host: str, port: int, runner: str,
               deadline_base_ms: float | None, deadline_count_ms: float | None,
               deadline_rank_ms: float, deadline_search_ms: float, rank_slots: int,
-              tls_cert: str | None, tls_key: str | None, access_log: bool,
-              as_json: bool) -> None:
+              tls_cert: str | None, tls_key: str | None, tls_key_password_file: str | None,
+              access_log: bool, as_json: bool) -> None:
     if (tls_cert is None) != (tls_key is None):
         raise click.UsageError("--tls-cert and --tls-key go together")
+    if tls_key_password_file and not tls_key:
+        raise click.UsageError("--tls-key-password-file is the passphrase of --tls-key")
     require("uvicorn")
     from ..service import Server, Tls  # names the [serve] extra if it is missing
 
+    tls = Tls.load(tls_cert, tls_key, tls_key_password_file) if tls_cert else None
     default = DEFAULT_DEADLINES[runner]
     deadlines = Deadlines(deadline_base_ms or default.base_ms,
                           default.count_ms if deadline_count_ms is None else deadline_count_ms,
@@ -66,7 +72,6 @@ def serve_cmd(store_spec: str, host: str, port: int, runner: str,
     store = open_store(store_spec)
     require_set_up(store, can_create=False)  # a mistyped --store would answer 503 forever
     check_backend(runner, store)
-    tls = Tls.load(tls_cert, tls_key) if tls_cert else None
     server = Server.start(store, runner, deadlines, host, port, tls)
     confirm(as_json, {"url": server.url, "store": store.url, "runner": runner,
                       "pid": os.getpid()}, f"serving {store.url} at {server.url} (Ctrl-C stops)")
