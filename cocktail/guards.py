@@ -50,6 +50,7 @@ def guard(app: FastAPI) -> None:
     onto the 413 of a body limit too)."""
     app.add_exception_handler(RequestValidationError, _unreadable)
     app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(Exception, _internal)
     app.add_middleware(SecurityHeaders)
     app.mount(ASSETS.rstrip("/"), StaticFiles(directory=str(files("fastapi_offline") / "static")),
               name="docs-assets")
@@ -68,6 +69,16 @@ async def _unreadable(_: Request, exc: RequestValidationError) -> JSONResponse:
 async def _http_error(_: Request, exc: HTTPException) -> JSONResponse:
     response = problem(exc.status_code, str(exc.detail))
     response.headers.update(exc.headers or {})  # a 405's Allow
+    return response
+
+
+async def _internal(request: Request, _: Exception) -> JSONResponse:
+    """A route's bug: a problem like any other error, not Starlette's plain text.  Starlette
+    answers it outside every middleware, :class:`SecurityHeaders` too, so the headers are set
+    here; the traceback is still logged for the owner (the exception goes on to the server)."""
+    response = problem(500, "internal error (logged for the owner)")
+    nonce = request.scope.get("state", {}).get("nonce") or secrets.token_urlsafe(16)
+    response.headers.update(dict(security_headers(nonce)))
     return response
 
 

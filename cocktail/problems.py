@@ -72,6 +72,8 @@ WHY = {
     503: "No publication yet, the counts failed, another request is computing this answer, "
          "or the rankings of the caller's role and size are busy (``limit``: "
          "``rank_slots``): ask again (a retry reuses the charge).",
+    500: "A bug in the server, logged for the owner (its trace is never sent): ask again "
+         "later, or tell the owner.",
 }
 
 
@@ -90,7 +92,11 @@ def documented(*statuses: int) -> dict:
 
 
 def add_to(openapi: dict) -> dict:
-    """The problem model in the document's components (the routes refer to it)."""
+    """The problem model in the document's components (the routes refer to it), and the 500
+    of a bug, which any operation may answer."""
+    for methods in openapi.get("paths", {}).values():
+        for operation in methods.values():
+            operation["responses"].setdefault("500", documented(500)[500])
     schemas = openapi.setdefault("components", {}).setdefault("schemas", {})
     problem_schema = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
     schemas.update(problem_schema.pop("$defs", {}))  # FieldError

@@ -124,7 +124,23 @@ def test_the_document_names_every_status_in_one_model(served):
                 if status == "401":
                     assert "WWW-Authenticate" in response["headers"]
     query = document["paths"]["/v1/query"]["post"]["responses"]
-    assert set(query) == {"200", "400", "401", "403", "413", "422", "429", "503"}
+    assert set(query) == {"200", "400", "401", "403", "413", "422", "429", "500", "503"}
+
+
+def test_a_routes_bug_is_a_problem_with_the_security_headers(built):
+    """Starlette answered an unhandled exception with its own plain-text 500, outside every
+    middleware: no problem model, none of the security headers."""
+    with in_process(built[0]) as client:
+
+        @client.app.get("/v1/broken")
+        def broken() -> dict:
+            raise RuntimeError("a bug, with a secret in its message")
+        reply = client.get("/v1/broken")
+        documented = client.get("/openapi.json").json()["paths"]["/v1/broken"]["get"]
+    assert reply.status_code == 500 and "secret" not in reply.text
+    assert problem_of(reply)["detail"] == "internal error (logged for the owner)"
+    assert HEADERS <= {name.lower() for name in reply.headers}, reply.headers
+    assert "500" in documented["responses"]
 
 
 def test_every_operation_that_takes_a_body_documents_the_413_of_the_body_limit(served, built):
