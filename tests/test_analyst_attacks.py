@@ -468,6 +468,33 @@ def test_a_request_waiting_on_a_live_reserver_stores_nothing_at_its_deadline(tmp
     assert ask(ledger, source, token, "count(a)").body["answers"] == [501.5]
 
 
+def test_counts_that_fail_leave_the_paid_reservation_to_the_retry_at_once(tmp_path):
+    """The counts raise once: the request is refused ("ask again") and its reservation
+    released, so the same token's retry computes the answer now, charged nothing more (the
+    failed request paid for it), instead of finding its own dead request's reservation in
+    flight and being refused at every deadline until it goes stale (600 s)."""
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.add_role("analyst", alpha=0.5, budget=5.0)
+    token = ledger.add_user("ann", "analyst")
+    failures = [OSError("the private cloud is unreachable")]
+
+    def counts(queries):
+        if failures:
+            raise failures.pop()
+        return [500] * len(queries)
+
+    source = Source("v1", counts)
+    deadlines = Deadlines(base_ms=1000, count_ms=1)  # a loaded machine still makes it
+    with ThreadPoolExecutor(1) as pool:
+        with pytest.raises(session.ComputeFailed, match="reuses this charge"):
+            ask(ledger, source, token, "count(a)", deadlines=deadlines, pool=pool)
+        retry = ask(ledger, source, token, "count(a)", deadlines=deadlines, pool=pool).body
+    # Lap(2) noise: 30 away has probability e^-15; the default answer is noise around 0.
+    assert abs(retry["answers"][0] - 500) < 30, retry
+    assert retry["charged"] == 0 and not retry["reused"]
+    assert ledger.budget_status(ledger.authenticate(token))["spent"] == 0.5
+
+
 def test_a_flood_of_free_rank_requests_does_not_time_private_ties(tmp_path):
     """16 clients of one token flood a 200,000-tuple ranking (no defense: every answer free)
     for 30 s, each request asking at random for a value some tuples hold or one nobody holds

@@ -305,6 +305,7 @@ def tail(text: str, lines: int = 40) -> str:
 
 
 @pytest.mark.parametrize("doc", [d for d in DOCS if shell_blocks(d)], ids=doc_id)
+@pytest.mark.timeout(1800)  # a document's blocks in one session: engines.md starts six Sparks
 def test_doc_runs(doc, tmp_path):
     if shutil.which("curl") is None or shutil.which("bash") is None:
         pytest.skip("the docs' sessions need bash and curl")

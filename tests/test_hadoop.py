@@ -36,7 +36,9 @@ from .hadoop_cluster import (HDFS_EXT, TARGET, build, label_expression, start,
                              succeeded_applications, succeeded_label_expressions)
 from .metadata import assert_no_grouping
 
-pytestmark = pytest.mark.xdist_group("hadoop")
+# The first test of a session builds hdfs_ext (`mvn verify`, its JUnit suite); each cluster
+# takes up to 240 s to start (tests/hadoop_cluster.py).
+pytestmark = [pytest.mark.xdist_group("hadoop"), pytest.mark.timeout(1800)]
 PARAMS = PublishParams(k=5, m=3, workers=1)
 
 

@@ -96,6 +96,25 @@ def remainder_store(tmp_path, monkeypatch):
     return store
 
 
+def test_the_old_tops_pool_the_private_remainder_and_no_public_chunk(remainder_store):
+    """What the next append may promote: the last promotion's private chunk ({z} of n1, at
+    position 5) and nothing of its public chunks ac|b, whose pairs the public cloud has seen
+    (pooled again, they would be shown twice, and r4's {b} and {c} could land in one chunk
+    as two members of one record)."""
+    publication = Publication.open(remainder_store)
+    pool = promotion.old_tops(publication, publication.tree)
+    [private] = [c.id for c in publication.chunks.values() if c.private]
+    assert pool.parts == [[(5, f("z"))]] and pool.ids == {5: "n1"}
+    assert pool.emptied == {private} and pool.lifted == publication.tree.tops()
+    shown = {(positions[name], term) for c in publication.chunks.values() if not c.private
+             for positions in [publication.record_positions(c.id)]
+             for name, terms in publication.subrecords(c.id) for term in terms}
+    pooled = {(position, term) for part in pool.parts for position, terms in part
+              for term in terms}
+    assert len(shown) == 6 and not shown & pooled
+    assert pool.held == f("abcz")  # the promotion's public terms are held back all the same
+
+
 def test_a_promotion_never_shows_a_pair_again(remainder_store):
     """The next append has nothing new to pool (an empty record): the remainder alone could
     publish nothing its own partition did not, so nothing is promoted, whatever the

@@ -79,8 +79,9 @@ def tamper(store: Path) -> str:
     return entry["id"]
 
 
-def resign(store: Path, key_store: Path) -> None:
-    """The sender also signs the tampered manifest with a key of its own: self-consistent."""
+def resign(store: Path, key_store: Path, sha256: str | None = None) -> None:
+    """The sender also signs the tampered manifest with a key of its own: self-consistent
+    (or, given ``sha256``, signs that digest as the manifest's)."""
     version = current(store)
     manifest = (store / "public" / fmt.manifest_path(version)).read_bytes()
 
@@ -89,7 +90,7 @@ def resign(store: Path, key_store: Path) -> None:
             self.version, self.files = version, {}
 
         def staged_sha256(self, zone: str, name: str) -> str:
-            return hashlib.sha256(manifest).hexdigest()
+            return sha256 or hashlib.sha256(manifest).hexdigest()
 
         def put(self, zone: str, name: str, data: bytes) -> None:
             self.files[name] = data
@@ -224,6 +225,56 @@ def test_a_forged_link_in_the_chain_of_signers_is_refused(owner):
     path.write_text(json.dumps(document))
     code, body = cli("audit", "--store", str(s2))
     assert code == 1 and "lacks" in body["signature"]["detail"]
+
+
+def flip(data: bytes, at: int) -> bytes:
+    """``data`` with one bit of its byte ``at`` changed."""
+    changed = bytearray(data)
+    changed[at] ^= 1
+    return bytes(changed)
+
+
+@pytest.mark.parametrize("at", [0, -1], ids=["first-byte", "last-byte"])
+def test_one_byte_off_in_the_manifest_or_in_the_signed_digest_is_refused(owner, at):
+    """The signature covers every byte of the manifest and of its sha256: a manifest one byte
+    off, or a signature over a digest one byte off (signed by a key of the sender's, so the
+    signature itself verifies), is refused as altered."""
+    store = copy(owner, "s1", f"one-byte-{at}")
+    version = current(store)
+    zone = LocalStore(store).zone("public")
+    manifest = (store / "public" / fmt.manifest_path(version)).read_bytes()
+    assert signing.verify(zone, version, manifest).status == "signed"
+    with pytest.raises(signing.SignatureError, match="altered after it was signed"):
+        signing.verify(zone, version, flip(manifest, at))
+    digest = hashlib.sha256(manifest).digest()
+    resign(store, owner / f"one-byte-keys-{at}", flip(digest, at).hex())
+    with pytest.raises(signing.SignatureError, match="altered after it was signed"):
+        signing.verify(zone, version, manifest)
+    code, body = cli("audit", "--store", str(store))
+    assert code == 1 and kinds(body) == {"signature"}
+
+
+def test_a_hop_naming_the_owners_fingerprint_over_another_key_is_refused(owner):
+    """A hop's ``signer`` is not part of what is signed: a sender re-signs the owner's view
+    with its own key and writes the owner's fingerprint as the signer.  Its signature verifies
+    under the key it carries, and the name matches the pin: only comparing the name with that
+    key's fingerprint refuses it."""
+    impostor = copy(owner, "s1", "impostor")
+    resign(impostor, owner / "impostor-keys")
+    pin = owner_fingerprint(owner)
+    path = impostor / "public" / fmt.signature_path(current(impostor))
+    document = json.loads(path.read_text())
+    assert document["hops"][0]["signer"] != pin
+    document["hops"][0]["signer"] = pin
+    path.write_text(json.dumps(document))
+    code, body = cli("audit", "--store", str(impostor), "--trust-key", pin)
+    assert code == 1 and kinds(body) == {"signature"}
+    assert body["signature"]["status"] == "invalid"
+    assert "the key's fingerprint is ed25519:" in body["signature"]["detail"]
+    code, body = cli("republish", "--from", str(impostor), "--to", str(owner / "never7"),
+                     "--k", "10", "--m", "2", "--trust-key", pin)
+    assert code == 2 and "fingerprint" in body["error"]
+    assert not (owner / "never7").exists()
 
 
 def test_an_appended_version_is_signed_by_the_owner(owner, tmp_path):

@@ -175,6 +175,7 @@ def test_the_doc_names_the_steps_this_test_checks():
     assert [step.name for step in rehearsal_steps()] == list(CHECKS)
 
 
+@pytest.mark.timeout(1800)  # ~6 minutes alone, most of ten in a run; each step may take 900 s
 def test_the_rehearsal(testbed):
     """Five empty hosts; every rehearsal block of docs/operations.md as written, each checked;
     YARN queries against brute force; datanode failures; down, leaving nothing behind."""

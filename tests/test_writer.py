@@ -8,6 +8,7 @@ import json
 from collections import Counter
 
 import numpy as np
+import pytest
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -137,6 +138,15 @@ def test_only_a_chunk_whose_pseudonyms_collide_is_drawn_again(monkeypatch):
     drawn = build_drawn(KEY, chunks, lambda j, attempt: f"{j}-{attempt}")
     assert [built.chunk_id for built in drawn] == ["0-0", "1-1", "2-0"]
     assert build_chunk(KEY, "1-0", chunks[1]) is None
+
+
+def test_a_chunk_holding_a_record_twice_is_an_error_not_an_endless_draw():
+    """Its two members get one pseudonym under every chunk id: drawing ids again would never
+    end (a promotion that pooled public chunks' members too hung so)."""
+    members = [("r0", 0, ["a"]), ("r1", 1, ["b"]), ("r0", 0, ["c"])]
+    chunks = [ChunkMembers.of(members[:2]), ChunkMembers.of(members)]
+    with pytest.raises(ValueError, match=r"chunk 1 holds record 'r0' \(position 0\) more than"):
+        build_drawn(KEY, chunks, lambda j, attempt: f"{j}-{attempt}")
 
 
 def test_what_a_chunk_adds_to_the_log_and_the_term_index():

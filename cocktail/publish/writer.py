@@ -177,7 +177,8 @@ def build_chunk(key: bytes, chunk_id: str,
 def build_drawn(key: bytes, chunks: Sequence[ChunkMembers], draw: Callable[[int, int], str]
                 ) -> list[BuiltChunk]:
     """:func:`build_chunks`, chunk j under the id ``draw(j, attempt)``, drawn again (attempt
-    1, 2, ...) while two of its members get one pseudonym."""
+    1, 2, ...) while two of its members get one pseudonym.  Raises ValueError for a chunk
+    that holds a record twice: its two members get one pseudonym under every id."""
     built: list[BuiltChunk | None] = [None] * len(chunks)
     todo, attempt = list(range(len(chunks))), 0
     while todo:
@@ -185,7 +186,18 @@ def build_drawn(key: bytes, chunks: Sequence[ChunkMembers], draw: Callable[[int,
         for j, chunk in zip(todo, build_chunks(key, ids, [chunks[j] for j in todo])):
             built[j] = chunk
         todo, attempt = [j for j in todo if built[j] is None], attempt + 1
+        for j in todo:  # clashed: by chance (80-bit pseudonyms), or for ever
+            _check_distinct(chunks[j], j)
     return built
+
+
+def _check_distinct(members: ChunkMembers, j: int) -> None:
+    _, first, count = np.unique(members.digests, return_index=True, return_counts=True)
+    if (count > 1).any():
+        twice = int(first[count > 1][0])
+        raise ValueError(f"chunk {j} holds record {members.record_ids[twice]!r} (position "
+                         f"{int(members.positions[twice])}) more than once: its members would "
+                         "share a pseudonym under any chunk id (a duplicated member)")
 
 
 def build_chunks(key: bytes, chunk_ids: Sequence[str], chunks: Sequence[ChunkMembers]
