@@ -19,6 +19,7 @@ from cocktail.cli import main
 from cocktail.cli.contract import classify
 from cocktail.dataset import Dataset, load, write_fimi
 from cocktail.errors import ExitCode
+from cocktail.query import Publication
 from cocktail.synthetic import SyntheticSpec, generate, random_conjunctions
 
 from .test_spark_publish import content
@@ -215,6 +216,19 @@ def test_a_long_dataframe_keeps_integers_and_records_without_terms(tmp_path):
     assert dataset.ids == ("1", "2", "3") and dataset.format == "memory-ids"
     assert list(dataset.records) == [{"7", "8"}, set(), {"7"}]
     assert dataset.duplicate_terms == 1
+
+
+def test_records_with_ids_append_with_their_ids(files, tmp_path):
+    """A mapping or DataFrame carries its records' ids, as CSV does: an append keeps them,
+    and refuses one already published."""
+    store = cocktail.OwnerStore(tmp_path / "s", create=True)
+    store.publish(files["csv"], k=K)
+    store.append({"new1": ["1", "2"], "new2": ["2"]})
+    ids = Publication.open(store.backend).record_ids
+    assert ids[-2:] == ["new1", "new2"]
+    with pytest.raises(ValueError, match="record id 'r7' is already published") as raised:
+        store.append({"r7": ["1"]})
+    assert cocktail.exit_status(raised.value) == ExitCode.USAGE
 
 
 # -- failures: the front door's exception and the CLI's exit status for the same failure ----
