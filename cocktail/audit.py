@@ -58,6 +58,16 @@ class Violation:
     detail: str
 
 
+VIOLATION_COLUMNS = ["kind", "where", "detail"]
+
+
+def violations_frame(violations: Sequence[Violation]):
+    """Violations as a DataFrame (the ``frames`` extra), one row each."""
+    from .frames import to_frame
+
+    return to_frame(map(asdict, violations), VIOLATION_COLUMNS)
+
+
 @dataclass
 class AuditReport:
     store: str
@@ -81,6 +91,10 @@ class AuditReport:
                 "itemsets_checked": self.itemsets_checked, "placement": self.placement,
                 "signature": self.provenance.as_dict() if self.provenance else None,
                 "violations": [v.__dict__ for v in self.violations]}
+
+    def to_pandas(self):
+        """The violations, a row each (kind, where, detail): empty when the audit passed."""
+        return violations_frame(self.violations)
 
 
 def km_violations(subrecords: list[list[str]], k: int, m: int,
@@ -258,6 +272,19 @@ class StoreAudit:
         return head | {"ok": self.ok,
                        "tables": {n: r.as_dict() for n, r in self.tables.items()},
                        "rankings": {n: r.as_dict() for n, r in self.rankings.items()}}
+
+    def to_pandas(self):
+        """Every violation, a row each (part, kind, where, detail), the part being
+        ``baskets``, ``layout``, ``table NAME`` or ``ranking NAME``: empty when it passed."""
+        from .frames import to_frame
+
+        rows = [asdict(v) | {"part": "baskets"}
+                for v in (self.baskets.violations if self.baskets else [])]
+        rows += [asdict(v) | {"part": "layout"} for v in self.layout]
+        for kind, parts in (("table", self.tables), ("ranking", self.rankings)):
+            rows += [{"part": f"{kind} {name}", "kind": kind, "where": name, "detail": text}
+                     for name, part in parts.items() for text in part.violations]
+        return to_frame(rows, ["part", *VIOLATION_COLUMNS])
 
 
 def audit_store(store: Store, max_itemsets: int = DEFAULT_MAX_ITEMSETS,
@@ -527,6 +554,10 @@ class ReleaseAuditReport:
                 "clusters_too_large": self.clusters_too_large, "pinned": self.pinned,
                 "violations": [v.__dict__ for v in self.violations]}
 
+    def to_pandas(self):
+        """The violations of the release history, a row each (kind, where, detail)."""
+        return violations_frame(self.violations)
+
 
 MEMBER_UNITS = ("leaf", "new")  # units a record belongs to for good (aggregates pool parts)
 
@@ -554,6 +585,22 @@ def audit_releases(store: Store, max_itemsets: int = DEFAULT_MAX_ITEMSETS) -> Re
     report.violations += audit_record_segments(store)
     history.attack()
     return report
+
+
+def audit_as_asked(store: Store, *, releases: bool = False, version: str | None = None,
+                   k: int | None = None, m: int | None = None,
+                   max_itemsets: int = DEFAULT_MAX_ITEMSETS, trust: str | None = None
+                   ) -> StoreAudit | AuditReport | ReleaseAuditReport:
+    """What `cocktail audit` checks: the whole release history (``releases``, the owner's
+    check), one version (``version``, or a stricter ``k`` or ``m``), else the whole store."""
+    if releases:
+        if trust:
+            raise ValueError("a trusted key checks a public view's signature; the release "
+                             "audit is the owner's check of its own history")
+        return audit_releases(store, max_itemsets=max_itemsets)
+    if version or k or m:
+        return audit(store, version=version, k=k, m=m, max_itemsets=max_itemsets, trust=trust)
+    return audit_store(store, max_itemsets=max_itemsets, trust=trust)
 
 
 class _History:

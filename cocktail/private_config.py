@@ -39,11 +39,13 @@ def set_up(store: Store) -> bool:
                    for name in (LEDGER_CONFIG, LEDGER_FILE, signing.KEY_FILE)))
 
 
-def require_set_up(store: Store, create: bool = False, can_create: bool = True) -> None:
-    """Refuse a store that holds nothing yet, unless ``create`` says making it is meant."""
+def require_set_up(store: Store, create: bool = False, can_create: bool = True,
+                   create_hint: str = "--create") -> None:
+    """Refuse a store that holds nothing yet, unless ``create`` says making it is meant
+    (``create_hint``: how the caller says so)."""
     if not create and not set_up(store):
         raise NoPublication(f"no publication at {store.url}; publish one first"
-                            + (" or pass --create" if can_create else ""))
+                            + (f" or pass {create_hint}" if can_create else ""))
 
 
 def ledger_location(store: Store) -> Path:

@@ -23,6 +23,9 @@ Conventions (README.md, "Writing docs", says the same for doc writers):
   rehearsal (HOSTS is a host name or ``every host``; ``online``: on the machine's network, as
   a VM provisions; ``given``: files handed over from that host's home first); here it is listed
   as skipped.
+* The ``python`` blocks of the documents in :data:`PYTHON_DOCS` (the Python API's) run too: in
+  order, in one fresh interpreter per document (a name one block makes is there in the next),
+  in a directory laid out as the shell blocks' is, with the same environment.
 * A line that starts ``cocktail serve`` must give ``--port``; it is started in the background,
   the block goes on once the service answers, and the service is stopped after the
   document's last block. Port 8080 anywhere in a document is replaced by a free port, so
@@ -31,6 +34,7 @@ Conventions (README.md, "Writing docs", says the same for doc writers):
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import resource
@@ -51,6 +55,7 @@ from cocktail.jvm import ARCHIVE_DIR
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 SHELL_TAGS = {"sh", "bash", "shell", "console"}
+PYTHON_DOCS = [REPO / "docs" / "python-api.md"]  # their python blocks run (test_python_doc_runs)
 LINKED = ("scripts", "mappers", "reducers", "benchmarks", "hadoop_conf", "hdfs_ext", "docs")
 BLOCK_TIMEOUT = 600  # seconds; the slowest block (a Spark session) takes 1-2 minutes under load
 FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*([^\s`]*)")
@@ -341,3 +346,27 @@ def test_doc_runs(doc, tmp_path):
     print(f"{doc_id(doc)}: {ran} block(s) run; not run: {skipped or 'none'}")
     if not ran:
         pytest.skip(f"{doc_id(doc)}: no block could run here: {skipped}")
+
+
+# Each block compiled as if it stood at its line of the doc: a traceback names the doc's line.
+RUN_PYTHON = """
+import json, sys
+namespace = {"__name__": "__main__"}
+for where, line, text in json.load(sys.stdin):
+    print(f"--- {where}:{line}", flush=True)
+    exec(compile("\\n" * line + text, where, "exec"), namespace)
+"""
+
+
+@pytest.mark.parametrize("doc", PYTHON_DOCS, ids=doc_id)
+def test_python_doc_runs(doc, tmp_path):
+    blocks = [(doc_id(doc), b.line, b.text) for b in fenced_blocks(doc) if b.tag == "python"]
+    assert blocks, f"{doc_id(doc)} holds no python block"
+    work, env = session(tmp_path)
+    result = subprocess.run([sys.executable, "-c", RUN_PYTHON], input=json.dumps(blocks),
+                            cwd=work, env=env, capture_output=True, text=True,
+                            timeout=BLOCK_TIMEOUT)
+    if os.environ.get("DOCS_TEST_SHOW"):
+        print(f"--- stdout\n{result.stdout}--- stderr\n{result.stderr}")
+    assert result.returncode == 0, (f"{doc_id(doc)}: a python block failed:\n"
+                                    f"{tail(result.stdout)}\n--- stderr\n{tail(result.stderr)}")

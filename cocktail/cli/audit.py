@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..audit import (DEFAULT_MAX_ITEMSETS, AuditReport, ChainAuditReport, ReleaseAuditReport,
-                    StoreAudit, audit, audit_chain, audit_releases, audit_store)
+                    StoreAudit, audit_as_asked, audit_chain)
 from ..releases import signing
 from ..store import open_store
 from .contract import emit, out, verdict
@@ -97,18 +97,10 @@ def audit_cmd(chain_stores: tuple[str, ...], store_spec: str, version: str | Non
         chain = audit_chain([open_store(spec) for spec in chain_stores], trust)
         emit(as_json, chain.as_dict(), lambda: _print_chain(chain))
         verdict(chain.ok)
-    if whole_history:
-        history = audit_releases(open_store(store_spec), max_itemsets=max_itemsets)
-        emit(as_json, history.as_dict(), lambda: _print_release_audit(history))
-        verdict(history.ok)
-    if version or k or m:
-        report = audit(open_store(store_spec), version=version, k=k, m=m,
-                       max_itemsets=max_itemsets, trust=trust)
-        emit(as_json, report.as_dict(), lambda: _print_audit(report))
-        verdict(report.ok)
-    whole = audit_store(open_store(store_spec), max_itemsets=max_itemsets, trust=trust)
-    emit(as_json, whole.as_dict(), lambda: _print_store_audit(whole))
-    verdict(whole.ok)
+    report = audit_as_asked(open_store(store_spec), releases=whole_history, version=version,
+                            k=k, m=m, max_itemsets=max_itemsets, trust=trust)
+    emit(as_json, report.as_dict(), lambda: PRINTERS[type(report)](report))
+    verdict(report.ok)
 
 
 def _print_store_audit(whole: StoreAudit) -> None:
@@ -152,3 +144,7 @@ def _print_release_audit(report: ReleaseAuditReport) -> None:
               f"{len(report.violations)} violation(s)", highlight=False)
     for v in report.violations[:50]:
         out.print(f"  [red]{v.kind}[/] {v.where}: {v.detail}", highlight=False)
+
+
+PRINTERS = {StoreAudit: _print_store_audit, AuditReport: _print_audit,
+            ReleaseAuditReport: _print_release_audit}

@@ -1,6 +1,7 @@
 """The contract every ``cocktail`` command keeps.
 
-* One exit-status table (:class:`ExitCode`), shown in ``cocktail --help`` and docs/cli.md.
+* One exit-status table (:class:`~cocktail.errors.ExitCode`, the library's), shown in
+  ``cocktail --help`` and docs/cli.md.
 * With ``--json``, exactly one JSON object on stdout, whatever the outcome: the command's
   result, or ``{"error": ..., "code": <exit status>, "type": ...}`` for every failure, usage
   errors included: ``--help`` and ``--version`` too (``{"help": text}``, ``{"name": "cocktail",
@@ -22,97 +23,38 @@ import json
 import sys
 import traceback
 from collections.abc import Callable
-from enum import IntEnum
 
 import click
 from rich.console import Console
 from rich.text import Text
 
+from ..errors import MEANING, ExitCode, exit_status, raised
 from ..extras import MissingExtra
 
 err = Console(stderr=True, soft_wrap=True)  # never break a path or message in two
 out = Console(soft_wrap=True)
-
-
-class ExitCode(IntEnum):
-    DONE = 0
-    PROBLEMS = 1
-    USAGE = 2
-    REFUSED = 3
-    BUDGET = 4
-    FAILED = 5
-    INTERNAL = 70       # sysexits' EX_SOFTWARE
-    INTERRUPTED = 130   # 128 + SIGINT
-
-
-MEANING = {  # one line each: `cocktail --help` shows them as they are
-    ExitCode.DONE: "done",
-    ExitCode.PROBLEMS: "a check found problems (audit), or the service is unreachable",
-    ExitCode.USAGE: "bad usage or input, no publication at --store, or a missing extra",
-    ExitCode.REFUSED: "refused: a token, a publish that would re-partition, or a ledger restore",
-    ExitCode.BUDGET: "privacy budget exhausted",
-    ExitCode.FAILED: "the store, the service or the system failed (I/O, a port in use, a "
-                     "worker killed)",
-    ExitCode.INTERNAL: "a bug in cocktail (the traceback goes to stderr)",
-    ExitCode.INTERRUPTED: "interrupted (Ctrl-C)",
-}
 TYPES = {ExitCode.PROBLEMS: "problems", ExitCode.USAGE: "usage-error",
          ExitCode.REFUSED: "refused", ExitCode.BUDGET: "budget-exhausted",
          ExitCode.FAILED: "failed", ExitCode.INTERNAL: "internal-error",
          ExitCode.INTERRUPTED: "interrupted"}
-# what the overlay service's refusals mean to a command-line client; any other error is FAILED
-HTTP_EXIT = {400: ExitCode.USAGE, 404: ExitCode.USAGE, 413: ExitCode.USAGE,
-             422: ExitCode.USAGE, 401: ExitCode.REFUSED, 403: ExitCode.REFUSED,
-             429: ExitCode.BUDGET}
-
 EXIT_STATUS = "\b\nExit status (docs/cli.md):\n" + "\n".join(
     f"  {code.value:>3}  {meaning}" for code, meaning in MEANING.items())
 
 
 def classify(exc: BaseException) -> tuple[ExitCode, str]:
-    """The exit status and the JSON ``type`` of a failure."""
-    if isinstance(exc, click.UsageError):
-        return ExitCode.USAGE, TYPES[ExitCode.USAGE]
-    if isinstance(exc, MissingExtra):
-        return ExitCode.USAGE, "missing-extra"
-    if raised(exc, "client:ServiceUnreachable"):
-        return ExitCode.PROBLEMS, "unreachable"
-    if isinstance(exc, (click.Abort, KeyboardInterrupt)):
+    """The exit status and the JSON ``type`` of a failure: click's own, else the library's
+    table (:func:`cocktail.errors.exit_status`)."""
+    if isinstance(exc, click.Abort):
         code = ExitCode.INTERRUPTED
-    elif raised(exc, "client:ServiceRefused"):
-        code = HTTP_EXIT.get(exc.http_status, ExitCode.FAILED)
-    elif raised(exc, "dp.ledger:BudgetExhausted"):
-        code = ExitCode.BUDGET
-    elif raised(exc, "dp.ledger:Unauthorized", "dp.ledger:Forbidden", "releases.layout:Refused"):
-        code = ExitCode.REFUSED
-    elif raised(exc, "store.base:StoreUnavailable") or _worker_killed(exc) or (
-            isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError)):
-        code = ExitCode.FAILED
-    elif isinstance(exc, (click.ClickException, ValueError, FileNotFoundError)) or raised(
-            exc, "dataset:InputError", "store.base:StoreError", "querylang:QuerySyntaxError",
-            "dp.ledger:LedgerError", "cluster.spec:SpecError"):
+    elif isinstance(exc, click.ClickException):  # a usage error, a bad --option file
         code = ExitCode.USAGE
     else:
-        code = ExitCode.INTERNAL
+        code = exit_status(exc)
+    if isinstance(exc, MissingExtra):
+        return code, "missing-extra"
+    if raised(exc, "client:ServiceUnreachable"):
+        return code, "unreachable"
     return code, TYPES[code]
-
-
-def _worker_killed(exc: BaseException) -> bool:
-    """A pool's worker process died (killed: out of memory, say), as ``raised`` tells a
-    class: a module not imported raised nothing."""
-    futures = sys.modules.get("concurrent.futures")
-    return futures is not None and isinstance(exc, futures.BrokenExecutor)
-
-
-def raised(exc: BaseException, *names: str) -> bool:
-    """Whether ``exc`` is one of the classes named ``module:Class`` (modules of this package):
-    a module not imported raised nothing, so a command imports only what it uses."""
-    for name in names:
-        module, _, attribute = name.partition(":")
-        loaded = sys.modules.get(f"{__package__.rpartition('.')[0]}.{module}")
-        if loaded is not None and isinstance(exc, getattr(loaded, attribute)):
-            return True
-    return False
 
 
 def wants_json(args: list[str]) -> bool:

@@ -98,12 +98,10 @@ def query_cmd(expression: str | None, batch_file, url: str | None, token: str | 
 
 def _exact_batch(engine: Engine, workload: Workload, started: float, as_json: bool) -> None:
     """Owner-only exact answers to a batch: one job (per side) for all its counting queries."""
-    answers = [int(a) if float(a).is_integer() else a for a in engine.answers(workload)]
-    payload = {"queries": [str(q) for q in workload.queries], "answers": answers, "exact": True,
-               "runner": engine.backend_name, "version": engine.version,
-               "seconds": round(time.perf_counter() - started, 4)}
+    exact = engine.exact(workload)
+    payload = exact.as_dict() | {"seconds": round(time.perf_counter() - started, 4)}
     emit(as_json, payload, lambda: [out.print(f"{q} = {a:g}", highlight=False, markup=False)
-                                     for q, a in zip(payload["queries"], answers)])
+                                     for q, a in zip(exact.queries, exact.answers)])
 
 
 def _print_noisy(workload: Workload, result: dict) -> None:

@@ -43,6 +43,7 @@ import numpy as np
 from .. import chunkformat as fmt
 from .. import releases
 from ..dataset import Dataset
+from ..inputs import MEMORY_IDS
 from ..overlay.layout import Layout, PhaseProgress, build_layout
 from ..overlay.planner import aggregates_above
 from ..overlay.tree import Node, Tree
@@ -53,7 +54,7 @@ from .batch import collector_paused
 from .writer import (Placement, VersionWriter, owner_key, partitions, units_manifest,
                      write_layout)
 
-ID_FORMATS = ("csv", "jsonl")  # formats whose records carry their own ids
+ID_FORMATS = ("csv", "jsonl", MEMORY_IDS)  # formats whose records carry their own ids
 
 
 @dataclass(frozen=True)

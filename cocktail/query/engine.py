@@ -8,7 +8,9 @@ them only through the DP layer, which is handed :meth:`Engine.counts` and nothin
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from ..overlay.combine import count_matches, resolve
 from ..overlay.planner import Plan, plan_conjunction
@@ -50,6 +52,36 @@ class Engine:
         counts = dict(zip(workload.counts, self.counts(workload.counts)))
         return [sum(weight * counts[q] for weight, q in linear.parts)
                 for linear in workload.queries]
+
+    def exact(self, workload: Workload) -> ExactAnswers:
+        """The owner's exact answers to a batch, in one job for all its counting queries."""
+        started = time.perf_counter()
+        answers = [int(a) if float(a).is_integer() else a for a in self.answers(workload)]
+        return ExactAnswers([str(q) for q in workload.queries], answers, self.version,
+                            self.backend_name, round(time.perf_counter() - started, 4))
+
+
+@dataclass(frozen=True)
+class ExactAnswers:
+    """Exact answers to a batch of linear queries, from one version: the owner's only, never
+    to be given to analysts (they get noisy ones, through the service)."""
+
+    queries: list[str]
+    answers: list[int | float]
+    version: str
+    runner: str
+    seconds: float
+
+    def as_dict(self) -> dict:
+        return {"queries": self.queries, "answers": self.answers, "exact": True,
+                "runner": self.runner, "version": self.version, "seconds": self.seconds}
+
+    def to_pandas(self):
+        """A row per query (query, answer), in the batch's order."""
+        from ..frames import to_frame
+
+        return to_frame(({"query": q, "answer": a} for q, a in zip(self.queries, self.answers)),
+                        ["query", "answer"])
 
 
 def describe(plan: Plan) -> str:

@@ -1,0 +1,137 @@
+"""What the owner's front door publishes and appends, made one :class:`~cocktail.dataset.Dataset`:
+a path (read by :func:`cocktail.dataset.load`), a ``Dataset``, records held in memory, or a
+pandas DataFrame, with the text formats' checks (the bad record named, nothing published).
+
+In memory:
+
+* an iterable of term collections: record ids ``1``, ``2``, ... as a FIMI file's line numbers
+  give them, so the same records publish the same from a file or from memory;
+* a mapping of record id to terms: records that carry their own ids, as CSV and JSON Lines do;
+* a pandas DataFrame in long form (columns ``record_id`` and ``term``, a row per pair, as CSV)
+  or with a column ``terms`` of term collections (and ``record_id`` when records have ids).
+
+A term is a string or an integer (as in JSON Lines), stripped, never empty; a term repeated in
+a record is kept once, and an empty record is a record.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+import sys
+from collections.abc import Iterable, Mapping
+from itertools import count
+
+import numpy as np
+
+from .dataset import Dataset, InputError, RecordsBuilder, load
+
+MEMORY = "memory"          # Dataset.format of records from memory, numbered 1, 2, ...
+MEMORY_IDS = "memory-ids"  # ... and of records from memory with their own ids
+LONG_FORM = ("record_id", "term")
+
+
+def as_dataset(data, format: str | None = None, *, skip_bad_lines: bool = False) -> Dataset:
+    """``data`` as a Dataset: a path is read (``format`` and ``skip_bad_lines`` as
+    :func:`~cocktail.dataset.load` takes them), anything else is taken from memory."""
+    if isinstance(data, (str, os.PathLike)):
+        return load(data, format, skip_bad_lines=skip_bad_lines)
+    if format is not None or skip_bad_lines:
+        raise ValueError("format and skip_bad_lines are for a file; records in memory have "
+                         "neither")
+    if isinstance(data, Dataset):
+        return data
+    pandas = sys.modules.get("pandas")  # not imported: data cannot be a DataFrame
+    if pandas is not None and isinstance(data, pandas.DataFrame):
+        return from_pandas(data)
+    if isinstance(data, Mapping):
+        return records_dataset(data.items(), "records in memory", MEMORY_IDS)
+    if isinstance(data, Iterable) and not isinstance(data, bytes):
+        return records_dataset(zip(count(1), data), "records in memory", MEMORY)
+    raise InputError(f"cannot publish a {type(data).__name__}: give a path, a Dataset, an "
+                     "iterable of term collections, a mapping of id to terms or a pandas "
+                     "DataFrame")
+
+
+def records_dataset(records: Iterable[tuple[object, object]], source: str, format: str,
+                    unit: str = "record") -> Dataset:
+    """A Dataset of ``(record id, terms)`` pairs, each checked: the first bad one is named by
+    its place (``unit`` and its number from 1)."""
+    ids: list[str] = []
+    first: dict[str, int] = {}
+    builder, duplicates = RecordsBuilder(), 0
+    for number, (record_id, terms) in enumerate(records, 1):
+        where = f"{source}: {unit} {number}"
+        record_id = _text(record_id, where, "record id")
+        if record_id in first:
+            raise InputError(f"{where}: duplicate record id {record_id!r} (first at {unit} "
+                             f"{first[record_id]})")
+        first[record_id] = number
+        terms = _terms(terms, where)
+        duplicates += len(terms) - builder.add(terms)
+        ids.append(record_id)
+    if not ids:
+        raise InputError(f"{source}: no records")
+    return Dataset(tuple(ids), builder.build(), source, format, duplicate_terms=duplicates)
+
+
+def _terms(terms: object, where: str) -> list[str]:
+    if isinstance(terms, (str, bytes)) or not isinstance(terms, Iterable):
+        raise InputError(f"{where}: expected a collection of terms, got "
+                         f"{type(terms).__name__} {terms!r:.40}")
+    return [_text(term, where, "term") for term in terms]
+
+
+def _text(value: object, where: str, what: str) -> str:
+    """A term or record id: a string or an integer, stripped, not empty."""
+    if isinstance(value, bool) or not isinstance(value, (str, numbers.Integral)):
+        raise InputError(f"{where}: a {what} must be a string or an integer, got "
+                         f"{type(value).__name__} {value!r:.40}")
+    text = str(value).strip()
+    if not text:
+        raise InputError(f"{where}: empty {what}")
+    return text
+
+
+def from_pandas(frame) -> Dataset:
+    """A pandas DataFrame in long form (``record_id``, ``term``) or with a column ``terms``."""
+    source, columns = "pandas DataFrame", set(frame.columns)
+    if set(LONG_FORM) <= columns:
+        return _long_form(frame, source)
+    if "terms" in columns:
+        ids = frame["record_id"].tolist() if "record_id" in columns else None
+        return records_dataset(zip(ids or count(1), frame["terms"].tolist()), source,
+                               MEMORY if ids is None else MEMORY_IDS, "row")
+    raise InputError(f"{source}: expected the columns record_id and term (a row per pair) or "
+                     f"a column terms (a collection per record); got {sorted(map(str, columns))}")
+
+
+def _long_form(frame, source: str) -> Dataset:
+    """A row per (record id, term) pair, records in order of their first row; a row with no
+    term (null or blank) is a record without terms, as a CSV row ``id,`` is."""
+    pandas = sys.modules["pandas"]
+    ids = _column(frame["record_id"], source, "record id", nulls=False)
+    terms = _column(frame["term"], source, "term", nulls=True)
+    codes, uniques = pandas.factorize(ids, sort=False)
+    if not len(uniques):
+        raise InputError(f"{source}: no records")
+    kept = np.flatnonzero(terms.notna().to_numpy())
+    order = kept[np.argsort(codes[kept], kind="stable")]
+    tokens = terms.to_numpy()[order].tolist()
+    builder = RecordsBuilder()
+    added = builder.add_many(tokens, np.bincount(codes[kept], minlength=len(uniques)))
+    return Dataset(tuple(uniques.tolist()), builder.build(), source, MEMORY_IDS,
+                   duplicate_terms=len(tokens) - added)
+
+
+def _column(series, source: str, what: str, nulls: bool):
+    """A column as stripped text, blanks as nulls (refused unless ``nulls``): integers stay
+    integers when a null made pandas hold them as floats."""
+    if series.dtype.kind == "f" and series.dropna().mod(1).eq(0).all():
+        series = series.astype("Int64")
+    text = series.astype("string").str.strip()
+    text = text.mask(text == "")
+    if not nulls and text.isna().any():
+        row = int(np.flatnonzero(text.isna().to_numpy())[0]) + 1
+        raise InputError(f"{source}: row {row}: empty {what}")
+    return text
