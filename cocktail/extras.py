@@ -8,7 +8,15 @@ privacy; each extra adds one capability (docs/install.md lists them, setup.cfg d
 from __future__ import annotations
 
 import importlib
+import json
+import shlex
+from functools import cache
+from importlib.metadata import distributions
 from types import ModuleType
+from urllib.parse import unquote, urlparse
+
+# Our name on the package index (`cocktail` there is an unrelated project); we import as `cocktail`.
+DISTRIBUTION = "cocktail-privacy"
 
 # The extra that brings each optional package (by its import name).
 EXTRAS = {
@@ -29,7 +37,7 @@ class MissingExtra(ModuleNotFoundError):
     """An optional package is not installed; the message names the extra that installs it."""
 
     def __init__(self, package: str, extra: str) -> None:
-        super().__init__(f"this needs {package}: pip install 'cocktail[{extra}]'", name=package)
+        super().__init__(f"this needs {package}: {install_command(extra)}", name=package)
         self.extra = extra
 
 
@@ -42,3 +50,29 @@ def require(module: str, extra: str | None = None) -> ModuleType:
     except ModuleNotFoundError as exc:  # it, or a package it needs (the extra installs both)
         missing = (exc.name or package).partition(".")[0]
         raise MissingExtra(missing, extra or EXTRAS[package]) from None
+
+
+def install_command(extra: str) -> str:
+    """The pip command that adds ``extra`` to this install: from the directory (a checkout) or
+    file this install came from, else from the package index."""
+    source = _installed_from()
+    if source is None:
+        return f"pip install {shlex.quote(f'{DISTRIBUTION}[{extra}]')}"
+    path, editable = source
+    return f"pip install {'-e ' if editable else ''}{shlex.quote(f'{path}[{extra}]')}"
+
+
+@cache
+def _installed_from() -> tuple[str, bool] | None:
+    """Where pip installed this distribution from, when that is a local directory or file:
+    its path, and whether the install is editable (PEP 610's direct_url.json)."""
+    # Not only the first found: a checkout on the path holds an .egg-info without it.
+    recorded = (found.read_text("direct_url.json") for found in distributions(name=DISTRIBUTION))
+    text = next(filter(None, recorded), None)
+    if text is None:
+        return None  # from the index, or not installed
+    origin = json.loads(text)
+    url = urlparse(origin.get("url", ""))
+    if url.scheme != "file":
+        return None  # the index, a VCS or a remote archive: name the index's
+    return unquote(url.path), bool(origin.get("dir_info", {}).get("editable"))

@@ -10,6 +10,8 @@ import sys
 from cocktail.dp import strategies
 from cocktail.demo import STEPS, DemoSettings, run_demo
 
+from cocktail.extras import install_command
+
 from .test_extras import CORE
 
 HEADINGS = ["1. data", "2. publish", "3. audit", "4. exact counts", "5. the same as an analyst",
@@ -36,8 +38,8 @@ def test_the_demo_shows_each_step_as_it_ends_with_what_it_means_on_a_core_instal
         block = lines[start:at[HEADINGS.index(heading) + 1]]
         for meaning in meanings:
             assert any(line.strip().startswith(meaning) for line in block), (heading, meaning)
-    assert lines[at[-1]].startswith("6. report    skipped: this needs plotly: pip install "
-                                    "'cocktail[report]'")  # the core has no plotly
+    assert lines[at[-1]].startswith("6. report    skipped: this needs plotly: "
+                                    + install_command("report"))  # the core has no plotly
 
 
 def test_the_demo_runs_no_strategy_search(tmp_path, monkeypatch):

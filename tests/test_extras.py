@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from cocktail import extras
 from cocktail.cli import main
 from cocktail.dp.answer import prepare
 from cocktail.dp.search import Searches
-from cocktail.extras import EXTRAS, MissingExtra, require
+from cocktail.extras import DISTRIBUTION, EXTRAS, MissingExtra, install_command, require
 from cocktail.querylang import parse_batch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,7 +89,8 @@ def test_a_missing_extra_is_one_json_object_naming_it(published, command, extra)
     assert result.returncode == 2, result.stderr
     [line] = result.stdout.splitlines()
     failure = json.loads(line)
-    assert failure["code"] == 2 and f"pip install 'cocktail[{extra}]'" in failure["error"]
+    assert failure["code"] == 2 and failure["extra"] == extra
+    assert failure["error"].endswith(f": {install_command(extra)}")
 
 
 @pytest.mark.parametrize("command,package,extra", [
@@ -98,7 +100,47 @@ def test_a_missing_extra_is_one_json_object_naming_it(published, command, extra)
 def test_a_missing_extra_is_one_line_on_stderr(published, command, package, extra):
     result = core(*[a.format(**published) for a in command])
     assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr.strip() == f"error: this needs {package}: pip install 'cocktail[{extra}]'"
+    assert result.stderr.strip() == f"error: this needs {package}: {install_command(extra)}"
+
+
+@pytest.fixture
+def metadata(tmp_path, monkeypatch):
+    """``record(direct_url)``: the path holds only an install of ours whose metadata records
+    ``direct_url`` (PEP 610; None: none, as from the index), after a checkout's .egg-info,
+    which records none."""
+    checkout, site = tmp_path / "checkout", tmp_path / "site"
+    header = f"Metadata-Version: 2.1\nName: {DISTRIBUTION}\nVersion: 0.1.0\n"
+    for info, name in ((checkout / "cocktail_privacy.egg-info", "PKG-INFO"),
+                       (site / "cocktail_privacy-0.1.0.dist-info", "METADATA")):
+        info.mkdir(parents=True)
+        (info / name).write_text(header)
+
+    def record(direct_url: dict | None) -> None:
+        if direct_url is not None:
+            (site / "cocktail_privacy-0.1.0.dist-info" / "direct_url.json").write_text(
+                json.dumps(direct_url))
+        monkeypatch.setattr(sys, "path", [str(checkout), str(site)])
+        extras._installed_from.cache_clear()
+    yield record
+    extras._installed_from.cache_clear()
+
+
+@pytest.mark.parametrize("direct_url,command", [
+    ({"url": "file:///home/ann/cocktail", "dir_info": {"editable": True}},
+     "pip install -e '/home/ann/cocktail[serve]'"),
+    ({"url": "file:///home/ann/my%20src", "dir_info": {}}, "pip install '/home/ann/my src[serve]'"),
+    ({"url": "file:///tmp/cocktail_privacy-0.1.0-py3-none-any.whl", "archive_info": {}},
+     "pip install '/tmp/cocktail_privacy-0.1.0-py3-none-any.whl[serve]'"),
+    ({"url": "https://example.org/cocktail.git", "vcs_info": {"vcs": "git", "commit_id": "0"}},
+     "pip install 'cocktail-privacy[serve]'"),
+    (None, "pip install 'cocktail-privacy[serve]'"),
+])
+def test_the_hint_installs_from_where_this_install_came(metadata, direct_url, command):
+    """From a checkout (editable or not) or a local file, the hint names that path; from the
+    index (or a VCS), our name there: `cocktail` on the index is another project."""
+    metadata(direct_url)
+    assert install_command("serve") == command
+    assert str(MissingExtra("fastapi", "serve")) == f"this needs fastapi: {command}"
 
 
 def test_the_core_answers_a_batch_with_the_best_fixed_strategy_and_says_why(monkeypatch):
@@ -110,7 +152,7 @@ def test_the_core_answers_a_batch_with_the_best_fixed_strategy_and_says_why(monk
     choice = prepare(workload, searches=Searches()).choice  # none kept from another test
     assert choice.optimized is choice.fixed
     report = choice.report(1.0)
-    assert report["search_skipped"] == "this needs scipy: pip install 'cocktail[search]'"
+    assert report["search_skipped"] == f"this needs scipy: {install_command('search')}"
 
 
 def test_require_names_the_extra_and_passes_installed_packages_through(monkeypatch):
@@ -120,7 +162,7 @@ def test_require_names_the_extra_and_passes_installed_packages_through(monkeypat
     with pytest.raises(MissingExtra) as missing:
         require("plotly.graph_objects")
     assert (str(missing.value), missing.value.extra) == (
-        "this needs plotly: pip install 'cocktail[report]'", "report")
+        f"this needs plotly: {install_command('report')}", "report")
     assert isinstance(missing.value, ModuleNotFoundError)  # what `except ImportError` expects
 
 
@@ -132,4 +174,4 @@ def test_the_service_module_names_its_extra_when_fastapi_is_missing(monkeypatch)
     monkeypatch.setitem(sys.modules, "fastapi", None)
     with pytest.raises(MissingExtra) as missing:
         importlib.import_module("cocktail.service")
-    assert str(missing.value) == "this needs fastapi: pip install 'cocktail[serve]'"
+    assert str(missing.value) == f"this needs fastapi: {install_command('serve')}"

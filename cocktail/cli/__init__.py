@@ -13,6 +13,7 @@ before_numpy()  # before any command's imports load numpy
 
 import click  # noqa: E402
 
+from ..extras import DISTRIBUTION  # noqa: E402
 from .contract import EXIT_STATUS, Cocktail  # noqa: E402
 
 # command name -> "module:object" in this package
@@ -33,6 +34,6 @@ COMMANDS = {
 
 @click.group(cls=Cocktail, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]},
              epilog=EXIT_STATUS)
-@click.version_option(package_name="cocktail")
+@click.version_option(package_name=DISTRIBUTION)
 def main() -> None:
     """Cocktail: publish set-valued data k^m-anonymously on a hybrid cloud and query it."""

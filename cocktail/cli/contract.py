@@ -28,7 +28,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from ..extras import MissingExtra
+from ..extras import DISTRIBUTION, MissingExtra
 
 err = Console(stderr=True, soft_wrap=True)  # never break a path or message in two
 out = Console(soft_wrap=True)
@@ -165,7 +165,7 @@ class Cocktail(click.Group):
         JSON object (``{"help": ...}``, ``{"version": ...}``)."""
         if "--version" in _root_options(args):
             from importlib.metadata import version
-            click.echo(json.dumps({"name": "cocktail", "version": version("cocktail")}))
+            click.echo(json.dumps({"name": "cocktail", "version": version(DISTRIBUTION)}))
             return ExitCode.DONE
         shown = io.StringIO()
         with contextlib.redirect_stdout(shown):
