@@ -1,8 +1,11 @@
-"""Optional dependencies: every import of one goes through :func:`require`, so that a missing
-package is one line naming the extra that installs it, never a traceback.
+"""Optional dependencies: every import of an extra's package goes through :func:`require`, and
+so does the command line's of the owner's engine (whose modules import numpy and the rest
+directly), so that a missing package is one line naming the extra that installs it, never a
+traceback.
 
-The core install publishes, audits and queries a local store and answers with differential
-privacy; each extra adds one capability (docs/install.md lists them, setup.cfg declares them).
+The core install is the analyst's client and the command line's shell (click, rich, httpx);
+the owner's engine (publish, audit, exact and noisy answers) is the ``owner`` extra, and each
+other extra adds one capability (docs/install.md lists them, setup.cfg declares them).
 """
 
 from __future__ import annotations
@@ -20,6 +23,13 @@ DISTRIBUTION = "cocktail-privacy"
 
 # The extra that brings each optional package (by its import name).
 EXTRAS = {
+    "numpy": "owner",       # the owner's engine: publish, audit, exact and noisy answers
+    "fim": "owner",         # (pyfim) the concepts' frequent itemsets
+    "pyroaring": "owner",   # the term index
+    "opendp": "owner",      # the noise
+    "threadpoolctl": "owner",  # BLAS on one thread
+    "cryptography": "owner",   # the releases' signatures
+    "yaml": "owner",        # (pyyaml) the cluster's description
     "pyspark": "spark",     # publish --engine spark, query --runner spark
     "mrjob": "hadoop",      # query --runner inline|local|hadoop (and spark, with [spark])
     "hdfs": "hadoop",       # webhdfs:// stores
@@ -43,13 +53,17 @@ class MissingExtra(ModuleNotFoundError):
 
 def require(module: str, extra: str | None = None) -> ModuleType:
     """``module`` (a dotted name) imported, or :class:`MissingExtra` naming the extra (by
-    default the one :data:`EXTRAS` gives its package)."""
+    default the one :data:`EXTRAS` gives its package, or for a module of ours, the one of the
+    package it lacks)."""
     package = module.partition(".")[0]
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:  # it, or a package it needs (the extra installs both)
         missing = (exc.name or package).partition(".")[0]
-        raise MissingExtra(missing, extra or EXTRAS[package]) from None
+        extra = extra or EXTRAS.get(package) or EXTRAS.get(missing)
+        if extra is None:
+            raise  # no extra brings it: a bug, not an install to complete
+        raise MissingExtra(missing, extra) from None
 
 
 def install_command(extra: str) -> str:

@@ -1,8 +1,9 @@
 """The ``cocktail`` command line: a thin layer over the library, one module per command group.
 
 This module holds the root group and the registry of commands, loaded when used (so that
-`cocktail query --exact` does not import the web server or the report); :mod:`.contract` holds
-the exit statuses and the ``--json`` contract every command keeps.
+`cocktail query --exact` does not import the web server or the report, and an analyst's client
+install, without the owner's engine, runs `query --url`); :mod:`.contract` holds the exit
+statuses and the ``--json`` contract every command keeps.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from .contract import EXIT_STATUS, Cocktail  # noqa: E402
 COMMANDS = {
     "generate": "publish:generate_cmd", "publish": "publish:publish_cmd",
     "audit": "audit:audit_cmd",
-    "query": "query:query_cmd", "plan": "query:plan_cmd",
+    "query": "query:query_cmd", "plan": "exact:plan_cmd",
     "republish": "chain:republish_cmd", "chain": "chain:chain_group",
     "reshare": "chain:reshare_cmd",
     "roles": "admin:roles_group", "users": "admin:users_group", "budget": "admin:budget_cmd",
