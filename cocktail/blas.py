@@ -10,8 +10,12 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
+from typing import TYPE_CHECKING
 
-from threadpoolctl import ThreadpoolController
+from .extras import MissingExtra, require
+
+if TYPE_CHECKING:
+    from threadpoolctl import ThreadpoolController  # the owner's engine: the CLI's root imports us
 
 
 def before_numpy() -> None:
@@ -25,7 +29,7 @@ def before_numpy() -> None:
 @cache
 def one_thread() -> None:
     """One BLAS thread for the rest of this process (numpy's BLAS, and any loaded by now)."""
-    ThreadpoolController().limit(limits=1, user_api="blas")
+    require("threadpoolctl").ThreadpoolController().limit(limits=1, user_api="blas")
 
 
 @contextmanager
@@ -41,9 +45,8 @@ def one_blas_thread() -> Iterator[None]:
 def _with_scipy() -> ThreadpoolController:
     """The BLAS libraries, scipy's included, found once (1 ms each time)."""
     from .dp import optimize
-    from .extras import MissingExtra
     try:
         optimize.minimize()
     except MissingExtra:
-        pass  # a core install: numpy's BLAS is the only one
-    return ThreadpoolController()
+        pass  # no [search]: numpy's BLAS is the only one
+    return require("threadpoolctl").ThreadpoolController()

@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from cocktail.cli import main
 from cocktail.cli.contract import EXIT_STATUS, MEANING, ExitCode, classify
+from cocktail.extras import install_command
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -200,14 +201,14 @@ def test_a_missing_pyspark_is_one_line_naming_the_extra(tmp_path):
     spark = ["publish", "d.dat", "--store", "s", "--engine", "spark"]
     human = python(*spark, cwd=tmp_path, prelude=NO_PYSPARK)
     assert human.returncode == 2 and human.stdout == "" and "Traceback" not in human.stderr
-    assert human.stderr.count("\n") == 1 and "pip install 'cocktail[spark]'" in human.stderr
+    assert human.stderr.count("\n") == 1 and install_command("spark") in human.stderr
     assert not (tmp_path / "s").exists()
     assert python("publish", "d.dat", "--store", "s", "--k", "2", cwd=tmp_path).returncode == 0
     for args in (spark, ["query", "--exact", "count(a)", "--store", "s", "--runner", "spark"]):
         done = python(*args, "--json", cwd=tmp_path, prelude=NO_PYSPARK)
         failure = json.loads(done.stdout)
         assert done.returncode == 2 and failure["type"] == "missing-extra", done.stderr
-        assert failure["extra"] == "spark" and "pip install 'cocktail[spark]'" in failure["error"]
+        assert failure["extra"] == "spark" and install_command("spark") in failure["error"]
 
 
 @pytest.mark.parametrize("runner", ["index-inline", "index-local", "inline"])

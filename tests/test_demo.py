@@ -1,16 +1,17 @@
-"""`cocktail demo`: each step shown as it ends, with what its figures mean, on a core install,
-and nothing slow on its path (no strategy search).  Its wall time is measured by
+"""`cocktail demo`: each step shown as it ends, with what its figures mean, on an `[owner]`
+install, and nothing slow on its path (no strategy search).  Its wall time is measured by
 benchmarks/demo.py, not here."""
 
 from __future__ import annotations
 
 import subprocess
-import sys
 
 from cocktail.dp import strategies
 from cocktail.demo import STEPS, DemoSettings, run_demo
 
-from .test_extras import CORE
+from cocktail.extras import install_command
+
+from .test_extras import OWNER, command
 
 HEADINGS = ["1. data", "2. publish", "3. audit", "4. exact counts", "5. the same as an analyst",
             "6. report"]
@@ -19,9 +20,9 @@ MEANINGS = {"2. publish": ["k^m-anonymous:", "cluster:", "public chunks go to"],
             "5. the same as an analyst": ["α:", "strategy cells: histogram:", "expected error:"]}
 
 
-def test_the_demo_shows_each_step_as_it_ends_with_what_it_means_on_a_core_install(tmp_path):
-    shown = subprocess.Popen([sys.executable, "-c", CORE, "demo", "--workdir",
-                              str(tmp_path / "demo"), "--records", "500"],
+def test_the_demo_shows_each_step_as_it_ends_with_what_it_means_on_an_owner_install(tmp_path):
+    shown = subprocess.Popen(command(OWNER, "demo", "--workdir", str(tmp_path / "demo"),
+                                     "--records", "500"),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     first = shown.stdout.readline()
     running = shown.poll() is None  # step 1 arrived while the rest was still to do
@@ -36,8 +37,8 @@ def test_the_demo_shows_each_step_as_it_ends_with_what_it_means_on_a_core_instal
         block = lines[start:at[HEADINGS.index(heading) + 1]]
         for meaning in meanings:
             assert any(line.strip().startswith(meaning) for line in block), (heading, meaning)
-    assert lines[at[-1]].startswith("6. report    skipped: this needs plotly: pip install "
-                                    "'cocktail[report]'")  # the core has no plotly
+    assert lines[at[-1]].startswith("6. report    skipped: this needs plotly: "
+                                    + install_command("report"))  # [owner] has no plotly
 
 
 def test_the_demo_runs_no_strategy_search(tmp_path, monkeypatch):

@@ -19,6 +19,7 @@ from cocktail.cli import main
 from cocktail.cli.contract import classify
 from cocktail.dataset import Dataset, load, write_fimi
 from cocktail.errors import ExitCode
+from cocktail.extras import install_command
 from cocktail.query import Publication
 from cocktail.synthetic import SyntheticSpec, generate, random_conjunctions
 
@@ -167,7 +168,8 @@ def test_versions_report_and_tables(appended, tmp_path):
 def test_a_table_without_pandas_names_its_extra(appended, monkeypatch):
     store, _, _ = appended
     monkeypatch.setitem(sys.modules, "pandas", None)  # as if it were not installed
-    with pytest.raises(cocktail.MissingExtra, match=r"cocktail\[frames\]") as raised:
+    with pytest.raises(cocktail.MissingExtra, match=re.escape(install_command("frames"))
+                       ) as raised:
         store.versions().to_pandas()
     assert raised.value.extra == "frames"
     assert cocktail.exit_status(raised.value) == ExitCode.USAGE

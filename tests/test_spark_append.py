@@ -17,6 +17,7 @@ import cocktail.publish
 from cocktail.audit import audit, audit_releases, audit_term_indexes
 from cocktail.cli import main
 from cocktail.dataset import Dataset, InputError, load, write_fimi
+from cocktail.extras import install_command
 from cocktail.publish import PublishParams, publish
 from cocktail.publish.append import AppendReport, append
 from cocktail.query import Engine, Publication
@@ -166,4 +167,4 @@ def test_a_missing_pyspark_is_one_line_naming_the_extra(tmp_path, monkeypatch):
         result = CliRunner().invoke(main, ["publish", str(data), "--store", str(tmp_path / "s"),
                                            "--engine", "spark", "--json", *extra])
         assert result.exit_code == 2
-        assert "cocktail[spark]" in json.loads(result.stdout)["error"]
+        assert install_command("spark") in json.loads(result.stdout)["error"]

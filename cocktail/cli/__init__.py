@@ -1,8 +1,9 @@
 """The ``cocktail`` command line: a thin layer over the library, one module per command group.
 
 This module holds the root group and the registry of commands, loaded when used (so that
-`cocktail query --exact` does not import the web server or the report); :mod:`.contract` holds
-the exit statuses and the ``--json`` contract every command keeps.
+`cocktail query --exact` does not import the web server or the report, and an analyst's client
+install, without the owner's engine, runs `query --url`); :mod:`.contract` holds the exit
+statuses and the ``--json`` contract every command keeps.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ before_numpy()  # before any command's imports load numpy
 
 import click  # noqa: E402
 
+from ..extras import DISTRIBUTION  # noqa: E402
 from .contract import EXIT_STATUS, Cocktail  # noqa: E402
 
 # command name -> "module:object" in this package
 COMMANDS = {
     "generate": "publish:generate_cmd", "publish": "publish:publish_cmd",
     "audit": "audit:audit_cmd",
-    "query": "query:query_cmd", "plan": "query:plan_cmd",
+    "query": "query:query_cmd", "plan": "exact:plan_cmd",
     "republish": "chain:republish_cmd", "chain": "chain:chain_group",
     "reshare": "chain:reshare_cmd",
     "roles": "admin:roles_group", "users": "admin:users_group", "budget": "admin:budget_cmd",
@@ -33,6 +35,6 @@ COMMANDS = {
 
 @click.group(cls=Cocktail, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]},
              epilog=EXIT_STATUS)
-@click.version_option(package_name="cocktail")
+@click.version_option(package_name=DISTRIBUTION)
 def main() -> None:
     """Cocktail: publish set-valued data k^m-anonymously on a hybrid cloud and query it."""

@@ -16,7 +16,6 @@ they never exit with a status of their own choosing (``ctx.exit(PROBLEMS)`` asid
 from __future__ import annotations
 
 import contextlib
-import importlib
 import io
 import itertools
 import json
@@ -29,7 +28,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ..errors import MEANING, ExitCode, exit_status, raised
-from ..extras import MissingExtra
+from ..extras import DISTRIBUTION, MissingExtra, require
 
 err = Console(stderr=True, soft_wrap=True)  # never break a path or message in two
 out = Console(soft_wrap=True)
@@ -62,10 +61,10 @@ def wants_json(args: list[str]) -> bool:
     return "--json" in (args[:args.index("--")] if "--" in args else args)
 
 
-class Cocktail(click.Group):
-    """The root group: runs a command and turns whatever it raised into one exit status and
-    one error (a JSON object on stdout with ``--json``, else a line on stderr).  Its commands
-    are ``lazy``: name -> "module:object" of this package, imported when first used."""
+class Lazy(click.Group):
+    """A group whose commands are ``lazy``: name -> "module:object" of this package, imported
+    when first used.  A command whose module needs an extra this install lacks (the owner's
+    engine, on an analyst's client) is listed saying so, and running it is that one error."""
 
     def __init__(self, *args, lazy: dict[str, str], **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -78,7 +77,24 @@ class Cocktail(click.Group):
         if name not in self.lazy:
             return None
         module, _, attribute = self.lazy[name].partition(":")
-        return getattr(importlib.import_module(f"{__package__}.{module}"), attribute)
+        try:
+            return getattr(require(f"{__package__}.{module}"), attribute)
+        except MissingExtra as missing:
+            return _unavailable(name, missing)
+
+
+def _unavailable(name: str, missing: MissingExtra) -> click.Command:
+    """A command that raises ``missing`` whatever its arguments (``--help`` included)."""
+    def fail(args: tuple[str, ...]) -> None:
+        raise missing
+    return click.Command(name, callback=fail, short_help=str(missing), add_help_option=False,
+                         params=[click.Argument(["args"], nargs=-1, type=click.UNPROCESSED)],
+                         context_settings={"ignore_unknown_options": True})
+
+
+class Cocktail(Lazy):
+    """The root group: runs a command and turns whatever it raised into one exit status and
+    one error (a JSON object on stdout with ``--json``, else a line on stderr)."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True,
              **extra):
@@ -107,7 +123,7 @@ class Cocktail(click.Group):
         JSON object (``{"help": ...}``, ``{"version": ...}``)."""
         if "--version" in _root_options(args):
             from importlib.metadata import version
-            click.echo(json.dumps({"name": "cocktail", "version": version("cocktail")}))
+            click.echo(json.dumps({"name": "cocktail", "version": version(DISTRIBUTION)}))
             return ExitCode.DONE
         shown = io.StringIO()
         with contextlib.redirect_stdout(shown):

@@ -6,11 +6,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import click
 
-from ..overlay.layout import PhaseProgress
 from .contract import err, warn
+
+if TYPE_CHECKING:
+    from ..overlay.layout import PhaseProgress  # the engine: the analysts' commands use us
 
 OWNER = "Owner command: it reads the store's private zone; analysts never run it."
 

@@ -45,6 +45,7 @@ from ..extras import MissingExtra
 from . import marginals, optimize
 from .limits import LIMITS
 from .noise import DEFINITIONS, PURE, ZCDP, gaussian, laplace
+from .objectives import OBJECTIVES, PER_QUERY
 from .sensitivity import satisfiable_sensitivity
 from .workload import Matrices
 
@@ -271,13 +272,6 @@ def within(strategy: Strategy, bound: np.ndarray) -> bool:
     return not above(strategy.variances(1.0), bound).any()
 
 
-# The analyst's choice, when the two cannot both hold: "per-query" (the default) keeps every
-# query's variance at or below the best fixed candidate's; "total" takes the lowest total,
-# though some queries may then be answered less accurately than by the fixed candidate.
-OBJECTIVES = ("per-query", "total")
-PER_QUERY, TOTAL = OBJECTIVES
-
-
 def optimized(m: Matrices, fixed: Strategy, budget: optimize.Budget,
               objective: str = PER_QUERY) -> Strategy:
     """The lowest-total candidate among ``fixed`` and the searched ones (of ``fixed``'s
@@ -348,7 +342,7 @@ def choose(m: Matrices, search_units: int = LIMITS.search_units,
             return Choice(*plain, fixed, fixed)  # no units: nothing to search with
         try:
             best = optimized(m, fixed, budget, objective)
-        except MissingExtra as missing:  # a core install: the best fixed candidate, said so
+        except MissingExtra as missing:  # no [search]: the best fixed candidate, said so
             return Choice(*plain, fixed, fixed, search_skipped=str(missing))
         return Choice(*plain, fixed, best, complete=not budget.cut)
 

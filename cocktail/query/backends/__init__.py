@@ -11,11 +11,12 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from ...querylang import CountQuery
+from ..names import BACKEND_NAMES
 from ..view import Publication
 from . import fast
 from .mapreduce import MapReduce
 from .shards import IndexShards
-from .streaming import RUNNERS, check_ready
+from .streaming import check_ready
 
 
 class Backend(Protocol):
@@ -25,8 +26,12 @@ class Backend(Protocol):
                log: Callable[[str], None] | None = None) -> list[int]: ...
 
 
-BACKENDS: dict[str, Backend] = {"fast": fast, **{name: MapReduce(name) for name in RUNNERS},
-                                **{f"index-{name}": IndexShards(name) for name in RUNNERS}}
+def _backend(name: str) -> Backend:
+    runner = name.removeprefix("index-")
+    return fast if name == "fast" else IndexShards(runner) if runner != name else MapReduce(name)
+
+
+BACKENDS: dict[str, Backend] = {name: _backend(name) for name in BACKEND_NAMES}
 
 
 def check_backend(name: str, store) -> None:

@@ -17,8 +17,7 @@ from ...extras import require
 from ...jvm import spark_java_options
 from ...overlay.planner import MapTask
 from ...store import Store
-
-RUNNERS = ("inline", "local", "spark", "hadoop")
+from ..names import RUNNERS
 # Runners that start a task per input file, on this machine (mrjob's Spark runner: local[*]).
 BUNDLED = ("inline", "local", "spark")
 PLACED = ("hadoop",)  # runners whose tasks land on cluster nodes: private work on private ones
