@@ -5,19 +5,32 @@ from __future__ import annotations
 
 import json
 
+from .exits import ExitCode
+
 TIMEOUT = 900  # seconds: a batch on a cluster runner may take minutes
+# What each refusal of the service means as the CLI's exit status; any other error is FAILED
+HTTP_EXIT = {400: ExitCode.USAGE, 404: ExitCode.USAGE, 413: ExitCode.USAGE,
+             422: ExitCode.USAGE, 401: ExitCode.REFUSED, 403: ExitCode.REFUSED,
+             429: ExitCode.BUDGET}
 
 
 class ServiceUnreachable(Exception):
     """No answer at all: the address is wrong or the service is down."""
 
+    exit_status = ExitCode.PROBLEMS
+
 
 class ServiceRefused(Exception):
-    """The service answered with an error; ``http_status`` says which kind."""
+    """The service answered with an error; ``http_status`` says which kind, ``exit_status``
+    what the CLI exits with."""
 
     def __init__(self, detail: str, http_status: int) -> None:
         super().__init__(detail)
         self.http_status = http_status
+
+    @property
+    def exit_status(self) -> ExitCode:
+        return HTTP_EXIT.get(self.http_status, ExitCode.FAILED)
 
 
 def query(url: str, token: str, text: str, objective: str, alpha: float | None = None,

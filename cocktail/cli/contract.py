@@ -1,6 +1,7 @@
 """The contract every ``cocktail`` command keeps.
 
-* One exit-status table (:class:`ExitCode`), shown in ``cocktail --help`` and docs/cli.md.
+* One exit-status table (:class:`ExitCode`, in :mod:`cocktail.exits`), shown in ``cocktail
+  --help`` and docs/cli.md.
 * With ``--json``, exactly one JSON object on stdout, whatever the outcome: the command's
   result, or ``{"error": ..., "code": <exit status>, "type": ...}`` for every failure, usage
   errors included: ``--help`` and ``--version`` too (``{"help": text}``, ``{"name": "cocktail",
@@ -22,27 +23,16 @@ import json
 import sys
 import traceback
 from collections.abc import Callable
-from enum import IntEnum
 
 import click
 from rich.console import Console
 from rich.text import Text
 
+from ..exits import ExitCode
 from ..extras import MissingExtra
 
 err = Console(stderr=True, soft_wrap=True)  # never break a path or message in two
 out = Console(soft_wrap=True)
-
-
-class ExitCode(IntEnum):
-    DONE = 0
-    PROBLEMS = 1
-    USAGE = 2
-    REFUSED = 3
-    BUDGET = 4
-    FAILED = 5
-    INTERNAL = 70       # sysexits' EX_SOFTWARE
-    INTERRUPTED = 130   # 128 + SIGINT
 
 
 MEANING = {  # one line each: `cocktail --help` shows them as they are
@@ -60,11 +50,6 @@ TYPES = {ExitCode.PROBLEMS: "problems", ExitCode.USAGE: "usage-error",
          ExitCode.REFUSED: "refused", ExitCode.BUDGET: "budget-exhausted",
          ExitCode.FAILED: "failed", ExitCode.INTERNAL: "internal-error",
          ExitCode.INTERRUPTED: "interrupted"}
-# what the overlay service's refusals mean to a command-line client; any other error is FAILED
-HTTP_EXIT = {400: ExitCode.USAGE, 404: ExitCode.USAGE, 413: ExitCode.USAGE,
-             422: ExitCode.USAGE, 401: ExitCode.REFUSED, 403: ExitCode.REFUSED,
-             429: ExitCode.BUDGET}
-
 EXIT_STATUS = "\b\nExit status (docs/cli.md):\n" + "\n".join(
     f"  {code.value:>3}  {meaning}" for code, meaning in MEANING.items())
 
@@ -76,11 +61,11 @@ def classify(exc: BaseException) -> tuple[ExitCode, str]:
     if isinstance(exc, MissingExtra):
         return ExitCode.USAGE, "missing-extra"
     if raised(exc, "client:ServiceUnreachable"):
-        return ExitCode.PROBLEMS, "unreachable"
+        return exc.exit_status, "unreachable"
     if isinstance(exc, (click.Abort, KeyboardInterrupt)):
         code = ExitCode.INTERRUPTED
     elif raised(exc, "client:ServiceRefused"):
-        code = HTTP_EXIT.get(exc.http_status, ExitCode.FAILED)
+        code = exc.exit_status  # the library's table of what each HTTP status means
     elif raised(exc, "dp.ledger:BudgetExhausted"):
         code = ExitCode.BUDGET
     elif raised(exc, "dp.ledger:Unauthorized", "dp.ledger:Forbidden", "releases.layout:Refused"):
