@@ -36,8 +36,8 @@ def served(tmp_path_factory):
 def test_schemathesis_finds_nothing_over_every_operation(served, tmp_path):
     url, tokens = served
     listed = httpx.get(url + "/openapi.json").json()["paths"]
-    assert {"/v1/query", "/v1/rank", "/v1/budget", "/v1/limits", "/health",
-            "/owner/state"} == set(listed)
+    assert {"/v1/query", "/v1/rank", "/v1/budget", "/v1/history", "/v1/rankings",
+            "/v1/terms", "/v1/limits", "/health", "/owner/state"} == set(listed)
     run = subprocess.run(
         [sys.executable, "-m", "schemathesis.cli", "--config-file", str(CONFIG), "run",
          url + "/openapi.json", "--checks", "all", "--max-examples", "40", "--seed", SEED,

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from .. import client
+from ..client import Client
 from ..dataset import InputError
 from ..dp.ledger import Forbidden
 from ..private_config import open_ledger, store_identity
@@ -136,8 +136,9 @@ def query_cmd(query: str, top: int, url: str | None, token: str | None, token_fi
     token (the owner has no budget to charge)."""
     token = read_token(token, token_file)
     if url:
-        body = client.rank(need_service(url, token, "the owner reads the store (--store)"),
-                           token, name, query, top)
+        with Client(need_service(url, token, "the owner reads the store (--store)"),
+                    token) as service:
+            body = service.rank(name, query, top).reply
         emit(as_json, body, lambda: _print_results(body))
         return
     started = time.perf_counter()
