@@ -33,7 +33,8 @@ class Problem(BaseModel):
     status: int
     detail: str = Field(description="What went wrong, for a person.")
     limit: str | None = Field(None, description="The published limit that refused the request "
-                                                "(GET /v1/limits).")
+                                                "(GET /v1/limits), or public_terms: a term in "
+                                                "no public chunk (GET /v1/terms).")
     errors: list[FieldError] | None = Field(None, description="422: each field at fault.")
 
 
@@ -59,14 +60,15 @@ def reply(status: int, body: dict) -> JSONResponse:
 
 
 WHY = {
-    400: "A malformed query, an unknown name, or a published limit exceeded (``limit`` names "
-         "it); nothing is charged.",
+    400: "A malformed query, an unknown name, a published limit exceeded (``limit`` names "
+         "it), or a term in no public chunk not allowed (``limit``: ``public_terms``); nothing "
+         "is charged.",
     401: "No token, or one nobody issued.",
     403: "The token's user is disabled, or the route is not theirs.",
     404: "No such ranking.",
     413: "The request body is over the published size (``limit``: ``body_bytes``).",
-    422: "A body the API cannot read (not JSON, wrong types, a missing or extra field): "
-         "``errors`` names each field at fault.",
+    422: "A body or a query parameter the API cannot read (not JSON, wrong types, a missing "
+         "or extra field, out of range): ``errors`` names each field at fault.",
     429: "The caller's or the dataset's budget is spent, or the token has a ranking in "
          "flight (``limit``: ``rank_in_flight``); nothing is charged.",
     503: "No publication yet, the counts failed, another request is computing this answer, "

@@ -2,10 +2,15 @@
 
 POST /v1/query  {"query": "2*count(a) - count(b & c)"} or {"batch": ["...", "..."]}, and
                 optionally "objective": "per-query" (default) or "total" (dp.strategies),
-                and "alpha" (or "rho", under zCDP): what to spend, up to the role's
+                and "alpha" (or "rho", under zCDP): what to spend, up to the role's;
+                a term in no public chunk is refused (400, free) unless "allow_unlisted":
+                true (docs/dp.md, "Unlisted terms")
 POST /v1/rank   {"query": "city=a,religion=x", "k": 10, "name": "ranking"}: the top k of a
                 ranking (`cocktail rank build`), ids and public attributes only
 GET  /v1/budget
+GET  /v1/history?last=N  the caller's own charged answers, from the ledger
+GET  /v1/rankings  the rankings served: name, version, defense, size, public columns
+GET  /v1/terms?prefix=P&after=T&limit=N  the terms of the public chunks, in order, by pages
 GET  /v1/limits (no token needed: the limits and the response-time schedule are public)
 GET  /owner (the owner's dashboard, behind the owner's credential), /analyst (an analyst's own
      budget and answers): :mod:`cocktail.report.dashboard`
@@ -53,7 +58,7 @@ require("fastapi")  # a missing [serve] is one line naming it, not an ImportErro
 require("fastapi_offline")
 require("uvicorn")
 
-from fastapi import Body, Depends, FastAPI  # noqa: E402
+from fastapi import Body, Depends, FastAPI, Query  # noqa: E402
 from fastapi.openapi.utils import get_openapi  # noqa: E402
 from fastapi.responses import JSONResponse  # noqa: E402
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer  # noqa: E402
@@ -81,6 +86,8 @@ from .releases import current_version
 from .store import Store, StoreError
 
 bearer = HTTPBearer(auto_error=False)
+HISTORY_MAX = 1000  # answers in one reply of GET /v1/history
+TERMS_PAGE = 10_000  # terms in one page of GET /v1/terms at most
 log = logging.getLogger("cocktail.serve")
 
 
@@ -116,6 +123,10 @@ class _Asked(BaseModel):
         None, gt=0, allow_inf_nan=False,
         description="For a role under zCDP (its budget in ρ): the ρ to spend, as alpha is "
                     "for a role under pure DP; each role takes only its own.")
+    allow_unlisted: bool = Field(
+        False, description="Answer, and charge, a query naming a term that occurs in no "
+                           "public chunk (GET /v1/terms); without it such a query is refused "
+                           "(400, limit public_terms), free.")
 
 
 class OneQuery(_Asked):
@@ -174,6 +185,11 @@ class Answer(BaseModel):
     answers: list[float]
     expected_squared_error: list[float]
     expected_rms_error: list[float]
+    noise_draws: list[int] | None = Field(
+        None, description="How many noise draws each answer adds up: 1 is exactly Laplace "
+                          "(Gaussian under zCDP), what its confidence interval rests on "
+                          "(docs/dp.md, \"Confidence intervals\"); absent from answers stored "
+                          "before.")
     alpha: float | None = Field(None, description="What the release spent under pure DP.")
     rho: float | None = Field(None, description="What it spent under zCDP (with the "
                               "(epsilon, delta) it implies).")
@@ -197,6 +213,43 @@ class TopK(BaseModel):
     k: int
     results: list[dict[str, str]]
     alpha: float | None = Field(None, description="dp rankings: the α charged for it.")
+
+
+class Charge(BaseModel):
+    """One charged answer of the caller's (GET /v1/history)."""
+    at: float = Field(description="When it was charged (seconds since the epoch).")
+    charged: float = Field(description="α, or ρ for a role under zCDP.")
+    version: str = Field(description="The store's identity and the version it was asked of "
+                                     "(a ranking's: rank:NAME:VERSION).")
+    answer: dict | None = Field(description="The answer as stored (a ranking's: its results); "
+                                            "null until it is.")
+
+
+class History(BaseModel):
+    user: str
+    answers: list[Charge] = Field(description="Oldest first.")
+
+
+class Ranking(BaseModel):
+    """A ranking served: all of it public (its public manifest and size)."""
+    name: str
+    version: str
+    defense: str
+    tuples: int
+    public: list[str] = Field(description="The public columns a result shows.")
+
+
+class RankingList(BaseModel):
+    rankings: list[Ranking]
+
+
+class Terms(BaseModel):
+    """A page of the terms that occur in public chunks (public by construction)."""
+    version: str
+    terms: list[str]
+    next: str | None = Field(description="Pass as ``after`` for the next page; null on the "
+                                         "last one.")
+    total: int = Field(description="Public terms in the version, whatever the prefix.")
 
 
 class Published(BaseModel):
@@ -237,7 +290,7 @@ class CurrentPublication:
         gc.collect()
         gc.freeze()
         self._source = Source(version, Engine(publication, self._runner).counts,  # one swap
-                              self.identity)
+                              self.identity, publication.public_terms)
         log.info("serving %s (opened in %.2f s)", version, time.perf_counter() - started)
 
     def _watch(self) -> None:
@@ -421,7 +474,8 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
         reply = await asyncio.wrap_future(admitting.submit(answer, lambda: begin(
             ledger, source.get(), bearer_token, request.text, limits=limits,
             deadlines=deadlines, pool=pool, searches=searches, arrival=arrival,
-            objective=request.objective, alpha=request.alpha, rho=request.rho), arrival))
+            objective=request.objective, alpha=request.alpha, rho=request.rho,
+            allow_unlisted=request.allow_unlisted), arrival))
         if callable(reply):
             reply = await asyncio.wrap_future(waiting.submit(answer, reply, arrival))
         status, body, release_at = reply
@@ -494,6 +548,52 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
             return JSONResponse(ledger.budget_status(ledger.authenticate(bearer_token)))
         except LedgerError as exc:
             return problems.problem(exc.status, str(exc))
+
+    @app.get("/v1/history", response_model=History,
+             responses=problems.documented(401, 403, 422))
+    def history(last: int = Query(HISTORY_MAX, ge=1, le=HISTORY_MAX,
+                                  description="How many of the latest answers."),
+                bearer_token: str | None = Depends(token)):
+        """The caller's own charged answers, oldest first, from the ledger (nobody else's)."""
+        try:
+            user = ledger.authenticate(bearer_token)
+        except LedgerError as exc:
+            return problems.problem(exc.status, str(exc))
+        return JSONResponse({"user": user.name, "answers": [
+            {"at": h["at"], "charged": h["alpha"], "version": h["version"],
+             "answer": h["answer"]} for h in ledger.history(user, last)]})
+
+    @app.get("/v1/rankings", response_model=RankingList,
+             responses=problems.documented(401, 403))
+    def rankings_served(bearer_token: str | None = Depends(token)):
+        """The rankings one may ask (POST /v1/rank), with what is public of each."""
+        try:
+            ledger.authenticate(bearer_token)
+        except LedgerError as exc:
+            return problems.problem(exc.status, str(exc))
+        return JSONResponse({"rankings": rankings.described()})
+
+    @app.get("/v1/terms", response_model=Terms,
+             responses=problems.documented(401, 403, 422, 503))
+    def public_terms(prefix: str = Query("", max_length=limits.term_bytes),
+                     after: str = Query("", max_length=limits.term_bytes,
+                                        description="The last term of the page before."),
+                     limit: int = Query(1000, ge=1, le=TERMS_PAGE),
+                     bearer_token: str | None = Depends(token)):
+        """The terms that occur in the current version's public chunks, in order, a page at a
+        time: what the public cloud holds already, never a term only private chunks hold.
+        A query naming a term not listed here is refused unless it allows it."""
+        try:
+            ledger.authenticate(bearer_token)
+            served = source.get()
+        except LedgerError as exc:
+            return problems.problem(exc.status, str(exc))
+        except NoPublication as exc:
+            return problems.problem(503, str(exc))
+        found, more = served.public_terms.page(prefix, after, limit)
+        return JSONResponse({"version": served.version, "terms": found,
+                             "next": found[-1] if more else None,
+                             "total": len(served.public_terms)})
 
     @app.get("/v1/limits", response_model=Published)
     def published_limits() -> JSONResponse:

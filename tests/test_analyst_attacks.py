@@ -92,7 +92,8 @@ def timed(client: httpx.Client, url: str, token: str, texts: list[str]) -> tuple
     times, codes = [], []
     for text in texts:
         started = time.perf_counter()
-        response = client.post(url + "/v1/query", json={"query": text}, headers=auth(token))
+        response = client.post(url + "/v1/query", json={"query": text, "allow_unlisted": True},
+                               headers=auth(token))  # private and absent terms: answered
         times.append(time.perf_counter() - started)
         codes.append(response.status_code)
     return times, codes
@@ -207,7 +208,8 @@ def test_a_storm_of_waiters_costs_one_search_and_starves_no_other_route(target):
     batch = [f"{n + 17}*count(storm{n})" for n in range(8)]  # a shape no other test asks
 
     def ask(token: str) -> httpx.Response:
-        return asker.post(url + "/v1/query", json={"batch": batch}, headers=auth(token))
+        return asker.post(url + "/v1/query", json={"batch": batch, "allow_unlisted": True},
+                          headers=auth(token))
 
     def timed_budget() -> float:
         started = time.perf_counter()
@@ -278,7 +280,8 @@ def test_a_fresh_answers_time_does_not_tell_whether_another_role_asked_its_shape
 
     def ask(client: TestClient, token: str, text: str) -> float:
         started = time.perf_counter()
-        reply = client.post("/v1/query", json={"query": text}, headers=auth(token))
+        reply = client.post("/v1/query", json={"query": text, "allow_unlisted": True},
+                            headers=auth(token))
         assert reply.status_code == 200 and not reply.json()["reused"], reply.text
         return time.perf_counter() - started
 
@@ -317,8 +320,12 @@ def test_no_route_gives_an_analyst_an_exact_answer_or_the_owners_powers(target):
     # the owner's dashboard, refusing every analyst token; /analyst*: the caller's own budget
     # and answers; /static/plotly.js: the charting library (tests/test_report.py); /health:
     # whether a version is served, and which; /docs, /redoc, /openapi.json: the contract.
+    # /v1/history: the caller's own charged answers; /v1/rankings: what each ranking's public
+    # manifest says; /v1/terms: the public chunks' terms, never a private-only one
+    # (tests/test_client.py attacks both).
     api = {("/v1/query", "POST"), ("/v1/budget", "GET"), ("/v1/limits", "GET"),
-           ("/v1/rank", "POST"), ("/owner/state", "GET"), ("/health", "GET")}
+           ("/v1/rank", "POST"), ("/owner/state", "GET"), ("/health", "GET"),
+           ("/v1/history", "GET"), ("/v1/rankings", "GET"), ("/v1/terms", "GET")}
     assert documented == api
     assert served_routes == api | {("/owner", "GET"), ("/owner/login", "POST"),
                                    ("/analyst", "GET"), ("/analyst/login", "POST"),
@@ -334,8 +341,8 @@ def test_no_route_gives_an_analyst_an_exact_answer_or_the_owners_powers(target):
                         headers=auth(token)).json()
     assert answer["answers"][0] != dataset.count_containing([top])  # noise, never the count
     assert "exact" not in json.dumps(answer).lower().replace("sensitivity_exact", "")
-    for path in ("/v1/query", "/v1/budget", "/v1/limits", "/v1/roles", "/v1/users",
-                 "/v1/exact", "/v1/ledger"):
+    for path in ("/v1/query", "/v1/budget", "/v1/limits", "/v1/history", "/v1/rankings",
+                 "/v1/terms", "/v1/roles", "/v1/users", "/v1/exact", "/v1/ledger"):
         for method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
             response = httpx.request(method, url + path, headers=auth(token),
                                      json={"query": f"count({rare})", "name": "prober",

@@ -228,6 +228,7 @@ def test_a_zcdp_role_over_http_and_the_cli(tmp_path):
     from cocktail.dp.ledger import Ledger
     from cocktail.private_config import ledger_location
     from cocktail.publish import PublishParams, publish
+    from cocktail.query import Publication
     from cocktail.store import LocalStore
     from .conftest import dataset_path
     from .served import auth, serve
@@ -242,20 +243,21 @@ def test_a_zcdp_role_over_http_and_the_cli(tmp_path):
                        "--store", str(path))
     assert status == 2, body
     token = Ledger(ledger_location(LocalStore(path))).add_user("gil", "gauss")
+    a, b = Publication.open(LocalStore(path)).public_terms.terms[:2]  # askable (docs/dp.md)
     with serve(path) as (url, _):
         reply = httpx.post(url + "/v1/query", headers=auth(token), timeout=60,
-                           json={"batch": ["count(12)", "count(40)", "count(12 & 40)"],
+                           json={"batch": [f"count({a})", f"count({b})", f"count({a} & {b})"],
                                  "rho": 0.25})
         assert reply.status_code == 200, reply.text
         answer = reply.json()
         assert answer["rho"] == 0.25 and answer["charged"] == 0.25 and "alpha" not in answer
         assert answer["budget"]["rho_per_query"] == 0.5
         wrong = httpx.post(url + "/v1/query", headers=auth(token),
-                           json={"query": "count(12)", "alpha": 0.1})
+                           json={"query": f"count({a})", "alpha": 0.1})
         assert wrong.status_code == 400 and wrong.json()["limit"] == "rho"
-        status, by_cli = cli("query", "count(40)", "--url", url, "--token", token, "--rho",
+        status, by_cli = cli("query", f"count({b})", "--url", url, "--token", token, "--rho",
                              "0.125")
         assert status == 0 and by_cli["rho"] == 0.125 and by_cli["charged"] == 0.125, by_cli
-        status, refused = cli("query", "count(40)", "--url", url, "--token", token, "--alpha",
+        status, refused = cli("query", f"count({b})", "--url", url, "--token", token, "--alpha",
                               "0.1")
         assert status == 2 and "rho" in refused["error"], refused

@@ -232,8 +232,8 @@ def hostile(n: int, rng: random.Random, tokens: list[str], terms: list[str],
     texts = {2: f"{1 + n % 3}*count({a} & {b})", 3: f"count({a})\n2*count({b} & {c})",
              4: f"count(zz{n})"}
     if kind in texts:
-        return {"method": "POST", "url": "/v1/query", "json": {"query": texts[kind]},
-                "headers": auth}
+        return {"method": "POST", "url": "/v1/query", "headers": auth,
+                "json": {"query": texts[kind], "allow_unlisted": True}}  # answered, even zz
     if kind == 5:
         return {"method": "POST", "url": "/v1/rank", "headers": auth, "json": {
             "query": f"city={rng.choice('abc')},religion={rng.choice('xyzw')},age={n % 90}",

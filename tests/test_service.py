@@ -88,7 +88,8 @@ def test_answers_and_errors(server):
     assert surrogate.status_code == 422
     assert surrogate.json()["errors"][0]["type"] == "string_unicode"
     batch = httpx.post(url + "/v1/query", headers=auth(tokens["alice"]), timeout=SEARCHED,
-                       json={"batch": ["count(no-such-term)", f"2*count({top}) - count(x)"]})
+                       json={"batch": ["count(no-such-term)", f"2*count({top}) - count(x)"],
+                             "allow_unlisted": True})  # terms in no public chunk, asked for
     assert batch.status_code == 200 and len(batch.json()["answers"]) == 2
     spent = httpx.get(url + "/v1/budget", headers=auth(tokens["alice"])).json()["spent"]
     assert spent == pytest.approx(0.2)  # the malformed and refused requests spent nothing
@@ -100,7 +101,8 @@ def test_parallel_requests_exactly_fill_the_budget(server):
     Ledger(ledger_path).add_role("crowd", alpha=0.1, budget=before["spent"] + 0.6)  # 6 more
 
     def ask(n):
-        return httpx.post(url + "/v1/query", json={"query": f"count(t{n})"},
+        return httpx.post(url + "/v1/query", json={"query": f"count(t{n})",
+                                                   "allow_unlisted": True},
                           headers=auth(tokens["crowd"]), timeout=60).status_code
 
     with ThreadPoolExecutor(12) as pool:
@@ -179,7 +181,8 @@ with in_process(store, deadline_ms=30, rank_ms=15) as served:
         print(json.dumps([k, reply.status_code, reply.json()]), flush=True)
     for text in ("count(1)", "count(2)"):  # fresh: a strategy chosen (scipy), noise drawn
         asked = time.monotonic()
-        reply = served.post("/v1/query", json={"query": text}, headers=auth(token))
+        reply = served.post("/v1/query", json={"query": text, "allow_unlisted": True},
+                            headers=auth(token))
         print(json.dumps(["query", reply.status_code, time.monotonic() - asked]), flush=True)
 """
 
@@ -234,16 +237,18 @@ def test_shell_wrapper(server, tmp_path):
                               capture_output=True, text=True, timeout=60)
 
     top = max(dataset.terms(), key=lambda t: dataset.count_containing([t]))
-    answered = wrapper(f"count({top})", 'count("a \\"quoted\\" term")')
+    answered = wrapper("--allow-unlisted", f"count({top})", 'count("a \\"quoted\\" term")')
     assert answered.returncode == 0, answered.stderr
     body = json.loads(answered.stdout)
     assert abs(body["answers"][0] - dataset.count_containing([top])) < 400
     assert body["workload"].endswith('count("a \\"quoted\\" term")')
     batch = tmp_path / "batch.txt"
     batch.write_text(f"# two queries\ncount({top})\n\n2*count({top}) - count(x)\n")
-    assert len(json.loads(wrapper("--batch", batch).stdout)["answers"]) == 2
+    assert len(json.loads(wrapper("--batch", batch, "--allow-unlisted").stdout)["answers"]) == 2
     assert json.loads(wrapper("--budget").stdout)["spent"] == pytest.approx(0.2)
-    refused = wrapper("count(x & y)")
+    unlisted = wrapper("count(x & y)")
+    assert unlisted.returncode == 2 and "no public chunk" in unlisted.stderr
+    refused = wrapper("--allow-unlisted", "count(x & y)")
     assert refused.returncode == 4 and "budget exhausted" in refused.stderr
     assert wrapper("count(x)", token="wrong").returncode == 3
     malformed = wrapper("count(x &")
@@ -307,7 +312,8 @@ def test_a_stuck_dp_ranking_holds_no_shared_worker_and_a_killed_one_is_taken_ove
             retries = [pool.submit(httpx.post, url + "/v1/rank", json=ask, headers=auth(other),
                                    timeout=120) for other in retriers]
             limits = httpx.get(url + "/v1/limits", timeout=20)
-            query = httpx.post(url + "/v1/query", json={"query": "count(x)"},
+            query = httpx.post(url + "/v1/query", json={"query": "count(x)",
+                                                        "allow_unlisted": True},
                                headers=auth(token), timeout=20)
             budget = httpx.get(url + "/v1/budget", headers=auth(token), timeout=20)
             assert limits.status_code == budget.status_code == query.status_code == 200
@@ -333,7 +339,8 @@ def test_an_answer_id_names_the_publication_not_where_the_store_lies(server):
     store = ledger_path.parents[1]
     ledger = Ledger(ledger_path)
     ledger.add_role("ids", alpha=0.1, budget=1)
-    body = httpx.post(url + "/v1/query", json={"query": "count(where-am-i)"},
+    body = httpx.post(url + "/v1/query", json={"query": "count(where-am-i)",
+                                               "allow_unlisted": True},
                       headers=auth(ledger.add_user("id-reader", "ids"))).json()
     identity = (store / "private" / "store-id").read_text().strip()
     assert body["answer_id"].endswith(f"~{identity}#{body['version']}")
@@ -384,27 +391,28 @@ def test_the_alpha_is_the_analysts_choice_over_http_and_the_cli(server):
     floor = limits["limits"]["alpha_floor"] * 0.2
     for alpha in (0.25, floor / 2):
         refused = httpx.post(url + "/v1/query", headers=auth(token),
-                             json={"query": "count(a_spend)", "alpha": alpha})
+                             json={"query": "count(a_spend)", "allow_unlisted": True, "alpha": alpha})
         assert refused.status_code == 400 and refused.json()["limit"] == "alpha", refused.text
         assert refused.headers["content-type"].startswith("application/problem+json")
     assert httpx.post(url + "/v1/query", headers=auth(token),
-                      json={"query": "count(a_spend)", "alpha": 0}).status_code == 422
+                      json={"query": "count(a_spend)", "allow_unlisted": True, "alpha": 0}).status_code == 422
     body = httpx.post(url + "/v1/query", headers=auth(token),
-                      json={"query": "count(a_spend)", "alpha": 0.05}).json()
+                      json={"query": "count(a_spend)", "allow_unlisted": True, "alpha": 0.05}).json()
     assert body["charged"] == 0.05 and body["alpha"] == 0.05
     status, again = cli("query", "count(a_spend)", "--url", url, "--token", token,
-                        "--alpha", "0.05")
+                        "--alpha", "0.05", "--allow-unlisted")
     assert status == 0 and again["reused"] and again["answers"] == body["answers"]
     status, over = cli("query", "count(b_spend)", "--url", url, "--token", token,
-                       "--alpha", "0.3")
+                       "--alpha", "0.3", "--allow-unlisted")
     assert status == 2 and "alpha" in over["error"], over
     wrapped = subprocess.run([str(WRAPPER), "--url", url, "--token", token, "--alpha", "0.05",
-                              "count(a_spend)"], capture_output=True, text=True, timeout=60)
+                              "--allow-unlisted", "count(a_spend)"], capture_output=True,
+                             text=True, timeout=60)
     assert json.loads(wrapped.stdout)["answers"] == body["answers"], wrapped.stderr
     for value in ("0.3", "lots"):
         refused = subprocess.run([str(WRAPPER), "--url", url, "--token", token, "--alpha",
-                                  value, "count(a_spend)"], capture_output=True, text=True,
-                                 timeout=60)
+                                  value, "--allow-unlisted", "count(a_spend)"],
+                                 capture_output=True, text=True, timeout=60)
         assert refused.returncode == 2 and "alpha" in refused.stderr, refused.stderr
     spent = next(u["spent"] for u in ledger.users() if u["name"] == "spender")
     assert spent == pytest.approx(0.05)
@@ -472,7 +480,8 @@ def test_serve_speaks_tls_and_the_analysts_cli_trusts_the_owners_authority(tmp_p
             httpx.get(url.replace("https", "http") + "/v1/limits", timeout=5)
         with pytest.raises(httpx.ConnectError):  # not trusted without the authority
             httpx.get(url + "/v1/limits")
-        asked = CliRunner().invoke(main, ["query", "count(a)", "--url", url, "--json"],
+        asked = CliRunner().invoke(main, ["query", "count(a)", "--url", url, "--json",
+                                          "--allow-unlisted"],
                                    env={"COCKTAIL_TOKEN": token, "SSL_CERT_FILE": str(cert)})
         assert asked.exit_code == 0, asked.output
         assert json.loads(asked.stdout)["charged"] == 0.1

@@ -595,6 +595,8 @@ def test_a_malformed_index_is_a_format_error():
 
 
 def test_serve_opens_the_index_alone_and_answers_as_brute_force(tmp_path):
+    """The index, and the private manifest for the public chunks' terms (GET /v1/terms, and
+    a query's check that it names only those)."""
     from cocktail.private_config import STORE_ID
     from cocktail.service import CurrentPublication
 
@@ -606,14 +608,15 @@ def test_serve_opens_the_index_alone_and_answers_as_brute_force(tmp_path):
     data = [path for path in read if path != f"private/{STORE_ID}"]  # names its answers
     version = current_version(store)
     assert data == ["public/CURRENT", f"private/{version}/{fmt.TERM_PARTS}",
-                    f"private/{layout_of(store).parts[0].paths()[0]}"]
+                    f"private/{layout_of(store).parts[0].paths()[0]}",
+                    f"private/{version}/{fmt.MANIFEST}"]
     asked = [CountQuery(q) for q in random_conjunctions(list(FIRST.records), 50, seed=5)]
     assert served[0].get().counts(asked) == [FIRST.count_containing(q.terms) for q in asked]
 
 
 def test_serve_over_the_parts_reads_only_their_list_ahead(tmp_path):
     """With a job over the parts, the service holds the parts' list, not the index: the
-    job's tasks read the parts."""
+    job's tasks read the parts.  (And the private manifest, for the public chunks' terms.)"""
     from cocktail.private_config import STORE_ID
     from cocktail.service import CurrentPublication
 
@@ -624,7 +627,9 @@ def test_serve_over_the_parts_reads_only_their_list_ahead(tmp_path):
                                                                     3600)))
     served[0].close()
     data = [path for path in read if path != f"private/{STORE_ID}"]
-    assert data == ["public/CURRENT", f"private/{current_version(store)}/{fmt.TERM_PARTS}"]
+    version = current_version(store)
+    assert data == ["public/CURRENT", f"private/{version}/{fmt.TERM_PARTS}",
+                    f"private/{version}/{fmt.MANIFEST}"]
     asked = [CountQuery(q) for q in random_conjunctions(list(FIRST.records), 30, seed=6)]
     asked.append(CountQuery(()))
     assert served[0].get().counts(asked) == [FIRST.count_containing(q.terms) for q in asked]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from .. import client
+from ..client import LEVEL, Client, Result
 from ..dp.noise import PURE, SYMBOL, ZCDP
 from ..dp.objectives import OBJECTIVES, PER_QUERY
 from ..extras import require
@@ -33,6 +33,10 @@ from .options import json_option, need_service, read_token, store_option, token_
               "is its own charge.")
 @click.option("--rho", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Analysts of a role under zCDP: the ρ this query spends, as --alpha.")
+@click.option("--allow-unlisted", is_flag=True,
+              help="Analysts: answer, and charge, a query naming a term that occurs in no "
+              "public chunk (the service's GET /v1/terms lists those that do); without it "
+              "such a query is refused, free (exit 2): docs/dp.md, \"Unlisted terms\".")
 @click.option("--exact", is_flag=True,
               help="Owner command: exact answers read from the store's private zone, without "
               "noise (one query, or a --batch in one job). They must not be given to analysts.")
@@ -44,8 +48,9 @@ from .options import json_option, need_service, read_token, store_option, token_
 @click.option("-v", "--verbose", is_flag=True, help="With --exact: show the plan and the tasks.")
 @json_option
 def query_cmd(expression: str | None, batch_file, url: str | None, token: str | None,
-              token_file, objective: str, alpha: float | None, rho: float | None, exact: bool,
-              store_spec: str, runner: str, verbose: bool, as_json: bool) -> None:
+              token_file, objective: str, alpha: float | None, rho: float | None,
+              allow_unlisted: bool, exact: bool, store_spec: str, runner: str, verbose: bool,
+              as_json: bool) -> None:
     """Answer a query: 'count(a & b)', '2*count(a) - count(b)', or a --batch file.
 
     \b
@@ -55,8 +60,8 @@ def query_cmd(expression: str | None, batch_file, url: str | None, token: str | 
       cocktail query --exact 'count(a & b)' --store STORE
 
     Exit status as in `cocktail --help`: 1 when the service is unreachable, 2 for a
-    malformed query, a limit exceeded or a missing --url or token, 3 for a refused token, 4
-    when the budget is spent.
+    malformed query, a limit exceeded, a term in no public chunk (without --allow-unlisted)
+    or a missing --url or token, 3 for a refused token, 4 when the budget is spent.
     """
     if (expression is None) == (batch_file is None):
         raise click.UsageError("give one EXPRESSION or --batch FILE")
@@ -65,12 +70,14 @@ def query_cmd(expression: str | None, batch_file, url: str | None, token: str | 
     source = getattr(batch_file, "name", "query")
     if not exact:
         url = need_service(url, token, "exact answers are the owner's (--exact)")
-        body = client.query(url, token, text, objective, alpha, rho)
-        emit(as_json, body, lambda: _print_noisy(parse_batch(text, source), body))
+        with Client(url, token) as service:
+            answered = service.query(text, alpha, rho, objective,
+                                     allow_unlisted=allow_unlisted)
+        emit(as_json, answered.reply, lambda: _print_noisy(answered))
         return
-    if alpha is not None or rho is not None:
-        raise click.UsageError("--alpha and --rho are the analyst's spend; --exact answers "
-                               "have no noise")
+    if alpha is not None or rho is not None or allow_unlisted:
+        raise click.UsageError("--alpha, --rho and --allow-unlisted are the analyst's; "
+                               "--exact answers have no noise and no charge")
     if token:
         raise click.UsageError("--exact is an owner command that reads the store's private "
                                "zone; it takes no token (unset COCKTAIL_TOKEN)")
@@ -78,12 +85,13 @@ def query_cmd(expression: str | None, batch_file, url: str | None, token: str | 
                                             runner, verbose, as_json)
 
 
-def _print_noisy(workload: Workload, result: dict) -> None:
-    above = result.get("above_fixed") or [False] * len(result["answers"])  # older answers
-    for query, answer, error, worse in zip(workload.queries, result["answers"],
-                                           result["expected_rms_error"], above):
+def _print_noisy(answered: Result) -> None:
+    result = answered.reply
+    above = result.get("above_fixed") or [False] * len(answered)  # older answers
+    for row, worse in zip(answered, above):
         note = ", above the best fixed strategy's" if worse else ""
-        out.print(f"{query} ≈ {answer:.1f}  (± {error:.1f} RMS expected{note})",
+        out.print(f"{row['query']} ≈ {row['answer']:.1f}  (± {row['rms_error']:.1f} RMS "
+                  f"expected{note}; {LEVEL:.0%} in [{row['ci_low']:.1f}, {row['ci_high']:.1f}])",
                   highlight=False, markup=False)
     budget = result["budget"]
     symbol = SYMBOL[ZCDP if "rho" in result else PURE]

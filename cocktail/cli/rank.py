@@ -7,7 +7,7 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from .. import client
+from ..client import Client
 from ..extras import require
 from .contract import Lazy, emit, out
 from .options import (json_option, need_service, read_token, renamed, store_option,
@@ -46,8 +46,9 @@ def query_cmd(query: str, top: int, url: str | None, token: str | None, token_fi
     token (the owner has no budget to charge)."""
     token = read_token(token, token_file)
     if url:
-        body = client.rank(need_service(url, token, "the owner reads the store (--store)"),
-                           token, name, query, top)
+        with Client(need_service(url, token, "the owner reads the store (--store)"),
+                    token) as service:
+            body = service.rank(name, query, top).reply
         emit(as_json, body, lambda: _print_results(body))
         return
     body = require(f"{__package__}.rank_owner").answer(store_spec, name, query, top, token)

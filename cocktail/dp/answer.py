@@ -43,6 +43,7 @@ class NoisyAnswer:
     objective: str
     fixed_variances: list[float]  # each query's under the best fixed candidate
     definition: str = PURE        # "zcdp": ``alpha`` is ρ
+    draws: tuple[int, ...] = ()   # noise draws each answer adds up (its interval's kind)
 
     def as_dict(self) -> dict:
         spent = {"alpha": self.alpha} if self.definition == PURE else {
@@ -51,7 +52,7 @@ class NoisyAnswer:
         return {"workload": self.workload, "answers": self.answers,
                 "expected_squared_error": self.variances,
                 "expected_rms_error": [float(np.sqrt(v)) for v in self.variances],
-                **spent, "strategy": self.strategy,
+                "noise_draws": list(self.draws), **spent, "strategy": self.strategy,
                 "strategy_errors": self.expected_errors, "sensitivity": self.sensitivity,
                 "sensitivity_exact": self.sensitivity_exact, "objective": self.objective,
                 "fixed_expected_squared_error": self.fixed_variances,
@@ -113,7 +114,7 @@ class Prepared:
                            self.choice.report(alpha), strategy.sensitivity,
                            strategy.sensitivity_exact, self.objective,
                            [float(v) for v in self.choice.fixed.variances(alpha)],
-                           strategy.definition)
+                           strategy.definition, tuple(map(int, strategy.draws())))
 
     def default(self, alpha: float) -> NoisyAnswer:
         """The release when the exact vector is not ready by the deadline: the same mechanism

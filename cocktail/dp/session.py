@@ -1,12 +1,13 @@
 """One analyst request, end to end, in the order that keeps refusals free and time flat.
 
-1. authenticate; 2. parse and check the published limits; 3. reuse the role's earlier answer,
-or charge the budget and reserve the answer (:meth:`Ledger.reserve`) — a refusal stops here,
-having done no work on the data; a request that finds the answer pending (another request of
-the role computing it) waits for it, and searches and counts nothing unless it takes the
-reservation over; 4. choose the strategy (data independent; a search is shared by shape,
-:mod:`.search`); 5. compute the exact counts, against the deadline when one is given; 6. add
-noise, store, release.
+1. authenticate; 2. parse and check the published limits, and that every term occurs in a
+public chunk unless the request allows otherwise (:class:`UnlistedTerms`); 3. reuse the role's
+earlier answer, or charge the budget and reserve the answer (:meth:`Ledger.reserve`) — a
+refusal stops here, having done no work on the data; a request that finds the answer pending
+(another request of the role computing it) waits for it, and searches and counts nothing
+unless it takes the reservation over; 4. choose the strategy (data independent; a search is
+shared by shape, :mod:`.search`); 5. compute the exact counts, against the deadline when one
+is given; 6. add noise, store, release.
 
 :class:`Answered` says when the answer may leave (``release_at``, monotonic seconds): the
 service holds the reply until then, so its timing depends on the request alone.  :func:`begin`
@@ -16,10 +17,11 @@ answers in threads that never wait, and run the rest, which may, in a pool of it
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from concurrent.futures import Executor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
@@ -49,6 +51,8 @@ class Source:
     version: str
     counts: Counts
     store: str = ""
+    # The terms of the version's public chunks (query.view.PublicTerms), None: no check
+    public_terms: Container[str] | None = None
 
     @property
     def publication(self) -> str:
@@ -67,15 +71,36 @@ class ComputeFailed(Exception):
     still computing it at this one's deadline; the charge is kept for the retry."""
 
 
+class UnlistedTerms(LimitExceeded):
+    """A query naming terms that occur in no public chunk, not allowed to: refused before
+    anything is charged.  The list of public terms is public, so the refusal says nothing
+    the public cloud does not: a term only private chunks hold and a term nobody holds are
+    refused alike (docs/dp.md, "Unlisted terms")."""
+
+    def __init__(self, terms: list[str]) -> None:
+        named = ", ".join(json.dumps(t, ensure_ascii=False) for t in terms)
+        super().__init__("public_terms", (
+            f"{'terms' if len(terms) > 1 else 'term'} {named} "
+            f"{'occur' if len(terms) > 1 else 'occurs'} in no public chunk of "
+            "this publication (GET /v1/terms lists those that do); nothing was charged. "
+            'To ask anyway, and be charged, send "allow_unlisted": true (cocktail query '
+            "--allow-unlisted)"))
+        self.terms = terms
+
+
 def admit(ledger: Ledger, token: str | None, request: Workload | str,
           limits: Limits = LIMITS, objective: str = PER_QUERY, alpha: float | None = None,
-          rho: float | None = None) -> tuple[User, Workload, float]:
-    """Steps 1-2: who asks and what, within the limits, and what it spends (its own choice
-    within its role's, or its role's: an ``alpha`` under pure DP, a ``rho`` under zCDP);
-    touches no data."""
+          rho: float | None = None, listed: Container[str] | None = None
+          ) -> tuple[User, Workload, float]:
+    """Steps 1-2: who asks and what, within the limits and, given ``listed``, naming only
+    terms in it, and what it spends (its own choice within its role's, or its role's: an
+    ``alpha`` under pure DP, a ``rho`` under zCDP); touches no data."""
     check_objective(objective)
     user = ledger.authenticate(token)
     workload = limits.check(request) if isinstance(request, Workload) else limits.parse(request)
+    unlisted = [] if listed is None else [t for t in workload.terms if t not in listed]
+    if unlisted:
+        raise UnlistedTerms(unlisted)
     asked, name = {"alpha": alpha, "rho": rho}, PARAMETER[user.definition]
     for other, value in asked.items():
         if other != name and value is not None:
@@ -87,16 +112,19 @@ def ask(ledger: Ledger, source: Source, token: str | None, request: Workload | s
         limits: Limits = LIMITS, deadlines: Deadlines | None = None,
         pool: Executor | None = None, searches: Searches = SEARCHES,
         arrival: float | None = None, objective: str = PER_QUERY,
-        alpha: float | None = None, rho: float | None = None) -> Answered:
+        alpha: float | None = None, rho: float | None = None,
+        allow_unlisted: bool = False) -> Answered:
     """The noisy answer for the token's user, charged to its budget (or reused for free),
     from the strategy chosen under ``objective`` (:data:`.strategies.OBJECTIVES`), at the
-    request's ``alpha`` or ``rho`` (at most its role's; by default the role's).
+    request's ``alpha`` or ``rho`` (at most its role's; by default the role's).  A term in
+    none of the source's public chunks is refused (:class:`UnlistedTerms`) unless
+    ``allow_unlisted``.
 
     With ``deadlines`` (and a ``pool`` to compute in), the counts must be ready by the
     deadline; otherwise the default answer is released."""
     step = begin(ledger, source, token, request, limits=limits, deadlines=deadlines, pool=pool,
                  searches=searches, arrival=arrival, objective=objective, alpha=alpha,
-                 rho=rho)
+                 rho=rho, allow_unlisted=allow_unlisted)
     return step if isinstance(step, Answered) else step()
 
 
@@ -104,13 +132,14 @@ def begin(ledger: Ledger, source: Source, token: str | None, request: Workload |
           limits: Limits = LIMITS, deadlines: Deadlines | None = None,
           pool: Executor | None = None, searches: Searches = SEARCHES,
           arrival: float | None = None, objective: str = PER_QUERY,
-          alpha: float | None = None, rho: float | None = None
+          alpha: float | None = None, rho: float | None = None, allow_unlisted: bool = False
           ) -> Answered | Callable[[], Answered]:
     """Steps 1-3 of :func:`ask`, which never wait: a refusal raises, a reused answer is
     returned, and otherwise the rest of the work (waiting for a pending answer, or choosing and
     computing a reserved one) is returned to be called."""
     arrival = time.monotonic() if arrival is None else arrival
-    user, workload, spend = admit(ledger, token, request, limits, objective, alpha, rho)
+    user, workload, spend = admit(ledger, token, request, limits, objective, alpha, rho,
+                                  None if allow_unlisted else source.public_terms)
     key = answer_key(workload, objective, None if spend == user.alpha else spend)
     ticket = ledger.reserve(user, source.publication, key, alpha=spend)
     if ticket.state == "answered":

@@ -80,6 +80,11 @@ class Strategy:
         spread = 2 if self.definition == PURE else 1  # Laplace variance 2b², Gaussian σ²
         return spread * self.noise_scale(budget) ** 2 * (self.R ** 2).sum(axis=1)
 
+    def draws(self) -> np.ndarray:
+        """How many noise draws each answer adds up (the non-zero entries of its row of R):
+        one draw is exactly Laplace (or Gaussian), several are not (:mod:`.intervals`)."""
+        return np.count_nonzero(self.R, axis=1)
+
     def expected_error(self, budget: float) -> float:
         """Expected total squared error over the workload."""
         return float(self.variances(budget).sum())

@@ -7,6 +7,7 @@ term index (:mod:`.termindex`) and nothing else."""
 from __future__ import annotations
 
 import sys
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -32,6 +33,35 @@ class ChunkInfo:
     home: str  # the version whose directory holds the chunk's files (it may be an earlier one)
 
 
+class PublicTerms:
+    """The terms that occur in a version's public chunks, in order: what the public cloud
+    holds already, so public by construction, and never a term that only private chunks hold
+    (``GET /v1/terms`` lists them; a query naming another is refused unless asked for,
+    docs/dp.md "Unlisted terms")."""
+
+    def __init__(self, terms: Iterable[str]) -> None:
+        self.terms = tuple(sorted(set(terms)))  # sorted: found by bisection, paged in order
+
+    def __contains__(self, term: object) -> bool:
+        at = bisect_left(self.terms, term)
+        return at < len(self.terms) and self.terms[at] == term
+
+    def __len__(self) -> int:
+        return len(self.terms)
+
+    def page(self, prefix: str = "", after: str = "", limit: int = 1000
+             ) -> tuple[list[str], bool]:
+        """Up to ``limit`` terms that start with ``prefix``, in order, each after ``after``
+        (the last term of the page before), and whether more follow."""
+        start = max(bisect_left(self.terms, prefix), bisect_right(self.terms, after))
+        found = []
+        for term in self.terms[start:start + limit + 1]:
+            if not term.startswith(prefix):  # those with the prefix are one run from it
+                break
+            found.append(term)
+        return found[:limit], len(found) > limit
+
+
 class Publication:
     """One version of a publication, as the private cloud sees it (it holds the maps)."""
 
@@ -45,6 +75,9 @@ class Publication:
 
     @cached_property
     def _split(self) -> tuple[dict, list[bytes]]:
+        return self._read_split()
+
+    def _read_split(self) -> tuple[dict, list[bytes]]:
         """The private manifest's head, and its chunk entries as unparsed lines.  The terms
         the units pass up are interned: the same few thousand recur in every cluster (at 10M
         records, 0.6M of them: 46 MB as parsed, 17 MB shared)."""
@@ -68,6 +101,17 @@ class Publication:
     def manifest(self) -> dict:
         """The whole private manifest, every chunk entry parsed."""
         return self.head | {"chunks": dict(map(fmt.line_entry, self.chunk_lines))}
+
+    @cached_property
+    def public_terms(self) -> PublicTerms:
+        """The terms of the public chunks, from the private manifest's entries, each parsed
+        and dropped: a server that has not read the manifest keeps none of it."""
+        terms: set[str] = set()
+        for line in (self.__dict__.get("_split") or self._read_split())[1]:
+            entry = fmt.line_entry(line)[1]
+            if not entry["priLabel"]:
+                terms.update(entry["terms"])
+        return PublicTerms(terms)
 
     @cached_property
     def chunks(self) -> dict[str, ChunkInfo]:

@@ -73,6 +73,20 @@ class Rankings:
             known.checked = now
             return known.version, known.index
 
+    def described(self) -> list[dict]:
+        """Each ranking as analysts may know it: its name, version, defense, size and public
+        columns, all in its public manifest (a private column's name is in the private zone
+        only)."""
+        found = []
+        for name in names(self._store, RANKS):
+            try:
+                version, index = self.get(name)
+            except NoRanking:  # listed, but no version committed yet
+                continue
+            found.append({"name": name, "version": version, "defense": index.defense,
+                          "tuples": len(index.ids), "public": list(index.schema.public)})
+        return found
+
     def cost(self, name: str) -> tuple[int, bool]:
         """The size of an open ranking and whether its defense is dp (both public: its table
         is published, and every answer names its defense), (0, False) if not open; read
