@@ -35,6 +35,6 @@ COMMANDS = {
 
 @click.group(cls=Cocktail, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]},
              epilog=EXIT_STATUS)
-@click.version_option(package_name=DISTRIBUTION)
+@click.version_option(package_name=DISTRIBUTION, prog_name="cocktail")  # however started
 def main() -> None:
     """Cocktail: publish set-valued data k^m-anonymously on a hybrid cloud and query it."""
