@@ -44,7 +44,7 @@ def run(tmp_path, monkeypatch):
         notebook = jupytext.read(NOTEBOOKS / f"{name}.py", fmt="py:percent")
         notebook.cells.append(nbformat.v4.new_code_cell(check))
         kernel_env = os.environ | env | {
-            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
             "IPYTHONDIR": str(tmp_path / "ipython")}
         NotebookClient(notebook, kernel_name=KERNEL, timeout=CELL_TIMEOUT,
                        resources={"metadata": {"path": str(tmp_path)}}).execute(env=kernel_env)
@@ -93,6 +93,7 @@ print(json.dumps({
     "answers": answers[["answer", "ci_low", "ci_high"]].values.tolist(),
     "spent": answers["spent"].tolist(), "budget": budget,
     "plotted": list(bar.y), "above": list(bar.error_y.array),
+    "below": list(bar.error_y.arrayminus),
     "history": history["query"].tolist()}))
 """, COCKTAIL_URL=served["url"], COCKTAIL_TOKEN=served["token"])
     ledger = served["ledger"]
@@ -103,7 +104,8 @@ print(json.dumps({
         assert low < answer < high
     assert found["plotted"] == [answer for answer, _, _ in found["answers"]]
     assert found["above"] == pytest.approx([high - answer for answer, _, high in found["answers"]])
+    assert found["below"] == pytest.approx([answer - low for answer, low, _ in found["answers"]])
     assert found["budget"] == ledger.budget_status(nia)
-    assert found["budget"]["spent"] == pytest.approx(0.2)  # the preview and the batch; not the reuse
+    assert found["budget"]["spent"] == pytest.approx(0.2)  # preview, batch; not the reuse
     assert [h["alpha"] for h in ledger.history(nia)] == [0.1, 0.1]
     assert len(found["history"]) == 1 + 9
