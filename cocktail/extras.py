@@ -22,6 +22,7 @@ EXTRAS = {
     "scipy": "search",      # the strategy search of noisy answers (else the best fixed one)
     "ortools": "solver",    # publish --method optimal, the exact cover of table chains
     "networkx": "rank",     # cocktail rank build (the ESVT and ESTT matchings)
+    "pyarrow": "parquet",   # Parquet input, DataFrames (cocktail.dataset.from_frame)
 }
 
 
