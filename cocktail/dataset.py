@@ -1,8 +1,10 @@
-"""Reading set-valued data (FIMI, SPMF, CSV, JSON Lines) into records, with line-precise errors.
+"""Reading set-valued data (FIMI, SPMF, CSV, JSON Lines; Parquet and DataFrames through
+pyarrow) into records, with line-precise errors.
 
-Every reader turns a file into record ids and records (sets of string terms).  A malformed line
-stops the load with ``file:line: what is wrong``, or, with ``skip_bad_lines``, is skipped and
-counted.  Lines are decoded one by one so that a stray non-UTF-8 byte is reported at its line.
+Every reader turns its input into record ids and records (sets of string terms).  A malformed
+line stops the load with ``file:line: what is wrong`` (a table's bad row with ``row N: ...``),
+or, with ``skip_bad_lines``, is skipped and counted.  Lines are decoded one by one so that a
+stray byte the encoding does not allow is reported at its line.
 Duplicate terms in a record collapse; empty records are kept (they are records of the dataset).
 Records are held compactly (:class:`Records`): a term id per (record, term) pair, not a set of
 strings per record, so a million records take tens of megabytes, not a gigabyte.
@@ -17,7 +19,7 @@ import os
 import re
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import compress
@@ -26,9 +28,18 @@ from typing import BinaryIO
 
 import numpy as np
 
-FORMATS = ("fimi", "spmf", "csv", "jsonl")
-_EXTENSIONS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
+from .extras import require
+
+FORMATS = ("fimi", "spmf", "csv", "jsonl", "parquet")
+NUMBERED_FORMATS = ("fimi", "spmf")  # a record's id is its line's number
+_EXTENSIONS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
+               ".parquet": "parquet", ".pq": "parquet"}
+_PARQUET_MAGIC = b"PAR1"
 _CSV_HEADER = ["record_id", "term"]
+# The column names a table's (or a CSV header's) record ids and terms are found by.
+ID_COLUMNS = ("record_id", "id")
+TERMS_COLUMNS = ("terms", "term")
+_NUMBER = re.compile(r"[+-]?\d+(?:\.\d*)?", re.ASCII)
 _OTHER_BYTE_BREAKS = re.compile(rb"[\x0b\x0c\x1c\x1d\x1e]")  # str.splitlines's, in ASCII
 _BREAK = re.compile(rb"\r\n|\r|\n")  # bytes.splitlines's, and Hadoop's text reader's
 _NEGATIVE_NUMBER = re.compile(r"-\d+(?:\.\d*)?", re.ASCII)
@@ -63,6 +74,16 @@ class Records(Sequence[frozenset[str]]):
         for record in records:
             builder.add(record)
         return builder.build()
+
+    @classmethod
+    def of_pairs(cls, names: Sequence[str], rows: np.ndarray, ids: np.ndarray,
+                 records: int) -> tuple[Records, int]:
+        """``records`` records from (record, term id) pairs in any order, and how many pairs
+        were given more than once (kept once)."""
+        indices, lengths = distinct_pairs(rows, ids, records, len(names))
+        indptr = np.zeros(records + 1, dtype=np.int64)
+        np.cumsum(lengths, out=indptr[1:])
+        return cls(names, indptr, indices), len(rows) - len(indices)
 
     def __len__(self) -> int:
         return len(self.indptr) - 1
@@ -190,6 +211,21 @@ class PackedIds:
                 for start, stop in zip(ends, ends[1:])]
 
 
+def distinct_pairs(rows: np.ndarray, ids: np.ndarray, records: int,
+                   width: int) -> tuple[np.ndarray, np.ndarray]:
+    """(record, term id) pairs, each kept once: the term ids record by record (in id order)
+    and how many each of ``records`` records has.  ``width``: how many term ids there are."""
+    width = max(1, width)
+    dtype = key_type(records * width)
+    keys = rows.astype(dtype)  # in place from here: a key per pair is the scratch
+    keys *= width
+    keys += ids
+    keys.sort()  # by record, then term
+    keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))] if len(keys) else keys
+    return (keys % width).astype(np.int32, copy=False), np.bincount(keys // width,
+                                                                    minlength=records)
+
+
 class RecordsBuilder:
     """Collects records one by one into :class:`Records` (ids first in order of appearance,
     renumbered by name at the end)."""
@@ -213,16 +249,12 @@ class RecordsBuilder:
         vocabulary = self._vocabulary
         for term in dict.fromkeys(tokens):
             vocabulary.setdefault(term, len(vocabulary))
-        width = max(1, len(vocabulary))
-        dtype = key_type(len(lengths) * width)
-        ids = np.fromiter(map(vocabulary.__getitem__, tokens), dtype, len(tokens))
-        rows = np.repeat(np.arange(len(lengths), dtype=dtype), lengths)
-        keys = np.sort(rows * width + ids)  # by record, then term
-        keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))] if len(keys) else keys
-        self._ids.frombytes((keys % width).astype(np.int32).tobytes())
-        self._lengths.frombytes(np.bincount(keys // width, minlength=len(lengths))
-                                .astype(np.int64).tobytes())
-        return len(keys)
+        ids = np.fromiter(map(vocabulary.__getitem__, tokens), np.int32, len(tokens))
+        rows = np.repeat(np.arange(len(lengths), dtype=np.int32), lengths)
+        ids, lengths = distinct_pairs(rows, ids, len(lengths), len(vocabulary))
+        self._ids.frombytes(ids.tobytes())
+        self._lengths.frombytes(lengths.astype(np.int64).tobytes())
+        return len(ids)
 
     def build(self) -> Records:
         names = sorted(self._vocabulary)
@@ -237,7 +269,8 @@ class RecordsBuilder:
 
 @dataclass(frozen=True)
 class Dataset:
-    """Records in input order with their unique ids."""
+    """Records in input order with their unique ids.  ``numbered``: the ids are the records'
+    line or row numbers, not ids the input gives (by default, for FIMI and SPMF)."""
 
     ids: tuple[str, ...]
     records: Records
@@ -245,8 +278,11 @@ class Dataset:
     format: str
     skipped_lines: int = 0
     duplicate_terms: int = 0
+    numbered: bool | None = None
 
     def __post_init__(self) -> None:
+        if self.numbered is None:
+            object.__setattr__(self, "numbered", self.format in NUMBERED_FORMATS)
         if not isinstance(self.records, Records):
             object.__setattr__(self, "records", Records.build(self.records))
         if len(self.ids) != len(self.records):
@@ -285,7 +321,49 @@ class Dataset:
 
     def head(self, n: int) -> Dataset:
         """The first ``n`` records with their ids (a subsample for tests and experiments)."""
-        return Dataset(self.ids[:n], self.records[:n], self.source, self.format)
+        return Dataset(self.ids[:n], self.records[:n], self.source, self.format,
+                       numbered=self.numbered)
+
+
+@dataclass(frozen=True)
+class InputOptions:
+    """How an input is laid out beyond its format (``cocktail publish``'s options of the same
+    names).  ``header``: whether a CSV file's first row is a header (None: a first row
+    ``record_id,term`` is, and a first row that looks like one is refused).  ``id_column``
+    and ``terms_column`` name a CSV header's or a table's columns (None: found by name or
+    shape)."""
+
+    encoding: str = "utf-8"         # text formats
+    delimiter: str = ","            # CSV
+    header: bool | None = None      # CSV
+    id_column: str | None = None    # CSV (a header's names), Parquet, DataFrames
+    terms_column: str | None = None
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "encoding", codecs.lookup(self.encoding).name)
+        except LookupError:
+            raise ValueError(f"unknown encoding {self.encoding!r}") from None
+        if len(self.delimiter) != 1 or self.delimiter in "\"\r\n":
+            raise ValueError(f"a CSV delimiter is one character, not a quote or a line break; "
+                             f"got {self.delimiter!r}")
+        if self.header is False and self.named:
+            raise ValueError("column names need a header row (--id-column and --terms-column "
+                             "name its columns); drop --no-header")
+
+    @property
+    def named(self) -> bool:
+        return self.id_column is not None or self.terms_column is not None
+
+    def check(self, format: str, source: str) -> None:
+        """Refuse options the input's format has no use for."""
+        given = [name for name, used, formats in (
+            ("encoding", self.encoding != "utf-8", [f for f in FORMATS if f != "parquet"]),
+            ("delimiter", self.delimiter != ",", ["csv"]),
+            ("header", self.header is not None, ["csv"]),
+            ("column names", self.named, ["csv", "parquet"])) if used and format not in formats]
+        if given:
+            raise InputError(f"{source}: {format} input takes no {' or '.join(given)}")
 
 
 class MalformedLine(ValueError):
@@ -294,12 +372,15 @@ class MalformedLine(ValueError):
 
 
 class _Lines:
-    """The numbered, decoded lines of a file; bad lines either raise or are counted."""
+    """The numbered, decoded lines of a file; bad lines either raise or are counted.
+    ``encoding``: one whose line breaks are ASCII's (:func:`_line_encoded`)."""
 
-    def __init__(self, source: str, data: bytes, skip_bad_lines: bool) -> None:
+    def __init__(self, source: str, data: bytes, skip_bad_lines: bool,
+                 encoding: str = "utf-8") -> None:
         self.source = source
         self._data = data
         self._skip = skip_bad_lines
+        self._encoding = encoding
         self.skipped = 0
         self.first_bad: tuple[int, str] | None = None  # (line number, message), if skipped
 
@@ -307,10 +388,10 @@ class _Lines:
         # bytes.splitlines breaks only at \n, \r and \r\n, unlike str.splitlines (\x1c, \u2028, ...)
         for number, raw in enumerate(self._data.splitlines(), 1):
             try:
-                yield number, raw.decode("utf-8")
+                yield number, raw.decode(self._encoding)
             except UnicodeDecodeError as e:
-                self.bad(number, f"not valid UTF-8 (byte 0x{raw[e.start]:02x} "
-                                 f"at column {e.start + 1})")
+                self.bad(number, f"not valid {_encoding_name(self._encoding)} (byte "
+                                 f"0x{raw[e.start]:02x} at column {e.start + 1})")
 
     @property
     def data(self) -> bytes:
@@ -340,6 +421,22 @@ def _read_bytes(path: PathLike) -> bytes:
     return data.removeprefix(codecs.BOM_UTF8)
 
 
+def _encoding_name(encoding: str) -> str:
+    return "UTF-8" if encoding == "utf-8" else encoding
+
+
+def _line_encoded(data: bytes, encoding: str, source: str) -> tuple[bytes, str]:
+    """``data`` and its encoding, where a line break is the byte it is in ASCII (UTF-8,
+    Latin-1, cp1252, ...: lines are cut and decoded one by one, a bad byte named at its
+    line); any other encoding (UTF-16, UTF-32) is transcoded to UTF-8 at once."""
+    if "\r\n \t".encode(encoding, "replace") == b"\r\n \t":
+        return data, encoding
+    try:
+        return data.decode(encoding).encode("utf-8"), "utf-8"
+    except UnicodeDecodeError as e:
+        raise InputError(f"{source}: not valid {encoding} (at byte {e.start})") from None
+
+
 def format_by_name(path: PathLike) -> str | None:
     return _EXTENSIONS.get(Path(path).suffix.lower())
 
@@ -354,26 +451,42 @@ def sniff_format(lines: Iterable[str]) -> str:
 
 
 def detect_format(path: PathLike) -> str:
-    """The format of a file: from its extension, else from its content (SPMF or FIMI)."""
-    by_name = format_by_name(path)
+    """The format of a file: from its extension, else from its content (Parquet, SPMF or
+    FIMI)."""
+    by_name = format_by_name(path) or _parquet_by_content(path)
     if by_name:
         return by_name
     with reading(path), open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
         return sniff_format(f)
 
 
-def load(path: PathLike, format: str | None = None, *, skip_bad_lines: bool = False) -> Dataset:
-    """Read a dataset; ``format`` defaults to :func:`detect_format`'s answer."""
+def _parquet_by_content(path: PathLike) -> str | None:
+    """'parquet' for a file that starts as Parquet files do."""
+    with reading(path), open(path, "rb") as f:
+        return "parquet" if f.read(len(_PARQUET_MAGIC)) == _PARQUET_MAGIC else None
+
+
+def load(path: PathLike, format: str | None = None, *, skip_bad_lines: bool = False,
+         encoding: str = "utf-8", delimiter: str = ",", header: bool | None = None,
+         id_column: str | None = None, terms_column: str | None = None) -> Dataset:
+    """Read a dataset; ``format`` defaults to :func:`detect_format`'s answer.  The other
+    options are :class:`InputOptions`' (a format refuses those it has no use for)."""
+    options = InputOptions(encoding, delimiter, header, id_column, terms_column)
     if format is not None and format not in FORMATS:
         raise ValueError(f"unknown format {format!r}; expected one of {', '.join(FORMATS)}")
     source = str(path)
-    data = _read_bytes(path)
+    format = format or format_by_name(path) or _parquet_by_content(path)
+    if format == "parquet":
+        options.check(format, source)
+        return _read_parquet(source, skip_bad_lines, options)
+    data, encoding = _line_encoded(_read_bytes(path), options.encoding, source)
     if format is None:
         # sniff the bytes already read rather than opening the file twice
-        format = format_by_name(path) or sniff_format(
-            raw.decode("utf-8", "replace") for raw in data.splitlines())
-    lines = _Lines(source, data, skip_bad_lines)
-    ids, records, duplicates = _READERS[format](lines)
+        format = sniff_format(raw.decode(encoding, "replace") for raw in data.splitlines())
+    options.check(format, source)
+    lines = _Lines(source, data, skip_bad_lines, encoding)
+    ids, records, duplicates = (_read_csv(lines, options) if format == "csv"
+                                else _READERS[format](lines))
     if not records:
         skipped = f"; {lines.skipped} malformed line(s) skipped" if lines.skipped else ""
         raise InputError(f"{source}: no records (empty file){skipped}")
@@ -579,46 +692,154 @@ def spmf_sequence(text: str) -> list[str]:
     return items
 
 
-def _read_csv(lines: _Lines) -> _Parsed:
+@dataclass(frozen=True)
+class CsvLayout:
+    """Where a CSV file's fields are, as its first non-blank row says (:func:`_csv_layout`)."""
+
+    delimiter: str = ","
+    columns: str = ",".join(_CSV_HEADER)  # the fields a row has, as the header names them
+    width: int = 2
+    id_at: int = 0
+    term_at: int = 1
+    header_line: int | None = None   # the header's line (skipped), if the first row is one
+    suspect: bool = False            # the first row is data, unless it looks like a header
+
+
+def _csv_layout(fields: list[str] | None, number: int, options: InputOptions) -> CsvLayout:
+    """The layout of a CSV file whose first non-blank row (on line ``number``) holds
+    ``fields`` (None: unreadable).  It is a header if ``options.header`` says so, if the
+    options name columns, or, by default, if it is ``record_id,term``; a header names the
+    columns.  Raises MalformedLine for a header without the named columns."""
+    header = options.header
+    if header is None:
+        header = options.named or (fields is not None
+                                   and [f.lower() for f in fields] == _CSV_HEADER)
+    if not header:
+        return CsvLayout(options.delimiter, suspect=options.header is None and fields is not None)
+    if fields is None:
+        raise MalformedLine("the header row is not CSV")
+    id_at = _column_at(fields, options.id_column, ID_COLUMNS, None)
+    term_at = _column_at(fields, options.terms_column, TERMS_COLUMNS, id_at)
+    if len(fields) == 2:  # the other of two
+        id_at = 1 - term_at if id_at is None and term_at is not None else id_at
+        term_at = 1 - id_at if term_at is None and id_at is not None else term_at
+        id_at, term_at = (0, 1) if id_at is None else (id_at, term_at)
+    if id_at is None or term_at is None:
+        raise MalformedLine(f"which columns of the header {','.join(fields)!r} hold the record "
+                            "id and the term? Name them (--id-column, --terms-column)")
+    return CsvLayout(options.delimiter, options.delimiter.join(fields), len(fields), id_at,
+                     term_at, header_line=number)
+
+
+def _column_at(fields: list[str], given: str | None, known: tuple[str, ...],
+               taken: int | None) -> int | None:
+    """Where ``given`` stands among a header's fields (MalformedLine if it does not), else
+    the first of the ``known`` names (in any case), else None; never at ``taken``."""
+    if given is not None:
+        if given not in fields:
+            raise MalformedLine(f"no column {given!r} in the header {','.join(fields)!r}")
+        return fields.index(given)
+    lowered = [field.lower() for field in fields]
+    found = [lowered.index(name) for name in known if name in lowered]
+    return next((at for at in found if at != taken), None)
+
+
+def _read_csv(lines: _Lines, options: InputOptions) -> _Parsed:
     terms_of: dict[str, set[str]] = {}  # insertion order = order of first appearance
     duplicates = 0
-    first_row = True
+    layout, first = None, None
+    others = HeaderCheck()
     for number, text in lines:
         if not text.strip():
             continue
-        is_first, first_row = first_row, False
+        if layout is None:
+            layout = first_csv_layout(text, number, options, lines.source)
+            if layout.header_line:
+                continue
         try:
-            row = csv_row(text, may_be_header=is_first)
+            record_id, term = csv_row(csv_fields(text, options.delimiter), layout)
         except MalformedLine as e:
             lines.bad(number, str(e))
             continue
-        if row is None:
-            continue
-        record_id, term = row
+        if layout.suspect:
+            if first is None:
+                first = (number, text, record_id, term)
+            else:
+                others = others.merged(HeaderCheck.of(record_id, term))
         terms = terms_of.setdefault(record_id, set())
         if term:
             if term in terms:
                 duplicates += 1
             terms.add(term)
+    if first:
+        others.check(lines.source, *first)
     return list(terms_of), Records.build(terms_of.values()), duplicates
 
 
-def csv_row(text: str, may_be_header: bool) -> tuple[str, str] | None:
-    """A non-blank CSV line's (record id, term; empty for a record without terms); None for
-    the header, allowed on the first non-blank line."""
+def first_csv_layout(text: str | None, number: int, options: InputOptions,
+                     source: str) -> CsvLayout:
+    """:func:`_csv_layout` of a file whose first non-blank line, on line ``number``, is
+    ``text`` (None: not text); a header it cannot read stops the load."""
     try:
-        row = next(csv.reader([text], strict=True, skipinitialspace=True))
+        fields = None if text is None else csv_fields(text, options.delimiter)
+    except MalformedLine:
+        fields = None  # the line's own parse reports it
+    try:
+        return _csv_layout(fields, number, options)
+    except MalformedLine as e:
+        raise InputError(f"{source}:{number}: {e}") from None
+
+
+@dataclass
+class HeaderCheck:
+    """Whether every row after the first has a number for an id (and for a term, where it
+    has one): then a first row that has not looks like a header, not data."""
+
+    rows: int = 0
+    ids: bool = True
+    terms: bool = True
+
+    @staticmethod
+    def of(record_id: str, term: str) -> HeaderCheck:
+        """One row's check."""
+        return HeaderCheck(1, bool(_NUMBER.fullmatch(record_id)),
+                           not term or bool(_NUMBER.fullmatch(term)))
+
+    def merged(self, other: HeaderCheck) -> HeaderCheck:
+        return HeaderCheck(self.rows + other.rows, self.ids and other.ids,
+                           self.terms and other.terms)
+
+    def check(self, source: str, number: int, text: str, record_id: str, term: str) -> None:
+        """Refuse the first row (``text`` on line ``number``) if it looks like a header."""
+        named = (record_id.lower() in ID_COLUMNS and term.lower() in TERMS_COLUMNS)
+        odd = [f"its {what} {value!r} is not a number and every other row's is"
+               for what, value, numbers in (("id", record_id, self.ids),
+                                            ("term", term, self.terms))
+               if self.rows and numbers and value and not _NUMBER.fullmatch(value)]
+        if named or odd:
+            why = "it names columns" if named else odd[0]
+            raise InputError(f"{source}:{number}: the first row {text.strip()!r} looks like a "
+                             f"header ({why}); say which it is: --header skips it, --no-header "
+                             "reads it as a record")
+
+
+def csv_fields(text: str, delimiter: str = ",") -> list[str]:
+    """A non-blank CSV line's fields, stripped."""
+    try:
+        row = next(csv.reader([text], delimiter=delimiter, strict=True, skipinitialspace=True))
     except csv.Error as e:
         raise MalformedLine(f"malformed CSV ({e})") from None
-    fields = [f.strip() for f in row]
-    if may_be_header and [f.lower() for f in fields] == _CSV_HEADER:
-        return None
-    if len(fields) != 2:
+    return [f.strip() for f in row]
+
+
+def csv_row(fields: list[str], layout: CsvLayout) -> tuple[str, str]:
+    """A CSV row's (record id, term; empty for a record without terms)."""
+    if len(fields) != layout.width:
         plural = "" if len(fields) == 1 else "s"
-        raise MalformedLine(f"expected 'record_id,term', got {len(fields)} field{plural}")
-    if not fields[0]:
+        raise MalformedLine(f"expected {layout.columns!r}, got {len(fields)} field{plural}")
+    if not fields[layout.id_at]:
         raise MalformedLine("empty record id")
-    return fields[0], fields[1]
+    return fields[layout.id_at], fields[layout.term_at]
 
 
 def _read_jsonl(lines: _Lines) -> _Parsed:
@@ -640,8 +861,8 @@ def _read_jsonl(lines: _Lines) -> _Parsed:
     return list(first_line), records.build(), duplicates
 
 
-def duplicate_id(record_id: str, first: int) -> str:
-    return f"duplicate record id {record_id!r} (first on line {first})"
+def duplicate_id(record_id: str, first: int, unit: str = "line") -> str:
+    return f"duplicate record id {record_id!r} (first on {unit} {first})"
 
 
 def _is_str_or_int(value: object) -> bool:
@@ -686,10 +907,10 @@ def json_record(text: str) -> tuple[str, list[str]]:
 
 
 def parse_line(data_format: str, text: str, number: int, names: dict | None = None,
-               header_line: int = 1) -> tuple | None:
+               layout: CsvLayout = CsvLayout()) -> tuple | None:
     """One line read on its own (the Spark engine's reader): (record id, terms), for CSV
     (record id, term), or None for a line that holds no record.  ``names`` are SPMF's @ITEM
-    names; ``header_line`` is CSV's first non-blank line.  Raises MalformedLine."""
+    names; ``layout`` is CSV's (its header line is skipped).  Raises MalformedLine."""
     if data_format == "fimi":
         terms = fimi_line(text)
         return None if terms is None else (str(number), terms)
@@ -702,11 +923,459 @@ def parse_line(data_format: str, text: str, number: int, names: dict | None = No
     if not text:
         return None
     if data_format == "csv":
-        return csv_row(text, may_be_header=number == header_line)
+        if number == layout.header_line:
+            return None
+        return csv_row(csv_fields(text, layout.delimiter), layout)
     return json_record(text)
 
 
 _READERS = {"fimi": _read_fimi, "spmf": _read_spmf, "csv": _read_csv, "jsonl": _read_jsonl}
+
+
+# -- tables: Parquet and DataFrames, through pyarrow -------------------------------------------
+
+def from_frame(frame, id_column: str | None = None, terms_column: str | None = None, *,
+               skip_bad_lines: bool = False, source: str = "DataFrame") -> Dataset:
+    """The records of a table in memory: a pandas or polars DataFrame, an Arrow table (or
+    anything with the Arrow stream interface), or a Spark DataFrame (collected here).
+
+    Either shape: a row per (record id, term) pair (the records in the order their ids first
+    appear; an empty term gives a record without terms), or a row per record with a list
+    column of terms and, optionally, a column of ids (without one, a record's id is its row
+    number, from 1, as a FIMI record's is its line's).  ``id_column`` and ``terms_column``
+    name the columns; by default the terms are the one list column, else ``terms`` or
+    ``term``, the ids ``record_id`` or ``id``, and of two columns the first holds the ids.
+    Ids and terms are strings or integers, stripped of surrounding whitespace.  A bad row
+    (a null, an empty id or term, a record id met twice in list form) stops the load with
+    ``source: row N: what is wrong`` (rows numbered from 1), or, with ``skip_bad_lines``, is
+    skipped and counted in ``skipped_lines``."""
+    return _released(_table_dataset(_arrow_table(frame, source, skip_bad_lines), id_column,
+                                    terms_column, source, "dataframe", skip_bad_lines))
+
+
+def _pyarrow():
+    """pyarrow (the ``[parquet]`` extra).  Its compute functions stay unloaded on the way from
+    a Parquet file: their registry alone holds some 40 MB."""
+    return require("pyarrow")
+
+
+def _released(dataset: Dataset) -> Dataset:
+    """``dataset``, once the table it was read from is dropped (by the caller): Arrow's
+    allocator keeps what it frees for itself, the table's worth, unless told to give it
+    back."""
+    _pyarrow().default_memory_pool().release_unused()
+    return dataset
+
+
+def _read_parquet(source: str, skip_bad_lines: bool, options: InputOptions) -> Dataset:
+    """A Parquet file, or a directory of them (as Spark writes one), read with the two
+    columns it needs only."""
+    return _released(_table_dataset(*_parquet_table(source, options), source, "parquet",
+                                    skip_bad_lines))
+
+
+def _parquet_table(source: str, options: InputOptions) -> tuple:
+    """(the table, its ids' column or None, its terms' column), strings read as dictionaries
+    (a term's string once, its occurrences as numbers)."""
+    pa = _pyarrow()
+    parquet = require("pyarrow.parquet")
+    with reading(source):
+        try:
+            if os.path.isdir(source):
+                schema = require("pyarrow.dataset").dataset(source, format="parquet").schema
+                id_name, terms_name = _table_columns(schema, source, options.id_column,
+                                                    options.terms_column)
+                names = [name for name in (id_name, terms_name) if name]
+                table = parquet.read_table(source, columns=names, read_dictionary=[
+                    f"{name}.list.{schema.field(name).type.value_field.name}"
+                    if _is_list(schema.field(name).type) else name for name in names])
+            else:  # the file's own reader: read_table's leaves 60 MB more behind
+                file = parquet.ParquetFile(source)
+                id_name, terms_name = _table_columns(file.schema_arrow, source,
+                                                    options.id_column, options.terms_column)
+                names = [name for name in (id_name, terms_name) if name]
+                leaves = [file.schema.column(i).path for i in range(len(file.schema))]
+                file = parquet.ParquetFile(source, read_dictionary=[
+                    leaf for leaf in leaves if leaf.partition(".")[0] in names])
+                table = file.read(columns=names)
+        except pa.ArrowInvalid as e:
+            raise InputError(f"{source}: not a Parquet file ({e})") from None
+    pa.default_memory_pool().release_unused()  # the reader's scratch
+    return table, id_name, terms_name
+
+
+def _arrow_table(frame, source: str, skip_bad_lines: bool = False):
+    """``frame`` as an Arrow table, by what it is like."""
+    pa = _pyarrow()
+    if isinstance(frame, pa.Table):
+        return frame
+    if hasattr(frame, "rdd") and hasattr(frame, "toPandas"):  # a Spark DataFrame
+        return frame.toArrow() if hasattr(frame, "toArrow") else _pandas_table(
+            frame.toPandas(), source, skip_bad_lines)  # pyspark 3.5 has no toArrow
+    if type(frame).__module__.partition(".")[0] == "pandas":
+        return _pandas_table(frame, source, skip_bad_lines)
+    try:
+        return pa.table(frame)  # polars, and anything with the Arrow stream interface
+    except (TypeError, ValueError):
+        raise TypeError(f"expected a DataFrame (pandas, polars, Spark) or an Arrow table, "
+                        f"got {type(frame).__name__}") from None
+
+
+def _pandas_table(frame, source: str, skip_bad_lines: bool):
+    """A pandas DataFrame as an Arrow table, without its index.  A column of Python objects
+    that Arrow cannot type (strings beside integers, as JSON Lines takes them) is read value
+    by value."""
+    pa = _pyarrow()
+    columns = {}
+    for name in frame.columns:
+        try:
+            columns[str(name)] = pa.array(frame[name], from_pandas=True)
+        except (pa.ArrowTypeError, pa.ArrowInvalid):
+            columns[str(name)] = pa.array(_as_strings(frame[name], str(name), source,
+                                                      skip_bad_lines))
+    return pa.table(columns)
+
+
+def _as_strings(values: Iterable, column: str, source: str, skip_bad_lines: bool) -> list:
+    """Each value (a list of them, in list form) as a string, a missing one as None; an
+    InputError names the first row that holds neither a string nor an integer (or, with
+    ``skip_bad_lines``, that value is missing: its row is skipped)."""
+    def text(value, row: int) -> str | None:
+        if value is None or value != value or type(value).__name__ == "NAType":  # NaN, pd.NA
+            return None
+        if isinstance(value, (str, np.integer)) or _is_str_or_int(value):
+            return str(value)
+        if skip_bad_lines:
+            return None
+        raise InputError(f"{source}: row {row}: column {column!r} holds {value!r} "
+                         f"({type(value).__name__}), not a string or an integer")
+
+    return [[text(item, row) for item in value]
+            if isinstance(value, (list, tuple, np.ndarray)) else text(value, row)
+            for row, value in enumerate(values, 1)]
+
+
+def _is_list(kind) -> bool:
+    pa = _pyarrow()
+    return any(test(kind) for test in (pa.types.is_list, pa.types.is_large_list,
+                                       pa.types.is_fixed_size_list, pa.types.is_list_view,
+                                       pa.types.is_large_list_view))
+
+
+def _table_columns(schema, source: str, id_column: str | None,
+                  terms_column: str | None) -> tuple[str | None, str]:
+    """(the ids' column or None, the terms' column) of a table: those named, else the one
+    list column or a column named ``terms``/``term`` for the terms, ``record_id``/``id`` for
+    the ids, and of two columns the other one (the first holds the ids); in list form
+    without another column, none for the ids."""
+    names = list(schema.names)
+    listed = ", ".join(map(repr, names))
+    for given in (id_column, terms_column):
+        if given is not None and given not in names:
+            raise InputError(f"{source}: no column {given!r} (its columns: {listed})")
+    others = [name for name in names if name != id_column]
+    if terms_column is None:
+        lists = [name for name in others if _is_list(schema.field(name).type)]
+        named = [name for name in TERMS_COLUMNS if name in others]
+        two = others[-1:] if len(names) == 2 else []
+        terms_column = next(iter(lists if len(lists) == 1 else named or two), None)
+        if terms_column is None or len(lists) > 1:
+            raise InputError(f"{source}: which column holds the terms? Name it "
+                             f"(--terms-column); its columns: {listed}")
+    if id_column is None:
+        others = [name for name in names if name != terms_column]
+        named = [name for name in ID_COLUMNS if name in others]
+        id_column = next(iter(named or (others if len(others) == 1 else [])), None)
+        listed_only = not others and _is_list(schema.field(terms_column).type)
+        if id_column is None and not listed_only:
+            raise InputError(f"{source}: which column holds the record ids? Name it "
+                             f"(--id-column); its columns: {listed}")
+    return id_column, terms_column
+
+
+class _BadRows:
+    """A table's bad rows, and the first of them with what is wrong with it."""
+
+    def __init__(self, rows: int) -> None:
+        self.bad = np.zeros(rows, dtype=bool)
+        self.first: tuple[int, str] | None = None
+
+    def add(self, mask: np.ndarray, message: str | Callable[[int], str]) -> None:
+        """The rows where ``mask`` holds are bad; ``message`` says why (given the row)."""
+        found = np.flatnonzero(mask & ~self.bad)
+        self.bad |= mask
+        if len(found) and (self.first is None or found[0] < self.first[0]):
+            row = int(found[0])
+            self.first = (row, message if isinstance(message, str) else message(row))
+
+    def kept(self, source: str, skip: bool) -> np.ndarray | None:
+        """The rows to read on (None: all of them); the first bad row stops the load unless
+        ``skip``."""
+        if self.first is None:
+            return None
+        if not skip:
+            row, message = self.first
+            raise InputError(f"{source}: row {row + 1}: {message}")
+        return ~self.bad
+
+
+def _arrays(column) -> list:
+    """The Arrow arrays of a column (a chunked one's chunks)."""
+    return column.chunks if hasattr(column, "chunks") else [column]
+
+
+def _null_mask(array) -> np.ndarray:
+    """Where an Arrow array is null, from its validity bits."""
+    if array.null_count == len(array):
+        return np.ones(len(array), dtype=bool)
+    if not array.null_count:
+        return np.zeros(len(array), dtype=bool)
+    bits = np.unpackbits(np.frombuffer(array.buffers()[0], dtype=np.uint8), bitorder="little")
+    return bits[array.offset:array.offset + len(array)] == 0
+
+
+def _values(array) -> np.ndarray:
+    """An Arrow array of integers as numpy's, its buffer as it is (a null's value is
+    whatever the buffer holds there)."""
+    data = np.frombuffer(array.buffers()[1], dtype=array.type.to_pandas_dtype())
+    return data[array.offset:array.offset + len(array)]
+
+
+class _Coder:
+    """A column's values coded by their distinct values as strings (stripped of surrounding
+    whitespace, as CSV's and JSON Lines' are): ``codes``, each value's position in
+    ``distinct``, -1 for a null.  Only the distinct values become Python strings (a
+    dictionary's, or the distinct integers), so a column of a million repeated terms is
+    coded, not copied.  InputError for a column of anything but strings or integers."""
+
+    def __init__(self, arrays: list, what: str, source: str) -> None:
+        pa = _pyarrow()
+        # a DataFrame's strings (Parquet's are read as dictionaries)
+        arrays = [array.cast(pa.large_string()).dictionary_encode()
+                  if _is_text(array.type) else array for array in arrays]
+        kind = arrays[0].type if arrays else pa.null()
+        if pa.types.is_dictionary(kind) and (_is_text(kind.value_type)
+                                             or pa.types.is_integer(kind.value_type)):
+            arrays = pa.chunked_array(arrays, type=kind).unify_dictionaries().chunks
+            words = arrays[0].dictionary.to_pylist()
+            arrays = [array.indices for array in arrays]  # nulls and all
+            positions = np.concatenate([_values(array) for array in arrays] or [[]])
+            if any(array.null_count for array in arrays):  # a null's slot holds no index
+                positions[np.concatenate([_null_mask(array) for array in arrays])] = 0
+            merge = not _is_text(kind.value_type) or None in words
+            if not merge:
+                stripped = list(map(str.strip, words))
+                merge = stripped != words  # then some words are alike once stripped, maybe
+                words = stripped
+        elif pa.types.is_integer(kind):
+            (words, positions), merge = self._numbered(arrays), False
+        elif pa.types.is_null(kind):
+            words, merge = [], False
+            positions = np.zeros(sum(map(len, arrays)), dtype=np.int32)
+        else:
+            kind = kind.value_type if pa.types.is_dictionary(kind) else kind
+            hint = (" (pandas stores integers beside a missing value as floats)"
+                    if pa.types.is_floating(kind) and any(a.null_count for a in arrays) else "")
+            raise InputError(f"{source}: {what} must be strings or integers, not {kind}{hint}")
+        self.distinct = words
+        codes = positions.astype(np.int32, copy=False)
+        if merge:  # words alike once stripped, null words, a dictionary of integers
+            codes = self._merged()[codes]
+        if any(array.null_count for array in arrays):
+            codes[np.concatenate([_null_mask(array) for array in arrays])] = -1
+        self.codes = codes
+        self.empty = self._index("")
+
+    @staticmethod
+    def _numbered(arrays: list) -> tuple[list[str], np.ndarray]:
+        """Integers: the distinct ones, and each value's position among them (found a slice
+        at a time: np.unique's inverse costs 24 bytes a value)."""
+        values = [_values(array) for array in arrays]
+        values = values[0] if len(values) == 1 else np.concatenate(values)
+        if any(array.null_count for array in arrays):  # what a null's slot holds is no value
+            nulls = np.concatenate([_null_mask(array) for array in arrays])
+            values = np.where(nulls, values[~nulls][:1] if not nulls.all() else 0, values)
+        numbers = np.sort(values)  # np.unique: 6 times the time (numpy 2.4)
+        numbers = numbers[np.concatenate(([True], numbers[1:] != numbers[:-1]))]
+        positions = np.empty(len(values), dtype=np.int32)
+        for start in range(0, len(values), TABLE_PAIRS):
+            positions[start:start + TABLE_PAIRS] = np.searchsorted(
+                numbers, values[start:start + TABLE_PAIRS])
+        return list(map(str, numbers.tolist())), positions
+
+    def _merged(self) -> np.ndarray:
+        """Each distinct value's code once equal values (after stripping) are one, and null
+        ones -1 (a last -1 maps a -1 to itself)."""
+        index: dict[str, int] = {}
+        merged = [-1 if word is None else index.setdefault(str(word), len(index))
+                  for word in self.distinct]
+        self.distinct = list(index)
+        return np.array([*merged, -1], dtype=np.int32)
+
+    def _index(self, word: str) -> int:
+        """The code of ``word`` (-2: none; -1 is a null's)."""
+        try:
+            return self.distinct.index(word)
+        except ValueError:
+            return -2
+
+
+def _is_text(kind) -> bool:
+    pa = _pyarrow()
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or \
+        pa.types.is_string_view(kind)
+
+
+def _sorted_names(distinct: list[str], but: int = -2) -> tuple[tuple[str, ...], np.ndarray]:
+    """The distinct terms sorted, but the one at ``but`` (long form's "", which no record
+    holds), and each one's rank there."""
+    order = sorted((i for i in range(len(distinct)) if i != but), key=distinct.__getitem__)
+    rank = np.full(len(distinct), -1, dtype=np.int32)
+    rank[order] = np.arange(len(order), dtype=np.int32)
+    return tuple(distinct[i] for i in order), rank
+
+
+TABLE_PAIRS = 1 << 20  # (record, term) pairs coded and sorted at a time: a slice's scratch
+
+
+def _slices(lengths: np.ndarray) -> list[tuple[int, int]]:
+    """Rows cut into (start, stop) slices of about TABLE_PAIRS values each."""
+    ends = np.cumsum(lengths)
+    cuts = np.searchsorted(ends, np.arange(TABLE_PAIRS, ends[-1] if len(ends) else 0,
+                                           TABLE_PAIRS), side="right")
+    cuts = np.unique(np.concatenate(([0], cuts, [len(lengths)]))).tolist()
+    return list(zip(cuts, cuts[1:]))
+
+
+def _table_dataset(table, id_column: str | None, terms_column: str | None, source: str,
+                   format: str, skip_bad_lines: bool) -> Dataset:
+    id_name, terms_name = _table_columns(table.schema, source, id_column, terms_column)
+    read = _list_records if _is_list(table.schema.field(terms_name).type) else _long_records
+    ids, records, duplicates, bad = read(table[id_name] if id_name else None,
+                                         table[terms_name], id_name, terms_name, source,
+                                         skip_bad_lines)
+    if not records:
+        skipped = f"; {bad} bad row(s) skipped" if bad else ""
+        raise InputError(f"{source}: no records (no rows){skipped}")
+    return Dataset(ids=tuple(ids), records=records, source=source, format=format,
+                   skipped_lines=bad, duplicate_terms=duplicates, numbered=id_name is None)
+
+
+_Read = tuple[list[str], Records, int, int]  # ids, records, duplicate terms, bad rows skipped
+
+
+def _checked_ids(ids, name: str, source: str, bad: _BadRows) -> tuple[np.ndarray, list[str]]:
+    """The ids' codes and distinct values (:class:`_Coder`), nulls and empty ones marked
+    bad."""
+    coder = _Coder(_arrays(ids), f"record ids (column {name!r})", source)
+    codes = coder.codes
+    bad.add(codes == -1, "null record id")
+    bad.add(codes == coder.empty, "empty record id")
+    return codes, coder.distinct
+
+
+def _long_records(ids, terms, id_name: str, terms_name: str, source: str,
+                  skip: bool) -> _Read:
+    """A row per (record id, term) pair, grouped by id in order of first appearance, as CSV
+    rows are; an empty term gives a record without terms."""
+    bad = _BadRows(len(terms))
+    record, distinct_ids = _checked_ids(ids, id_name, source, bad)
+    coder = _Coder(_arrays(terms), f"terms (column {terms_name!r})", source)
+    term, distinct, empty = coder.codes, coder.distinct, coder.empty
+    del coder  # each array of a (record, term) pair per row, once at a time
+    bad.add(term == -1, "null term")
+    kept = bad.kept(source, skip)
+    if kept is not None:
+        record, term = record[kept], term[kept]
+    order = _first_seen(record, len(distinct_ids))  # an id only bad rows hold is no record's
+    number = np.empty(len(distinct_ids), dtype=np.int32)
+    number[order] = np.arange(len(order), dtype=np.int32)
+    record = number[record]
+    if empty >= 0:  # "": a row that gives its record no term
+        held = term != empty
+        record, term = record[held], term[held]
+    names, rank = _sorted_names(distinct, but=empty)
+    records, duplicates = Records.of_pairs(names, record, rank[term], len(order))
+    return [distinct_ids[i] for i in order.tolist()], records, duplicates, int(bad.bad.sum())
+
+
+def _first_seen(codes: np.ndarray, count: int) -> np.ndarray:
+    """The codes (of ``count``) that occur, in order of their first occurrence."""
+    highest = np.maximum.accumulate(codes)
+    if len(codes) and codes[0] == 0 and not (np.diff(highest) > 1).any():
+        return np.arange(highest[-1] + 1)  # each code first met as the next one: in order
+    first = np.full(count, len(codes), dtype=np.int64)
+    np.minimum.at(first, codes, np.arange(len(codes), dtype=np.int32))
+    return np.argsort(first, kind="stable")[:np.count_nonzero(first < len(codes))]
+
+
+def _list_records(ids, terms, id_name: str | None, terms_name: str, source: str,
+                  skip: bool) -> _Read:
+    """A row per record, its terms in a list; without ids, a record's id is its row number.
+    Sorted a slice of rows at a time (a slice's scratch, not the table's)."""
+    pa = _pyarrow()
+    if not (pa.types.is_list(terms.type) or pa.types.is_large_list(terms.type)):
+        terms = terms.cast(pa.large_list(terms.type.value_type))  # views, fixed sizes
+    bad = _BadRows(len(terms))
+    id_codes = None
+    if ids is not None:
+        id_codes, distinct_ids = _checked_ids(ids, id_name, source, bad)
+    lists = _arrays(terms)
+    bad.add(np.concatenate([_null_mask(array) for array in lists]), "null list of terms")
+    offsets = [_offsets(array) for array in lists]
+    lengths = np.concatenate([np.diff(at) for at in offsets]).astype(np.int64)
+    coder = _Coder([array.values.slice(at[0], at[-1] - at[0])
+                    for array, at in zip(lists, offsets)],
+                   f"terms (column {terms_name!r})", source)
+    codes, starts = coder.codes, np.concatenate(([0], np.cumsum(lengths)))
+    for problem, message in ((codes == -1, "null term"), (codes == coder.empty, "empty term")):
+        if problem.any():
+            rows = np.zeros(len(terms), dtype=bool)
+            rows[np.searchsorted(starts, np.flatnonzero(problem), side="right") - 1] = True
+            bad.add(rows, message)
+    if id_codes is not None:
+        _duplicate_ids(id_codes, distinct_ids, bad)
+    kept = bad.kept(source, skip)
+    names, rank = _sorted_names(coder.distinct)
+    parts, repeated = [Records(names, np.zeros(1, np.int64), np.zeros(0, np.int32))], 0
+    for start, stop in _slices(lengths):
+        ids_here, counts = rank[codes[starts[start]:starts[stop]]], lengths[start:stop]
+        if kept is not None:  # a bad row's terms go (a null's code, -1, read a rank at random)
+            ids_here = ids_here[np.repeat(kept[start:stop], counts)]
+            counts = counts[kept[start:stop]]
+        rows = np.repeat(np.arange(len(counts), dtype=np.int32), counts)
+        part, again = Records.of_pairs(names, rows, ids_here, len(counts))
+        parts.append(part)
+        repeated += again
+    numbers = range(1, len(terms) + 1)
+    if kept is not None:
+        numbers = compress(numbers, kept.tolist())
+    record_ids = (list(map(str, numbers)) if id_codes is None else
+                  [distinct_ids[code] for code in
+                   (id_codes if kept is None else id_codes[kept]).tolist()])
+    return record_ids, Records.joined(parts), repeated, int(bad.bad.sum())
+
+
+def _offsets(array) -> np.ndarray:
+    """A list array's offsets into its values (its own slice of them)."""
+    pa = _pyarrow()
+    kind = np.int64 if pa.types.is_large_list(array.type) else np.int32
+    if not len(array):
+        return np.zeros(1, dtype=kind)
+    return np.frombuffer(array.buffers()[1], dtype=kind)[array.offset:array.offset
+                                                          + len(array) + 1]
+
+
+def _duplicate_ids(codes: np.ndarray, distinct: list[str], bad: _BadRows) -> None:
+    """A record id met again (in a row not bad already) is bad, naming its first row."""
+    good = np.flatnonzero(~bad.bad)
+    _, first = np.unique(codes[good], return_index=True)
+    first_row = np.full(len(distinct), -1)
+    first_row[codes[good[first]]] = good[first]  # of each id
+    again = np.zeros(len(bad.bad), dtype=bool)
+    again[good] = first_row[codes[good]] != good
+    bad.add(again, lambda row: duplicate_id(distinct[codes[row]],
+                                            int(first_row[codes[row]]) + 1, "row"))
 
 
 def write_fimi(records: Iterable[Iterable[str]], path: PathLike) -> None:
@@ -724,3 +1393,12 @@ def write_fimi(records: Iterable[Iterable[str]], path: PathLike) -> None:
                                  "which FIMI reads as a comment")
         lines.append(" ".join(terms) + "\n")
     Path(path).write_text("".join(lines), encoding="utf-8")
+
+
+def write_parquet(records: Iterable[Iterable[str]], path: PathLike) -> None:
+    """Write records as Parquet, a row per record with its terms sorted in a list column
+    ``terms`` and no id column: a record's id is its row number, as in FIMI."""
+    pa = _pyarrow()
+    parquet = require("pyarrow.parquet")
+    terms = pa.array([sorted(set(record)) for record in records], type=pa.list_(pa.string()))
+    parquet.write_table(pa.table({"terms": terms}), path)

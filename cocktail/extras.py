@@ -41,6 +41,7 @@ EXTRAS = {
     "ortools": "solver",    # publish --method optimal, the exact cover of table chains
     "networkx": "rank",     # cocktail rank build (the ESVT and ESTT matchings)
     "pandas": "frames",     # the library's results as DataFrames (to_pandas)
+    "pyarrow": "parquet",   # Parquet input, DataFrames (cocktail.dataset.from_frame)
 }
 
 

@@ -72,7 +72,8 @@ def records_dataset(records: Iterable[tuple[object, object]], source: str, forma
         ids.append(record_id)
     if not ids:
         raise InputError(f"{source}: no records")
-    return Dataset(tuple(ids), builder.build(), source, format, duplicate_terms=duplicates)
+    return Dataset(tuple(ids), builder.build(), source, format, duplicate_terms=duplicates,
+                   numbered=format == MEMORY)  # 1, 2, ...: no ids of the owner's
 
 
 def _terms(terms: object, where: str) -> list[str]:

@@ -196,6 +196,78 @@ def test_csv_malformed_lines(tmp_path, line, reason):
     assert as_dict(dataset) == {"u0": {"z"}, "u2": {"b"}}
 
 
+def test_csv_delimiter_and_columns_named_in_the_header(tmp_path):
+    path = write(tmp_path, "orders.csv", "order;product;price\no1;milk;2\no1;bread;3\no2;milk;2\n")
+    data = load(path, delimiter=";", id_column="order", terms_column="product")
+    assert as_dict(data) == {"o1": {"milk", "bread"}, "o2": {"milk"}}
+    assert as_dict(load(write(tmp_path, "t.csv", "1\ta\n1\tb\n"), delimiter="\t")) == \
+        {"1": {"a", "b"}}
+    wide = write(tmp_path, "w.csv", "o,p,q\n1,a,x\n2,b\n")
+    assert error_of(wide, id_column="o", terms_column="p") == \
+        f"{wide}:3: expected 'o,p,q', got 2 fields"
+    assert error_of(wide, id_column="nope") == f"{wide}:1: no column 'nope' in the header 'o,p,q'"
+    assert error_of(wide, header=True) == (
+        f"{wide}:1: which columns of the header 'o,p,q' hold the record id and the term? Name "
+        "them (--id-column, --terms-column)")
+    with pytest.raises(ValueError, match="column names need a header row"):
+        load(wide, header=False, id_column="o")
+    with pytest.raises(ValueError, match="a CSV delimiter is one character"):
+        load(wide, delimiter=";;")
+
+
+def test_csv_header_given_or_refused_when_it_looks_like_one(tmp_path):
+    path = write(tmp_path, "h.csv", "basket,item\n1,7\n2,8\n")
+    assert error_of(path) == (
+        f"{path}:1: the first row 'basket,item' looks like a header (its id 'basket' is not a "
+        "number and every other row's is); say which it is: --header skips it, --no-header "
+        "reads it as a record")
+    assert error_of(path, skip_bad_lines=True) == error_of(path)  # not a bad line: a question
+    assert as_dict(load(path, header=True)) == {"1": {"7"}, "2": {"8"}}
+    assert as_dict(load(path, header=False)) == {"basket": {"item"}, "1": {"7"}, "2": {"8"}}
+    named = write(tmp_path, "r.csv", "record_id,term\nu,a\n")
+    assert as_dict(load(named)) == {"u": {"a"}}
+    assert as_dict(load(named, header=False)) == {"record_id": {"term"}, "u": {"a"}}
+
+
+@pytest.mark.parametrize("text, why", [
+    ("user,item\nu1,7\nu2,8\nu3,\n", "its term 'item' is not a number and every other row's is"),
+    ("id,terms\nu1,a\n", "it names columns"),
+])
+def test_a_first_row_that_looks_like_a_header_is_refused(tmp_path, text, why):
+    path = write(tmp_path, "h.csv", text)
+    assert f"{path}:1: the first row '{text.split(chr(10))[0]}' looks like a header ({why})" \
+        in error_of(path)
+
+
+@pytest.mark.parametrize("text", ["basket,item\nu1,milk\nu2,bread\n", "a,b\n", "x,1\ny,3\n",
+                                  "7,\n8,9\n"])
+def test_a_first_row_like_the_others_is_a_record(tmp_path, text):
+    """Conservative: only a first row that differs from all the others is suspected."""
+    first, *_ = text.split("\n")
+    assert load(write(tmp_path, "d.csv", text)).ids[0] == first.split(",")[0]
+
+
+def test_encodings(tmp_path):
+    latin = write(tmp_path, "l.csv", "record_id,term\n1,café\n".encode("latin-1"))
+    assert as_dict(load(latin, encoding="latin-1")) == {"1": {"café"}}
+    assert error_of(latin) == f"{latin}:2: not valid UTF-8 (byte 0xe9 at column 6)"
+    wide = write(tmp_path, "u.dat", "a b\ncafé\n".encode("utf-16"))
+    assert list(map(sorted, load(wide, encoding="utf-16").records)) == [["a", "b"], ["café"]]
+    cp = write(tmp_path, "c.dat", b"a\n\x81 b\nc\n")
+    assert error_of(cp, encoding="cp1252") == f"{cp}:2: not valid cp1252 (byte 0x81 at column 1)"
+    assert load(cp, encoding="cp1252", skip_bad_lines=True).ids == ("1", "3")
+    with pytest.raises(ValueError, match="unknown encoding 'nope'"):
+        load(latin, encoding="nope")
+
+
+def test_options_a_format_has_no_use_for_are_refused(tmp_path):
+    fimi = write(tmp_path, "a.dat", "1 2\n")
+    assert error_of(fimi, delimiter=";", header=True) == \
+        f"{fimi}: fimi input takes no delimiter or header"
+    assert error_of(write(tmp_path, "a.jsonl", "{}\n"), id_column="x").endswith(
+        "jsonl input takes no column names")
+
+
 # -- JSON Lines ------------------------------------------------------------------------------
 
 def test_jsonl_records(tmp_path):
@@ -297,13 +369,14 @@ def test_explicit_format_overrides_the_name(tmp_path):
     ("a.json", "", "jsonl"), ("a.dat", "1 2 3\n", "fimi"), ("a.txt", "1 -1 2 -2\n", "spmf"),
     ("a.dat", "@CONVERTED_FROM_TEXT\n# x\n\n1 -2\n", "spmf"), ("a", "\n\n5 6\n", "fimi"),
     ("a.dat", "", "fimi"), ("a.txt", "\ufeff@ITEM=1=x\r\n1 -1 -2\r\n", "spmf"),
+    ("a.parquet", "", "parquet"), ("a.PQ", "", "parquet"), ("a.dat", "PAR1...", "parquet"),
 ])
 def test_detect_format(tmp_path, name, content, expected):
     assert detect_format(write(tmp_path, name, content)) == expected
 
 
 def test_formats():
-    assert FORMATS == ("fimi", "spmf", "csv", "jsonl")
+    assert FORMATS == ("fimi", "spmf", "csv", "jsonl", "parquet")
 
 
 # -- writing ---------------------------------------------------------------------------------

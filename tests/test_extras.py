@@ -118,6 +118,8 @@ def published(tmp_path_factory) -> dict[str, Path]:
     (["query", "--exact", "count(1)", "--runner", "spark", "--store", "{store}"], "spark"),
     (["publish", "{data}", "--engine", "spark", "--store", "{root}/spark"], "spark"),
     (["publish", "{data}", "--method", "optimal", "--store", "{root}/optimal"], "solver"),
+    (["publish", "{root}/baskets.parquet", "--store", "{root}/parquet"], "parquet"),
+    (["generate", "{root}/g.parquet", "--records", "10"], "parquet"),
     (["audit", "--store", "webhdfs://127.0.0.1:9/nowhere"], "hadoop"),
     (["rank", "build", "{people}", "--public", "city,age", "--private", "income",
       "--numeric", "age,income", "--store", "{root}/rank"], "rank"),

@@ -118,11 +118,7 @@ def test_the_tree_grown_on_spark_is_the_single_machine_tree(local_subtree, spark
 
     monkeypatch.setattr(engine, "LOCAL_SUBTREE", local_subtree)
     records = load(dataset_path("bms-webview-1.dat")).records[:12_000]
-    rows = [(p, f"r{p}", tuple(sorted(records.indices[a:b].tolist()))) for p, (a, b)
-            in enumerate(zip(records.indptr.tolist(), records.indptr[1:].tolist()))]
-    vocabulary = len(records.names)
-    blocks = spark.parallelize(rows, 3).mapPartitions(
-        lambda items: [engine.Block.of(list(items), vocabulary)])
+    blocks = engine.driver_input(spark, [f"r{p}" for p in range(len(records))], records).records
     tree, leaf_of, leaves, starts, _ = engine.grow_tree_distributed(
         spark, blocks, tuple(records.names), len(records), 400, SplitSearch())
     single = grow_tree(records, 400)
@@ -259,6 +255,39 @@ def test_every_input_format_reads_the_same_records(tmp_path):
         publication = Publication.open(LocalStore(tmp_path / f"store-{name}"))
         assert list(publication.record_ids) == list(data.ids), name
         assert report.records == len(data)
+
+
+@pytest.mark.parametrize("text, options", [
+    ("basket,item\n1,7\n2,8\n", {}),  # refused: its first row looks like a header
+    ("basket;item\n1;7\n2;8\n1;9\n", {"delimiter": ";", "header": True}),
+    ("o,p,q\n1,a,x\n2,b,y\n1,c\n", {"id_column": "o", "terms_column": "p"}),
+    ("record_id,term\nu,a\n", {"header": False}),
+    ("u,a\n", {"encoding": "latin-1"}),  # refused on Spark: its text reader reads UTF-8
+])
+def test_csv_options_read_as_the_loader_reads_them(spark, tmp_path, text, options):
+    from cocktail.dataset import InputOptions
+    from cocktail.publish import spark as engine
+
+    path = tmp_path / "r.csv"
+    path.write_text(text)
+    for skip in (False, True):
+        try:
+            expected = load(path, skip_bad_lines=skip, **options)
+        except InputError as error:
+            expected = str(error)
+        try:
+            found = engine.collect_dataset(engine.read_records(
+                spark, str(path), None, skip, InputOptions(**options)))
+        except InputError as error:
+            found = str(error)
+        if "encoding" in options:
+            assert found.endswith("the Spark engine reads text as UTF-8; convert it (iconv -f "
+                                  "iso8859-1 -t utf-8) or publish with --engine single")
+        elif isinstance(expected, str):
+            assert found == expected
+        else:
+            assert (found.ids, list(found.records), found.skipped_lines) == \
+                (expected.ids, list(expected.records), expected.skipped_lines)
 
 
 def test_the_cli_reports_the_engine_and_its_phases(tmp_path):

@@ -4,12 +4,13 @@ a store."""
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import click
 
 from ..anonymity import METHODS
-from ..dataset import FORMATS, load, write_fimi
+from ..dataset import FORMATS, InputOptions, format_by_name, load, write_fimi, write_parquet
 from ..publish import DEFAULT_KEEP, PublishParams, publish
 from ..store import open_store
 from ..synthetic import SyntheticSpec, generate
@@ -28,14 +29,19 @@ from .options import json_option, progress_bars, store_option
 @click.option("--patterns", default=SyntheticSpec.patterns, show_default=True,
               type=click.IntRange(1), help="Number of correlated patterns.")
 @click.option("--seed", default=SyntheticSpec.seed, show_default=True, type=int)
+@click.option("--format", "output_format", type=click.Choice(["fimi", "parquet"]),
+              help="FIMI, or Parquet (a list column `terms`, a row per record; the [parquet] "
+              "extra). Default: Parquet for a .parquet or .pq OUTPUT, else FIMI.")
 @json_option
 def generate_cmd(output: Path, records: int, items: int, avg_len: float, patterns: int,
-                 seed: int, as_json: bool) -> None:
-    """Write a synthetic IBM Quest-style basket dataset (FIMI format) to OUTPUT."""
+                 seed: int, output_format: str | None, as_json: bool) -> None:
+    """Write a synthetic IBM Quest-style basket dataset to OUTPUT (FIMI or Parquet: the same
+    records, with the same ids, line or row numbers)."""
     spec = SyntheticSpec(records=records, items=items, avg_record_len=avg_len,
                          patterns=patterns, seed=seed)
     data = generate(spec)
-    write_fimi(data, output)
+    parquet = (output_format or format_by_name(output)) == "parquet"
+    (write_parquet if parquet else write_fimi)(data, output)
     confirm(as_json, {"output": str(output), "records": len(data), "seed": seed},
             f"wrote {len(data):,} records to {output}")
 
@@ -54,7 +60,21 @@ def generate_cmd(output: Path, records: int, items: int, avg_len: float, pattern
 @click.option("--format", "input_format", type=click.Choice(FORMATS),
               help="Input format (default: from the file name and content).")
 @click.option("--skip-bad-lines", is_flag=True,
-              help="Skip malformed input lines (reported) instead of stopping at the first.")
+              help="Skip malformed input lines (a table's bad rows; reported) instead of "
+              "stopping at the first.")
+@click.option("--id-column", metavar="NAME", help="The column of record ids: a Parquet "
+              "column, or a name in a CSV file's header (default: record_id or id, else by "
+              "shape; docs/cli.md, Input).")
+@click.option("--terms-column", metavar="NAME", help="The column of terms: a Parquet column "
+              "(a term a row, or a list of them), or a name in a CSV file's header (default: "
+              "the list column, terms or term, else by shape).")
+@click.option("--delimiter", default=",", show_default=True,
+              help="CSV: the field delimiter, one character (\\t: a tab).")
+@click.option("--header/--no-header", default=None, help="CSV: the first row is a header "
+              "(skipped; it names the columns) or a record. Default: record_id,term is a "
+              "header, and a first row that looks like one is refused.")
+@click.option("--encoding", default="utf-8", show_default=True,
+              help="The encoding of a text input (FIMI, SPMF, CSV, JSON Lines).")
 @click.option("--keep", default=DEFAULT_KEEP, show_default=True, type=click.IntRange(1),
               help="Committed versions to keep, the new one included. Pruning frees space; it "
               "does not make a version unseen (the release log keeps every release).")
@@ -102,17 +122,20 @@ def generate_cmd(output: Path, records: int, items: int, avg_len: float, pattern
               "nothing) when the measured ρ is larger.")
 @json_option
 def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
-                cluster_size: int, input_format: str | None, skip_bad_lines: bool, keep: int,
+                cluster_size: int, input_format: str | None, skip_bad_lines: bool,
+                id_column: str | None, terms_column: str | None, delimiter: str,
+                header: bool | None, encoding: str, keep: int,
                 appending: bool, min_new: int | None, rebase: bool, workers: int,
                 engine: str, master: str, spark_conf: tuple[str, ...],
                 overlay: bool, aggregate: bool, aggregate_volume: int, sensitive_file,
                 index_shard: int, max_rho: float, as_json: bool) -> None:
     """Partition INPUT and publish it as a new version of the store (owner command).
 
-    INPUT is FIMI/SPMF (.dat, .txt), CSV of record_id,term pairs (.csv) or JSON Lines
-    ({"id":..., "terms":[...]}, .jsonl); with --engine spark also an hdfs:// URL. The first
-    publish of a store is its first release; later ones --append (a second fresh partition
-    is refused unless --rebase).
+    INPUT is FIMI/SPMF (.dat, .txt), CSV of record_id,term pairs (.csv), JSON Lines
+    ({"id":..., "terms":[...]}, .jsonl) or Parquet (.parquet: a (record id, term) pair a
+    row, or a record a row with a list of terms; the [parquet] extra); with --engine spark
+    also an hdfs:// URL. The first publish of a store is its first release; later ones
+    --append (a second fresh partition is refused unless --rebase).
     """
     context = click.get_current_context()
     explicit = {name for name in ("master", "spark_conf", "workers")
@@ -124,6 +147,8 @@ def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
     if engine == "spark" and "workers" in explicit:
         raise click.UsageError("--workers is the single-machine engine's; on Spark, the "
                                "master says how many executors (e.g. --master local[4])")
+    options = InputOptions(encoding, delimiter.replace("\\t", "\t"), header, id_column,
+                           terms_column)
     sensitive = sensitive_terms(sensitive_file)
     if sensitive and (engine == "spark" or appending):
         raise click.UsageError("--sensitive-terms goes with a fresh publish on the "
@@ -142,16 +167,17 @@ def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
                                    f"{', '.join(fixed)}")
     if engine == "spark" and appending:
         _print_appended(_append_on_spark(input_path, store_spec, master, spark_conf,
-                                         input_format, skip_bad_lines, min_new, as_json),
-                        as_json)
+                                         input_format, skip_bad_lines, options, min_new,
+                                         as_json), as_json)
         return
     if engine == "spark":
         report = _publish_on_spark(input_path, store_spec, params, master, spark_conf,
-                                   input_format, skip_bad_lines, rebase, as_json)
+                                   input_format, skip_bad_lines, options, rebase, as_json)
         _print_published(report, report.as_dict(), as_json)
         return
     started = time.perf_counter()
-    dataset = load(Path(input_path), input_format, skip_bad_lines=skip_bad_lines)
+    dataset = load(Path(input_path), input_format, skip_bad_lines=skip_bad_lines,
+                   **asdict(options))
     loading = round(time.perf_counter() - started, 3)
     if dataset.skipped_lines:
         err.print(f"[yellow]skipped {dataset.skipped_lines} malformed line(s) of {input_path}[/]")
@@ -197,18 +223,19 @@ def _spark_engine(master: str, spark_conf: tuple[str, ...]):
 
 def _publish_on_spark(source: str, store_spec: str, params: PublishParams, master: str,
                       spark_conf: tuple[str, ...], input_format: str | None,
-                      skip_bad_lines: bool, rebase: bool, as_json: bool):
+                      skip_bad_lines: bool, options: InputOptions, rebase: bool,
+                      as_json: bool):
     spark, settings = _spark_engine(master, spark_conf)
     store = open_store(store_spec)
     with progress_bars("publish", True, not as_json) as update:
         return spark.publish_spark(source, store, params, settings,
                                    data_format=input_format, skip_bad_lines=skip_bad_lines,
-                                   rebase=rebase, progress=update)
+                                   options=options, rebase=rebase, progress=update)
 
 
 def _append_on_spark(source: str, store_spec: str, master: str, spark_conf: tuple[str, ...],
-                     input_format: str | None, skip_bad_lines: bool, min_new: int | None,
-                     as_json: bool):
+                     input_format: str | None, skip_bad_lines: bool, options: InputOptions,
+                     min_new: int | None, as_json: bool):
     spark, settings = _spark_engine(master, spark_conf)
     store = open_store(store_spec)
 
@@ -219,8 +246,8 @@ def _append_on_spark(source: str, store_spec: str, master: str, spark_conf: tupl
 
     with progress_bars("append", True, not as_json) as update:
         return spark.append_spark(source, store, settings, data_format=input_format,
-                                  skip_bad_lines=skip_bad_lines, min_new=min_new,
-                                  progress=update, loaded=loaded)
+                                  skip_bad_lines=skip_bad_lines, options=options,
+                                  min_new=min_new, progress=update, loaded=loaded)
 
 
 def _print_appended(added, as_json: bool) -> None:

@@ -43,7 +43,6 @@ import numpy as np
 from .. import chunkformat as fmt
 from .. import releases
 from ..dataset import Dataset
-from ..inputs import MEMORY_IDS
 from ..overlay.layout import Layout, PhaseProgress, build_layout
 from ..overlay.planner import aggregates_above
 from ..overlay.tree import Node, Tree
@@ -53,8 +52,6 @@ from . import PublishParams, log_legacy_release, promotion, refuse_derived
 from .batch import collector_paused
 from .writer import (Placement, VersionWriter, owner_key, partitions, units_manifest,
                      write_layout)
-
-ID_FORMATS = ("csv", "jsonl", MEMORY_IDS)  # formats whose records carry their own ids
 
 
 @dataclass(frozen=True)
@@ -85,7 +82,7 @@ def _new_ids(dataset: Dataset, version: str, segments: list[dict], publication: 
     construction), refused when one is already published; and their sorted keys.  Published
     ids are checked by their keys (64 bits of SHA-256: a false "already published" among 10^7
     records and 10^4 new ones has probability about 5·10^-9)."""
-    own = dataset.format not in ID_FORMATS
+    own = dataset.numbered  # line or row numbers are no ids
     ids = [f"{version}:{rid}" for rid in dataset.ids] if own else list(dataset.ids)
     keys = np.fromiter((releases.member_key(i) for i in ids), dtype=np.uint64, count=len(ids))
     if not own:

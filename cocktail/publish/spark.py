@@ -67,7 +67,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -83,9 +83,11 @@ from .. import chunkformat as fmt
 from .. import releases
 from ..anonymity import partition
 from ..blas import one_thread
-from ..dataset import (Dataset, InputError, MalformedLine, PackedIds, Records, RecordsBuilder,
-                       detect_format, fimi_lines, format_by_name, line_range, parse_line,
-                       read_fimi_lines, reading, sniff_format, spmf_item_name)
+from ..dataset import (NUMBERED_FORMATS, CsvLayout, Dataset, HeaderCheck, InputError,
+                       InputOptions, MalformedLine, PackedIds, Records, RecordsBuilder,
+                       detect_format, fimi_lines, first_csv_layout, format_by_name, from_frame,
+                       line_range, load, parse_line, read_fimi_lines, reading, sniff_format,
+                       spmf_item_name)
 from ..overlay.layout import PhaseProgress, partitions_pool
 from ..overlay.tree import (Node, SplitSearch, Tree, children_of, choose_split, grow,
                             pattern_codes, presence, rank_candidates, split_stats)
@@ -256,14 +258,19 @@ def _engine_context(settings: SparkSettings) -> Iterator[tuple[object, Callable[
 
 # -- input ---------------------------------------------------------------------------------
 
-def read_records(sc, source: str, data_format: str | None, skip_bad_lines: bool) -> Input:
-    """The records in input order, a :class:`Block` a partition.  The first bad line stops the
-    publish with its number, as the single-machine loader does."""
-    data_format = data_format or _detect(sc, source)
+def read_records(sc, source: str, data_format: str | None, skip_bad_lines: bool,
+                 options: InputOptions = InputOptions()) -> Input:
+    """The records of a text input in input order, a :class:`Block` a partition.  The first
+    bad line stops the publish with its number, as the single-machine loader does."""
+    data_format = _format_of(sc, source, data_format)
+    options.check(data_format, source)
+    if options.encoding != "utf-8":
+        raise InputError(f"{source}: the Spark engine reads text as UTF-8; convert it (iconv "
+                         f"-f {options.encoding} -t utf-8) or publish with --engine single")
     if data_format == "fimi" and "://" not in source:
         parts, bad_names = _fimi_ranges(sc, source), []
     else:
-        parts, bad_names = _parsed_lines(sc, source, data_format)
+        parts, bad_names = _parsed_lines(sc, source, data_format, options)
     parts.persist(StorageLevel.DISK_ONLY)
     # One pass counts each partition's lines, records, pairs and bad lines (it caches the
     # parse); a byte range learns there how many lines stand before it.
@@ -294,7 +301,47 @@ def read_records(sc, source: str, data_format: str | None, skip_bad_lines: bool)
             yield part.block(first[index], ids.value, lines_before[index])
 
     return Input(parts.mapPartitionsWithIndex(numbered), tuple(vocabulary), skipped,
-                 data_format, source, sum(counts), sum(tally[2] for tally in tallies))
+                 data_format, source, sum(counts), sum(tally[2] for tally in tallies),
+                 data_format in NUMBERED_FORMATS)
+
+
+def read_table(sc, source, data_format: str | None, skip_bad_lines: bool,
+               options: InputOptions) -> Dataset | None:
+    """A table's records (a DataFrame: Spark's, pandas', polars'; or a Parquet file) read at
+    the driver, as the single machine reads them (the same checks and messages); None for a
+    text input, which the executors read (:func:`read_records`).  The driver holds the
+    table's records once, as it holds an append's batch: a publish larger than the driver
+    takes a text input."""
+    if not isinstance(source, str):
+        return from_frame(source, options.id_column, options.terms_column,
+                          skip_bad_lines=skip_bad_lines)
+    if data_format != "parquet":
+        return None
+    if "://" not in source:
+        return load(source, "parquet", skip_bad_lines=skip_bad_lines, **asdict(options))
+    options.check(data_format, source)
+    from pyspark.sql import SparkSession  # here: Spark SQL's session costs a second to start
+
+    frame = SparkSession.builder.getOrCreate().read.parquet(source)
+    return from_frame(frame, options.id_column, options.terms_column,
+                      skip_bad_lines=skip_bad_lines, source=source)
+
+
+def driver_input(sc, ids: list[str], records: Records, data: Dataset | None = None) -> Input:
+    """Records held at the driver (a table read there, an append's pool), handed to the
+    executors a block of a few thousand at a time; ``data``: the dataset they are, if any."""
+    slices = max(2, sc.defaultParallelism, -(-len(records) // RECORDS_PER_TASK))
+    cuts = np.linspace(0, len(records), slices + 1).astype(int).tolist()
+    blocks = []
+    for a, b in zip(cuts, cuts[1:]):
+        part = records[a:b]  # term ids stand for themselves in a Block
+        blocks.append(Block(np.arange(a, b, dtype=np.int64), PackedIds.of(ids[a:b]),
+                            Records(range(len(records.names)), part.indptr, part.indices),
+                            np.zeros(b - a, dtype=np.int64)))
+    return Input(sc.parallelize(blocks, slices), tuple(records.names),
+                 data.skipped_lines if data else 0, data.format if data else "pool",
+                 data.source if data else "pool", len(records), records.pairs(),
+                 bool(data and data.numbered))
 
 
 def _fimi_ranges(sc, path: str):
@@ -319,7 +366,7 @@ def _fimi_range(path: str, start: int, end: int) -> Part:
     return Part(read.ids, read.records, read.skipped, read.first_bad, read.lines)
 
 
-def _parsed_lines(sc, source: str, data_format: str):
+def _parsed_lines(sc, source: str, data_format: str, options: InputOptions):
     """The input read by Spark's text reader, each line numbered and parsed on its own (a
     FIMI partition of ASCII lines at once): :class:`Part`s, and SPMF's bad @ITEM lines."""
     length = _input_length(sc, source)
@@ -329,16 +376,18 @@ def _parsed_lines(sc, source: str, data_format: str):
     if data_format == "spmf":  # @ITEM names apply to the whole file, wherever they stand
         named = lines.filter(lambda line: line[0].lstrip().startswith(b"@ITEM="))
         names, bad_names = spmf_names(named.map(lambda line: (line[1] + 1, line[0])).collect())
-    header = 1
-    if data_format == "csv":  # the header may stand on the first non-blank line
-        header = lines.filter(lambda line: line[0].strip()).map(lambda line: line[1] + 1).min()
+    layout = CsvLayout()
+    if data_format == "csv":  # the first non-blank line says how the rows are laid out
+        layout, first = _csv_layout(lines, source, options)
     if data_format == "fimi":
         parts = lines.mapPartitions(_fimi_part)
     else:
         parsed = lines.map(lambda line: _parse(data_format, line[0], line[1] + 1, names,
-                                               header))
+                                               layout))
         parsed = parsed.filter(lambda item: item is not None)
         if data_format == "csv":
+            if layout.suspect:
+                _refuse_header(parsed, source, *first)
             parsed = _csv_records(parsed)
         elif data_format == "jsonl":
             parsed = _without_duplicate_ids(parsed)
@@ -448,14 +497,44 @@ def _utf8_error(sc, source: str, number: int) -> str:
     return f"{NOT_UTF8} (it holds U+FFFD, which the Spark engine cannot tell from a bad byte)"
 
 
-def _detect(sc, source: str) -> str:
+def _format_of(sc, source, data_format: str | None) -> str | None:
+    """The input's format: as given, else found (None for a DataFrame)."""
+    if data_format or not isinstance(source, str):
+        return data_format
     if "://" not in source:
         return detect_format(source)
     return format_by_name(source) or sniff_format(sc.textFile(source).take(1000))
 
 
+def _csv_layout(lines, source: str, options: InputOptions) -> tuple[CsvLayout, tuple]:
+    """A CSV file's layout, from its first non-blank line (found by a job), and that line's
+    (number, text)."""
+    first = lines.filter(lambda line: line[0].strip()).map(
+        lambda line: (line[1] + 1, line[0])).takeOrdered(1)
+    if not first:
+        return CsvLayout(options.delimiter), (0, None)
+    number, raw = first[0]
+    try:
+        text = (raw.removeprefix(b"\xef\xbb\xbf") if number == 1 else raw).decode("utf-8")
+    except UnicodeDecodeError:
+        text = None  # the line's own parse reports it
+    return first_csv_layout(text, number, options, source), (number, text)
+
+
+def _refuse_header(parsed, source: str, number: int, text: str) -> None:
+    """A first row read as data that looks like a header stops the publish, as the loader
+    stops (:class:`HeaderCheck`), after a job over the other rows."""
+    rows = parsed.filter(lambda item: item[0] == "row")
+    first = rows.filter(lambda item: item[1] == number).collect()
+    if first:  # else the first row is a bad line, reported as one
+        others = rows.filter(lambda item: item[1] != number).map(
+            lambda item: HeaderCheck.of(item[2], item[3])).fold(HeaderCheck(),
+                                                                HeaderCheck.merged)
+        others.check(source, number, text, first[0][2], first[0][3])
+
+
 def _parse(data_format: str, raw: bytes, number: int, names: dict,
-           header: int) -> tuple | None:
+           layout: CsvLayout) -> tuple | None:
     """("record", number, id, terms), ("row", number, id, term) for CSV, ("bad", number,
     message), or None for a line that holds nothing."""
     if number == 1:
@@ -464,7 +543,7 @@ def _parse(data_format: str, raw: bytes, number: int, names: dict,
     if "\ufffd" in text:  # the JVM replaced bytes that are not UTF-8 (or the input holds U+FFFD)
         return "bad", number, NOT_UTF8
     try:
-        parsed = parse_line(data_format, text, number, names, header)
+        parsed = parse_line(data_format, text, number, names, layout)
     except MalformedLine as e:
         return "bad", number, str(e)
     if parsed is None:
@@ -643,13 +722,6 @@ class Block:
     records: Records       # term ids (names: the vocabulary's range)
     node: np.ndarray       # each record's current node
 
-    @classmethod
-    def of(cls, items: list[tuple[int, str, tuple[int, ...]]], vocabulary: int) -> Block:
-        return cls(np.array([p for p, _, _ in items], dtype=np.int64),
-                   PackedIds.of([record_id for _, record_id, _ in items]),
-                   _as_records([terms for _, _, terms in items], vocabulary),
-                   np.zeros(len(items), dtype=np.int64))
-
     def by_node(self, wanted=None, among: np.ndarray | None = None
                 ) -> Iterator[tuple[int, np.ndarray]]:
         """(node, the rows at that node, ascending) for the nodes in ``wanted`` (None: all),
@@ -760,16 +832,6 @@ def leaf_counts(leaf_of) -> dict[int, Counter]:
 
     leaf_of.persist(StorageLevel.DISK_ONLY)
     return dict(leaf_of.mapPartitionsWithIndex(counted).collect())
-
-
-def _as_records(rows: list[tuple[int, ...]], vocabulary: int) -> Records:
-    """Records of term ids (the ids stand for themselves as names)."""
-    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
-    indptr = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=indptr[1:])
-    indices = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int32,
-                          count=int(indptr[-1]))
-    return Records(range(vocabulary), indptr, indices)
 
 
 def _number(splits: dict, names: tuple[str, ...]) -> tuple[dict[int, int], Tree]:
@@ -1093,18 +1155,23 @@ def _pool_step(job: UnitJob, node: int, members: list, sources: int, volume: int
 
 # -- the driver ------------------------------------------------------------------------------
 
-def publish_spark(source: str, store: Store, params: PublishParams, settings: SparkSettings,
+def publish_spark(source, store: Store, params: PublishParams, settings: SparkSettings,
                   *, data_format: str | None = None, skip_bad_lines: bool = False,
-                  rebase: bool = False, progress: PhaseProgress | None = None) -> PublishReport:
-    """:func:`cocktail.publish.publish` on Spark, reading ``source`` (a path or hdfs://).
-    A context already running in this process (a notebook's, the tests') is used as it is,
-    ``settings`` aside, and left running."""
+                  options: InputOptions = InputOptions(), rebase: bool = False,
+                  progress: PhaseProgress | None = None) -> PublishReport:
+    """:func:`cocktail.publish.publish` on Spark, reading ``source``: a path or hdfs:// URL,
+    or a DataFrame (Spark's, pandas', polars'; :func:`read_table`), ``options`` saying how
+    it is laid out.  A context already running in this process (a notebook's, the tests')
+    is used as it is, ``settings`` aside, and left running."""
     params.check()
     progress = progress or (lambda phase, done, total: None)
     with _engine_context(settings) as (sc, done):
         started = time.perf_counter()
         progress("load", 0, 1)
-        data = read_records(sc, source, data_format, skip_bad_lines)
+        data_format = _format_of(sc, source, data_format)
+        table = read_table(sc, source, data_format, skip_bad_lines, options)
+        data = (driver_input(sc, list(table.ids), table.records, table) if table
+                else read_records(sc, source, data_format, skip_bad_lines, options))
         # On disk, not in the heap: the driver's JVM is the local executors' too, and each
         # cached partition would have to fit in it whole.
         data.records.persist(StorageLevel.DISK_ONLY)
@@ -1124,9 +1191,10 @@ def publish_spark(source: str, store: Store, params: PublishParams, settings: Sp
     return report
 
 
-def append_spark(source: str, store: Store, settings: SparkSettings, *,
+def append_spark(source, store: Store, settings: SparkSettings, *,
                  data_format: str | None = None, skip_bad_lines: bool = False,
-                 min_new: int | None = None, progress: PhaseProgress | None = None,
+                 options: InputOptions = InputOptions(), min_new: int | None = None,
+                 progress: PhaseProgress | None = None,
                  loaded: Callable[[Dataset], None] | None = None) -> AppendReport:
     """:func:`cocktail.publish.append.append` on Spark: the batch is read by Spark's reader
     (the same parsing and bad-line messages as :func:`publish_spark`) and collected at the
@@ -1138,7 +1206,9 @@ def append_spark(source: str, store: Store, settings: SparkSettings, *,
     with _engine_context(settings) as (sc, _):
         if progress:
             progress("load", 0, 1)
-        dataset = collect_dataset(read_records(sc, source, data_format, skip_bad_lines))
+        data_format = _format_of(sc, source, data_format)
+        dataset = read_table(sc, source, data_format, skip_bad_lines, options) or \
+            collect_dataset(read_records(sc, source, data_format, skip_bad_lines, options))
         if progress:
             progress("load", 1, 1)
         if loaded:
@@ -1164,7 +1234,7 @@ def collect_dataset(data: Input) -> Dataset:
     joined = Records.joined([block.records for block in blocks])
     return Dataset(tuple(record_id for block in blocks for record_id in block.ids.strings()),
                    Records(data.names, joined.indptr, joined.indices), data.source,
-                   data.format, skipped_lines=data.skipped)
+                   data.format, skipped_lines=data.skipped, numbered=data.numbered)
 
 
 class SparkClusters:
@@ -1184,15 +1254,8 @@ class SparkClusters:
         if params.sensitive:
             raise ValueError("ρ-cloned clusters (sensitive terms) are the single-machine "
                              "engine's")
-        names = tuple(sorted(frozenset().union(*records)))  # ids in name order, as Records
-        number = {term: i for i, term in enumerate(names)}
-        rows = [(local, ids[position], tuple(sorted(number[t] for t in terms)))
-                for local, (position, terms) in enumerate(zip(pool, records))]
-        slices = max(2, self.sc.defaultParallelism, -(-len(rows) // RECORDS_PER_TASK))
-        cuts = np.linspace(0, len(rows), slices + 1).astype(int).tolist()
-        blocks = [Block.of(rows[a:b], len(names)) for a, b in zip(cuts, cuts[1:])]
-        data = Input(self.sc.parallelize(blocks, slices), names, 0, "pool", "pool", len(rows),
-                     sum(len(terms) for _, _, terms in rows))
+        data = driver_input(self.sc, [ids[position] for position in pool],
+                            Records.build(records))
         run = _Run(self.sc, data, params, writer.out.store,
                    progress or (lambda phase, done, total: None))
         laid = run.lay_out(writer, run.job(
@@ -1214,6 +1277,7 @@ class Input:
     source: str
     total: int               # records
     pairs: int               # (record, term) pairs
+    numbered: bool           # the ids are line or row numbers (Dataset.numbered)
 
 
 class _Run:
