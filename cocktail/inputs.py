@@ -1,14 +1,14 @@
 """What the owner's front door publishes and appends, made one :class:`~cocktail.dataset.Dataset`:
 a path (read by :func:`cocktail.dataset.load`), a ``Dataset``, records held in memory, or a
-pandas DataFrame, with the text formats' checks (the bad record named, nothing published).
+DataFrame, with the text formats' checks (the bad record named, nothing published).
 
 In memory:
 
 * an iterable of term collections: record ids ``1``, ``2``, ... as a FIMI file's line numbers
   give them, so the same records publish the same from a file or from memory;
 * a mapping of record id to terms: records that carry their own ids, as CSV and JSON Lines do;
-* a pandas DataFrame in long form (columns ``record_id`` and ``term``, a row per pair, as CSV)
-  or with a column ``terms`` of term collections (and ``record_id`` when records have ids).
+* a pandas or polars DataFrame or an Arrow table, read by
+  :func:`cocktail.dataset.from_frame` (the Parquet reader's checks and shapes).
 
 A term is a string or an integer (as in JSON Lines), stripped, never empty; a term repeated in
 a record is kept once, and an empty record is a record.
@@ -22,13 +22,10 @@ import sys
 from collections.abc import Iterable, Mapping
 from itertools import count
 
-import numpy as np
-
-from .dataset import Dataset, InputError, RecordsBuilder, load
+from .dataset import Dataset, InputError, RecordsBuilder, from_frame, load
 
 MEMORY = "memory"          # Dataset.format of records from memory, numbered 1, 2, ...
 MEMORY_IDS = "memory-ids"  # ... and of records from memory with their own ids
-LONG_FORM = ("record_id", "term")
 
 
 def as_dataset(data, format: str | None = None, *, skip_bad_lines: bool = False) -> Dataset:
@@ -41,9 +38,8 @@ def as_dataset(data, format: str | None = None, *, skip_bad_lines: bool = False)
                          "neither")
     if isinstance(data, Dataset):
         return data
-    pandas = sys.modules.get("pandas")  # not imported: data cannot be a DataFrame
-    if pandas is not None and isinstance(data, pandas.DataFrame):
-        return from_pandas(data)
+    if _is_frame(data):
+        return from_frame(data)
     if isinstance(data, Mapping):
         return records_dataset(data.items(), "records in memory", MEMORY_IDS)
     if isinstance(data, Iterable) and not isinstance(data, bytes):
@@ -94,45 +90,11 @@ def _text(value: object, where: str, what: str) -> str:
     return text
 
 
-def from_pandas(frame) -> Dataset:
-    """A pandas DataFrame in long form (``record_id``, ``term``) or with a column ``terms``."""
-    source, columns = "pandas DataFrame", set(frame.columns)
-    if set(LONG_FORM) <= columns:
-        return _long_form(frame, source)
-    if "terms" in columns:
-        ids = frame["record_id"].tolist() if "record_id" in columns else None
-        return records_dataset(zip(ids or count(1), frame["terms"].tolist()), source,
-                               MEMORY if ids is None else MEMORY_IDS, "row")
-    raise InputError(f"{source}: expected the columns record_id and term (a row per pair) or "
-                     f"a column terms (a collection per record); got {sorted(map(str, columns))}")
-
-
-def _long_form(frame, source: str) -> Dataset:
-    """A row per (record id, term) pair, records in order of their first row; a row with no
-    term (null or blank) is a record without terms, as a CSV row ``id,`` is."""
-    pandas = sys.modules["pandas"]
-    ids = _column(frame["record_id"], source, "record id", nulls=False)
-    terms = _column(frame["term"], source, "term", nulls=True)
-    codes, uniques = pandas.factorize(ids, sort=False)
-    if not len(uniques):
-        raise InputError(f"{source}: no records")
-    kept = np.flatnonzero(terms.notna().to_numpy())
-    order = kept[np.argsort(codes[kept], kind="stable")]
-    tokens = terms.to_numpy()[order].tolist()
-    builder = RecordsBuilder()
-    added = builder.add_many(tokens, np.bincount(codes[kept], minlength=len(uniques)))
-    return Dataset(tuple(uniques.tolist()), builder.build(), source, MEMORY_IDS,
-                   duplicate_terms=len(tokens) - added)
-
-
-def _column(series, source: str, what: str, nulls: bool):
-    """A column as stripped text, blanks as nulls (refused unless ``nulls``): integers stay
-    integers when a null made pandas hold them as floats."""
-    if series.dtype.kind == "f" and series.dropna().mod(1).eq(0).all():
-        series = series.astype("Int64")
-    text = series.astype("string").str.strip()
-    text = text.mask(text == "")
-    if not nulls and text.isna().any():
-        row = int(np.flatnonzero(text.isna().to_numpy())[0]) + 1
-        raise InputError(f"{source}: row {row}: empty {what}")
-    return text
+def _is_frame(data) -> bool:
+    """A pandas or polars DataFrame or an Arrow table, told by the modules already imported:
+    one not imported cannot have made ``data``."""
+    for module, name in (("pandas", "DataFrame"), ("polars", "DataFrame"), ("pyarrow", "Table")):
+        loaded = sys.modules.get(module)
+        if loaded is not None and isinstance(data, getattr(loaded, name)):
+            return True
+    return False

@@ -193,30 +193,32 @@ def test_bad_records_in_memory_are_named_and_nothing_is_published(data, message,
 
 
 def test_bad_dataframes_are_named(tmp_path):
+    """A DataFrame goes through cocktail.dataset.from_frame, the Parquet reader's checks: the
+    bad row named, nothing published."""
     pandas = pytest.importorskip("pandas")
     store = cocktail.OwnerStore(tmp_path / "s", create=True)
     for frame, message in [
-            (pandas.DataFrame({"id": [1], "item": ["a"]}), "expected the columns record_id "
-             "and term"),
+            (pandas.DataFrame({"a": [1], "b": ["a"], "c": [1]}), "which column holds the terms"),
             (pandas.DataFrame({"record_id": ["a", None], "term": ["x", "y"]}),
-             "row 2: empty record id"),
-            (pandas.DataFrame({"terms": [["x"], None]}), "row 2: expected a collection")]:
+             "row 2: null record id"),
+            (pandas.DataFrame({"record_id": [1, 1, 2], "term": [7, 8, None]}),
+             "integers beside a missing value as floats"),
+            (pandas.DataFrame({"terms": [["x"], None]}), "row 2: null list of terms")]:
         with pytest.raises(cocktail.InputError, match=message):
             store.publish(frame, k=2)
     assert store.current_version is None
 
 
-def test_a_long_dataframe_keeps_integers_and_records_without_terms(tmp_path):
-    """A null in an integer column makes pandas hold floats: the terms stay 7, not 7.0; a
-    row without a term is a record without terms, as a CSV row ``id,`` is."""
+def test_a_long_dataframe_keeps_its_ids_and_integer_terms():
+    """Integer terms read as their text, ids as given, a term repeated in a record counted."""
     pandas = pytest.importorskip("pandas")
     from cocktail.inputs import as_dataset
 
     frame = pandas.DataFrame({"record_id": [1, 1, 2, 3, 3],
-                              "term": [7, 8, None, 7, 7]})
+                              "term": pandas.array([7, 8, 9, 7, 7], dtype="Int64")})
     dataset = as_dataset(frame)
-    assert dataset.ids == ("1", "2", "3") and dataset.format == "memory-ids"
-    assert list(dataset.records) == [{"7", "8"}, set(), {"7"}]
+    assert dataset.ids == ("1", "2", "3") and not dataset.numbered
+    assert list(dataset.records) == [{"7", "8"}, {"9"}, {"7"}]
     assert dataset.duplicate_terms == 1
 
 
