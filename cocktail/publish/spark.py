@@ -11,7 +11,8 @@ the chunk builder.  What differs is where they run:
   counted); any other input (``hdfs://``, the other formats) is read by Spark's text reader
   and parsed by the same parsers, a FIMI partition of ASCII lines at once by the loader's
   block reader and anything else line by line; so bad lines get the loader's messages and
-  numbers;
+  numbers; a table (a Parquet file or URL, a DataFrame) is read at the driver by the loader's
+  own code and handed to the executors in blocks;
 * the tree grows level by level: per node, term supports and then split statistics are summed
   over the records' partitions; only those sums and each node's choice reach the driver;
 * each leaf cluster is partitioned inside an executor; the private parts pooled up the tree
