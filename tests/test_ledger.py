@@ -7,6 +7,8 @@ import os
 import multiprocessing
 import sqlite3
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -97,6 +99,34 @@ def test_a_stale_reservation_is_taken_over(tmp_path):
     taken = ledger.reserve(user, "v1", "count(a)", stale_after=0.0)
     assert taken.state == "reserved" and taken.charged == 0
     assert ledger.budget_status(user)["spent"] == 0.5
+
+
+RESERVE_AND_EXIT = """
+import sys
+from cocktail.dp.ledger import Ledger
+ledger = Ledger(sys.argv[1])
+assert ledger.reserve(ledger.authenticate(sys.argv[2]), "v1", "count(a)").state == "reserved"
+"""
+
+
+def test_a_reservation_whose_process_exited_unreaped_is_taken_over_at_once(tmp_path):
+    """The reserving process exited before storing an answer, and its parent has not reaped
+    it yet (a zombie: a server's worker whose supervisor is busy).  It is dead: the next
+    request takes its reservation over now, with no second charge, instead of being told
+    "pending" until the reservation goes stale (600 s)."""
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.add_role("analyst", alpha=0.5, budget=1.0)
+    token = ledger.add_user("alice", "analyst")
+    child = subprocess.Popen([sys.executable, "-c", RESERVE_AND_EXIT, str(ledger.path), token])
+    try:
+        exited = os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # left unreaped
+        assert exited.si_status == 0
+        user = ledger.authenticate(token)
+        taken = ledger.reserve(user, "v1", "count(a)")
+        assert taken.state == "reserved" and taken.charged == 0
+        assert ledger.budget_status(user)["spent"] == 0.5
+    finally:
+        child.wait()
 
 
 def test_tokens_names_and_disabled_users(tmp_path):
