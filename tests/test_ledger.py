@@ -129,6 +129,17 @@ def test_a_reservation_whose_process_exited_unreaped_is_taken_over_at_once(tmp_p
         child.wait()
 
 
+def test_a_dp_ranking_under_zcdp_spends_no_more_than_the_rho_it_is_charged(tmp_path):
+    """A dp ranking is a pure-DP mechanism: under a zCDP role it runs at the α whose α²/2 is
+    the role's ρ a query (an α-DP release is α²/2-zCDP); under a pure role at its α."""
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.add_role("gauss", alpha=0.18, budget=1.0, definition="zcdp")
+    ledger.add_role("laplace", alpha=0.3, budget=1.0)
+    gauss = ledger.authenticate(ledger.add_user("gil", "gauss"))
+    assert gauss.pure_alpha ** 2 / 2 == pytest.approx(0.18)
+    assert ledger.authenticate(ledger.add_user("lea", "laplace")).pure_alpha == 0.3
+
+
 def test_tokens_names_and_disabled_users(tmp_path):
     ledger = Ledger(tmp_path / "ledger.sqlite")
     ledger.add_role("analyst", alpha=0.1, budget=1.0)
