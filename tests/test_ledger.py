@@ -60,8 +60,11 @@ def test_budget_arithmetic_has_no_float_dust(tmp_path):
 def test_dataset_budget_caps_everyone(tmp_path):
     ledger = Ledger(tmp_path / "ledger.sqlite")
     ledger.add_role("analyst", alpha=1.0, budget=10.0)
-    ledger.set_dataset_budget(2.0)
     users = [ledger.authenticate(ledger.add_user(f"u{i}", "analyst")) for i in range(3)]
+    ledger.set_dataset_budget(0.0)  # the owner stops every fresh answer
+    with pytest.raises(BudgetExhausted, match="dataset-wide"):
+        ledger.reserve(users[0], "v1", "count(a)")
+    ledger.set_dataset_budget(2.0)
     ask(ledger, users[0], "v1", "count(a)")
     ask(ledger, users[1], "v1", "count(b)")
     with pytest.raises(BudgetExhausted, match="dataset-wide"):
