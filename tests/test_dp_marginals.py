@@ -227,6 +227,19 @@ def test_the_deadline_counts_the_largest_closure_whichever_strategy_wins():
         deadlines.search + deadlines.fresh(most))
 
 
+@pytest.mark.parametrize("u", [8, 9, 10])
+def test_up_to_ten_terms_a_searched_shape_is_timed_by_its_2_to_the_u_cells(u):
+    """Up to 8 terms the strategies are over the 2^u cells, and up to 10 p-Identity over their
+    groups is searched too: no candidate needs more than those 2^u counts, and the reply
+    leaves in their size class, not in the next one (twice as many counts timed)."""
+    m = one_way(u)
+    assert m.groups_feasible and strategies.searched(m)
+    deadlines = Deadlines(base_ms=30, count_ms=1)
+    assert session.due(m, deadlines, 0.0) == pytest.approx(
+        deadlines.search + deadlines.fresh(2 ** u))
+    assert deadlines.fresh(2 ** u) < deadlines.fresh(2 ** (u + 1))
+
+
 def test_empirical_variance_past_eight_terms_matches_the_reported_one():
     """6,000 noisy releases (OpenDP's Laplace) of the 1-way counts of 12 terms: each query's
     measured variance within 10% of the stated one."""

@@ -7,6 +7,8 @@ import os
 import multiprocessing
 import sqlite3
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,8 +60,11 @@ def test_budget_arithmetic_has_no_float_dust(tmp_path):
 def test_dataset_budget_caps_everyone(tmp_path):
     ledger = Ledger(tmp_path / "ledger.sqlite")
     ledger.add_role("analyst", alpha=1.0, budget=10.0)
-    ledger.set_dataset_budget(2.0)
     users = [ledger.authenticate(ledger.add_user(f"u{i}", "analyst")) for i in range(3)]
+    ledger.set_dataset_budget(0.0)  # the owner stops every fresh answer
+    with pytest.raises(BudgetExhausted, match="dataset-wide"):
+        ledger.reserve(users[0], "v1", "count(a)")
+    ledger.set_dataset_budget(2.0)
     ask(ledger, users[0], "v1", "count(a)")
     ask(ledger, users[1], "v1", "count(b)")
     with pytest.raises(BudgetExhausted, match="dataset-wide"):
@@ -97,6 +102,45 @@ def test_a_stale_reservation_is_taken_over(tmp_path):
     taken = ledger.reserve(user, "v1", "count(a)", stale_after=0.0)
     assert taken.state == "reserved" and taken.charged == 0
     assert ledger.budget_status(user)["spent"] == 0.5
+
+
+RESERVE_AND_EXIT = """
+import sys
+from cocktail.dp.ledger import Ledger
+ledger = Ledger(sys.argv[1])
+assert ledger.reserve(ledger.authenticate(sys.argv[2]), "v1", "count(a)").state == "reserved"
+"""
+
+
+def test_a_reservation_whose_process_exited_unreaped_is_taken_over_at_once(tmp_path):
+    """The reserving process exited before storing an answer, and its parent has not reaped
+    it yet (a zombie: a server's worker whose supervisor is busy).  It is dead: the next
+    request takes its reservation over now, with no second charge, instead of being told
+    "pending" until the reservation goes stale (600 s)."""
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.add_role("analyst", alpha=0.5, budget=1.0)
+    token = ledger.add_user("alice", "analyst")
+    child = subprocess.Popen([sys.executable, "-c", RESERVE_AND_EXIT, str(ledger.path), token])
+    try:
+        exited = os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # left unreaped
+        assert exited.si_status == 0
+        user = ledger.authenticate(token)
+        taken = ledger.reserve(user, "v1", "count(a)")
+        assert taken.state == "reserved" and taken.charged == 0
+        assert ledger.budget_status(user)["spent"] == 0.5
+    finally:
+        child.wait()
+
+
+def test_a_dp_ranking_under_zcdp_spends_no_more_than_the_rho_it_is_charged(tmp_path):
+    """A dp ranking is a pure-DP mechanism: under a zCDP role it runs at the α whose α²/2 is
+    the role's ρ a query (an α-DP release is α²/2-zCDP); under a pure role at its α."""
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.add_role("gauss", alpha=0.18, budget=1.0, definition="zcdp")
+    ledger.add_role("laplace", alpha=0.3, budget=1.0)
+    gauss = ledger.authenticate(ledger.add_user("gil", "gauss"))
+    assert gauss.pure_alpha ** 2 / 2 == pytest.approx(0.18)
+    assert ledger.authenticate(ledger.add_user("lea", "laplace")).pure_alpha == 0.3
 
 
 def test_tokens_names_and_disabled_users(tmp_path):

@@ -137,6 +137,29 @@ def test_an_appended_pair_of_the_counterexample_composes_to_nothing(tmp_path, fi
                for c in first["chunks"])
 
 
+@pytest.mark.parametrize("origin,told", [("0", "added again to"), ("1", "moved into")])
+def test_an_earlier_record_listed_among_an_appends_additions_is_caught(tmp_path, origin, told):
+    """A release log whose append lists one record of the first release among what cluster 0
+    gained: a record of cluster 0 itself (added again), or of cluster 1 (moved).  Either alone
+    breaks the release invariant, and `audit --releases` says which."""
+    records = ["ab", "ab", "ac", "bc", "a", "b", "c", "abc"] * 4
+    store = LocalStore(tmp_path / "s")
+    publish(dataset(records, [f"r{i}" for i in range(32)]), store,
+            PublishParams(k=2, m=2, cluster_size=8))
+    append(dataset(records, [f"n{i}" for i in range(32)]), store)
+    first, second = (json.loads(store.read("private", f"releases/{v}.json"))
+                     for v in ("v000001", "v000002"))
+    assert {"0", "1"} <= set(first["units"]) and audit_releases(store).ok
+    second["units"]["0"]["added_members"].append(first["units"][origin]["added_members"][0])
+    store.write("private", "releases/v000002.json", json.dumps(second).encode(), pri_label=True)
+    result = CliRunner().invoke(main, ["audit", "--releases", "--store", str(store.root),
+                                       "--json"])
+    assert result.exit_code == 1
+    assert [(v["kind"], v["where"], v["detail"]) for v in json.loads(result.stdout)["violations"]
+            ] == [("release-invariant", "v000001→v000002 cluster 0",
+                   f"1 record(s) of earlier releases {told} this cluster")]
+
+
 def slices(data: Dataset, parts: int) -> list[Dataset]:
     cuts = [len(data) * i // parts for i in range(parts + 1)]
     return [Dataset(data.ids[a:b], data.records[a:b], data.source, "jsonl")

@@ -221,6 +221,8 @@ def test_a_forged_link_in_the_chain_of_signers_is_refused(owner):
     path.write_text(json.dumps(document))
     code, body = cli("audit", "--store", str(s2))
     assert code == 1 and "does not verify" in body["signature"]["detail"]
+    # The recipient is told which hop to blame: the first, the owner's, not the sender's.
+    assert f"hop 1 ({document['hops'][0]['signer']}):" in body["signature"]["detail"]
     del document["hops"][0]  # or drop the owner's hop altogether
     path.write_text(json.dumps(document))
     code, body = cli("audit", "--store", str(s2))

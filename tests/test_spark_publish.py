@@ -15,6 +15,7 @@ from cocktail.audit import audit, audit_term_indexes
 from cocktail.dataset import InputError, load, write_fimi
 from cocktail.publish import PublishParams, publish
 from cocktail.query.view import Publication
+from cocktail.releases import read_log
 from cocktail.store.local import LocalStore
 from cocktail.synthetic import SyntheticSpec, generate
 
@@ -49,6 +50,14 @@ def content(root):
             "term_index": (index.records, dict(index))}
 
 
+def logged(root):
+    """The release log's entry, but for what is random (chunk ids, files' sha256s)."""
+    entry, = read_log(LocalStore(root))
+    chunks = sorted((c["unit"], c["terms"], c["subrecords"], c["added"])
+                    for c in entry["chunks"].values())
+    return chunks, entry["units"]
+
+
 @pytest.fixture(scope="module")
 def synthetic_40k(tmp_path_factory):
     path = tmp_path_factory.mktemp("synthetic") / "s40k.dat"
@@ -81,6 +90,7 @@ def test_both_engines_publish_the_same(source, tmp_path, request, monkeypatch):
     spark_content, single_content = content(tmp_path / "spark"), content(tmp_path / "single")
     for part in single_content:
         assert spark_content[part] == single_content[part], part
+    assert logged(tmp_path / "spark") == logged(tmp_path / "single")
     assert audit(LocalStore(tmp_path / "spark")).ok
     assert audit_term_indexes(LocalStore(tmp_path / "spark")) == []
     for field in ("public_chunks", "private_chunks", "clusters", "aggregated_clusters",
