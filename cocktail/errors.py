@@ -50,12 +50,10 @@ def exit_status(exc: BaseException) -> ExitCode:
     token), 4 for a spent budget, 5 for a failed store or system, 70 for a bug."""
     if isinstance(exc, MissingExtra):
         return ExitCode.USAGE
-    if raised(exc, "client:ServiceUnreachable"):
-        return ExitCode.PROBLEMS
+    if raised(exc, "client:ServiceUnreachable", "client:ServiceRefused"):
+        return exc.exit_status  # the client's errors carry theirs (HTTP_EXIT, for a refusal)
     if isinstance(exc, KeyboardInterrupt):
         return ExitCode.INTERRUPTED
-    if raised(exc, "client:ServiceRefused"):
-        return HTTP_EXIT.get(exc.http_status, ExitCode.FAILED)
     if raised(exc, "dp.ledger:BudgetExhausted"):
         return ExitCode.BUDGET
     if raised(exc, "dp.ledger:Unauthorized", "dp.ledger:Forbidden", "releases.layout:Refused"):
