@@ -17,7 +17,7 @@ from pathlib import Path
 from .audit import (DEFAULT_MAX_ITEMSETS, AuditReport, ReleaseAuditReport, StoreAudit,
                     audit_as_asked)
 from .inputs import as_dataset
-from .private_config import require_set_up
+from .private_config import open_ledger, require_set_up
 from .publish import PublishParams, PublishReport, publish
 from .publish.append import AppendReport, append
 from .query import Engine, Publication
@@ -127,6 +127,14 @@ class OwnerStore:
         text = queries if isinstance(queries, str) else "\n".join(queries)
         engine = Engine(Publication.open(self.backend, version), runner)
         return engine.exact(parse_batch(text, "queries"))
+
+    @property
+    def ledger(self):
+        """The store's budget ledger (:class:`cocktail.dp.ledger.Ledger`), as ``cocktail
+        roles``/``users``/``budget`` change it: ``add_role``, ``add_user`` (returns the
+        token, shown once), ``rotate_token`` (a new token; the old one is refused from then
+        on), ``remove_user``, ``set_active``, ``users``, ``budget_status``."""
+        return open_ledger(self.backend)
 
     def versions(self) -> Versions:
         """Every release of the store, from its release log, and which are kept and current."""

@@ -136,6 +136,38 @@ def test_analysts_ask_the_service_and_owners_the_store(tmp_path, monkeypatch):
     assert [u["spent"] for u in users] == [2]
 
 
+def test_users_tokens_are_rotated_removed_and_written_owner_only(tmp_path):
+    from cocktail.dp.ledger import Ledger, Unauthorized
+    from cocktail.private_config import ledger_location
+    from cocktail.store import open_store
+
+    store = tmp_path / "store"
+    run("roles", "add", "analyst", "--alpha", 1, "--budget", 2, "--store", store, "--create")
+    added = run("users", "add", "ann", "--role", "analyst", "--store", store)
+    old = added.stdout.strip()
+    assert added.exit_code == 0 and "user ann added (role analyst)" in added.stderr
+    token_file = tmp_path / "ann.token"
+    token_file.write_text("stale")
+    token_file.chmod(0o644)
+    rotated = run("users", "rotate", "ann", "--out", token_file, "--store", store, "--json")
+    assert rotated.exit_code == 0 and json.loads(rotated.stdout) == {"user": "ann",
+                                                                     "out": str(token_file)}
+    assert token_file.stat().st_mode & 0o777 == 0o600
+    new = token_file.read_text().strip()
+    ledger = Ledger(ledger_location(open_store(str(store))))
+    with pytest.raises(Unauthorized):
+        ledger.authenticate(old)
+    assert ledger.authenticate(new).name == "ann"
+    removed = run("users", "remove", "ann", "--store", store)
+    assert removed.exit_code == 0 and "user ann removed" in removed.stderr
+    with pytest.raises(Unauthorized):
+        ledger.authenticate(new)
+    assert run("users", "rotate", "ann", "--store", store).exit_code == 2  # no user 'ann'
+    owner = tmp_path / "owner.token"
+    assert run("owner-token", "--out", owner, "--store", store).exit_code == 0
+    assert owner.stat().st_mode & 0o777 == 0o600
+
+
 OWNER_COMMANDS = [["publish"], ["plan"], ["serve"], ["roles"], ["roles", "add"], ["users"],
                   ["users", "add"], ["users", "disable"], ["budget"], ["ledger", "path"]]
 

@@ -171,6 +171,17 @@ def test_markers_have_reasons():
                 assert nxt in starts, f"{doc.relative_to(REPO)}:{n}: marker not before a shell block"
 
 
+SECRET_REDIRECT = re.compile(r"cocktail (users (add|rotate)|owner-token)\b[^#]*>")
+
+
+def test_no_doc_writes_a_token_through_the_umask():
+    """A token redirected into a file gets the umask's mode (0644: anyone on the host reads
+    it); `--out FILE` writes it 0600."""
+    found = [f"{b.where}: {line}" for doc in DOCS for b in shell_blocks(doc)
+             for line in b.text.split("\n") if SECRET_REDIRECT.search(line)]
+    assert not found, found
+
+
 OUTSIDE = re.compile(r"\.\./shared|(?<![\w./-])shared/(?:notes|papers|DESIGN|datasets)")
 STANDALONE = [REPO / "README.md", REPO / "Vagrantfile", *sorted((REPO / "docs").glob("*.md")),
               *sorted(p for p in (REPO / "scripts").iterdir() if p.is_file()),

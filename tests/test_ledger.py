@@ -166,6 +166,26 @@ def test_tokens_names_and_disabled_users(tmp_path):
     assert token not in (tmp_path / "ledger.sqlite").read_bytes().decode("latin-1")
 
 
+def test_a_rotated_token_refuses_the_old_one_and_a_removed_user_is_refused(tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.add_role("analyst", alpha=0.5, budget=1.0)
+    old = ledger.add_user("alice", "analyst")
+    ask(ledger, ledger.authenticate(old), "v1", "count(a)")
+    new = ledger.rotate_token("alice")
+    assert new != old
+    with pytest.raises(Unauthorized, match="unknown token"):
+        ledger.authenticate(old)
+    user = ledger.authenticate(new)
+    assert user.name == "alice" and ledger.budget_status(user)["spent"] == 0.5  # kept
+    ledger.remove_user("alice")
+    with pytest.raises(Unauthorized):
+        ledger.authenticate(new)
+    assert ledger.users() == [] and ledger.budget_status()["dataset_spent"] == 0.5
+    for change in (ledger.rotate_token, ledger.remove_user):
+        with pytest.raises(LedgerError, match="no user 'alice'"):
+            change("alice")
+
+
 def test_the_ledger_is_owner_only_and_stores_a_workload_once(tmp_path):
     path = tmp_path / "ledger.sqlite"
     ledger = Ledger(path)

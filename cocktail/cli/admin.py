@@ -4,10 +4,12 @@ meant (roles and users may be set up before the first publish)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
 
+from ..dp.ledger import private_file
 from ..dp.noise import PARAMETER, PURE, SYMBOL, ZCDP
 from ..private_config import (ledger_location, open_ledger, require_set_up,
                               set_ledger_location)
@@ -17,15 +19,38 @@ from .contract import confirm, emit, out, warn
 from .options import OWNER, create_option, json_option, store_option
 
 
+token_out_option = click.option(
+    "--out", "out_path", type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the token to this file, readable by you only (0600), instead of printing it.")
+
+
+def _hand_over(token: str, out_path: Path | None, as_json: bool, payload: dict,
+               message: str) -> None:
+    """A token shown once: into ``out_path`` (0600, whatever the umask) or on stdout, and what
+    was done on stderr (or the one JSON object)."""
+    if out_path is not None:
+        private_file(out_path)
+        out_path.write_text(token + "\n")
+        confirm(as_json, payload | {"out": str(out_path)}, f"{message}; token in {out_path}")
+    elif as_json:
+        click.echo(json.dumps(payload | {"token": token}, ensure_ascii=False))
+    else:
+        click.echo(token)
+        confirm(False, payload, f"{message}; its token, above, is shown once: only its hash "
+                "is kept")
+
+
 @click.command("owner-token")
+@token_out_option
 @store_option
 @create_option
 @json_option
-def owner_token_cmd(store_spec: str, create: bool, as_json: bool) -> None:
+def owner_token_cmd(out_path: Path | None, store_spec: str, create: bool, as_json: bool) -> None:
     """A new credential for the owner's dashboard (`cocktail serve`, /owner); the previous one
-    stops working.  Shown once: only its hash is kept, in the ledger.  Owner command."""
+    stops working.  Shown once (or written to --out): only its hash is kept, in the ledger.
+    Owner command."""
     token = open_ledger(open_store(store_spec), create).new_owner_token()
-    emit(as_json, {"token": token}, lambda: click.echo(token))
+    _hand_over(token, out_path, as_json, {}, "a new owner token; the previous one stops working")
 
 
 @click.command("signing-key", help="Show the key that signs the store's versions: its "
@@ -100,14 +125,42 @@ def users_group() -> None:
 @users_group.command("add")
 @click.argument("name")
 @click.option("--role", required=True, help="The role (`cocktail roles add`) it spends under.")
+@token_out_option
 @store_option
 @create_option
 @json_option
-def users_add(name: str, role: str, store_spec: str, create: bool, as_json: bool) -> None:
-    """Create a user and print its token, shown once: it is stored only as a hash (owner
-    command)."""
+def users_add(name: str, role: str, out_path: Path | None, store_spec: str, create: bool,
+              as_json: bool) -> None:
+    """Create a user and print its token (or write it to --out), shown once: it is stored only
+    as a hash (owner command)."""
     token = open_ledger(open_store(store_spec), create).add_user(name, role)
-    emit(as_json, {"user": name, "role": role, "token": token}, lambda: out.print(token))
+    _hand_over(token, out_path, as_json, {"user": name, "role": role},
+               f"user {name} added (role {role})")
+
+
+@users_group.command("rotate")
+@click.argument("name")
+@token_out_option
+@store_option
+@json_option
+def users_rotate(name: str, out_path: Path | None, store_spec: str, as_json: bool) -> None:
+    """Give the user a new token (a lost or leaked one) and print it (or write it to --out),
+    shown once; the old token is refused from now on, the budget spent stays (owner
+    command)."""
+    token = open_ledger(open_store(store_spec)).rotate_token(name)
+    _hand_over(token, out_path, as_json, {"user": name},
+               f"user {name}: new token; the old one is refused from now on")
+
+
+@users_group.command("remove")
+@click.argument("name")
+@store_option
+@json_option
+def users_remove(name: str, store_spec: str, as_json: bool) -> None:
+    """Remove the user: its token is refused from now on; its charges stay counted in the
+    dataset's budget (owner command)."""
+    open_ledger(open_store(store_spec)).remove_user(name)
+    confirm(as_json, {"user": name, "removed": True}, f"user {name} removed")
 
 
 @users_group.command("list")

@@ -594,6 +594,25 @@ class Ledger:
                        (name, role, _sha256(token)))
         return token
 
+    # -- a user's token and account (owner) -------------------------------------------------
+
+    def rotate_token(self, name: str) -> str:
+        """A new token for user ``name`` (a lost or leaked one): the old token stops working
+        at once, the budget spent stays.  Shown once, like :meth:`add_user`'s."""
+        token = secrets.token_urlsafe(32)
+        with self._transaction() as db:
+            if not db.execute("UPDATE users SET token_hash = ? WHERE name = ?",
+                              (_sha256(token), name)).rowcount:
+                raise LedgerError(f"no user {name!r}")
+        return token
+
+    def remove_user(self, name: str) -> None:
+        """Remove user ``name``: its token stops working.  Its charges stay, so the dataset's
+        budget still counts what it spent."""
+        with self._transaction() as db:
+            if not db.execute("DELETE FROM users WHERE name = ?", (name,)).rowcount:
+                raise LedgerError(f"no user {name!r}")
+
     def set_active(self, name: str, active: bool) -> None:
         with self._transaction() as db:
             if not db.execute("UPDATE users SET active = ? WHERE name = ?",

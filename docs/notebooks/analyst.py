@@ -9,7 +9,7 @@
 #
 # ```sh
 # cocktail roles add analyst --alpha 0.1 --budget 2     # the role: what a query costs, in all
-# cocktail users add ann --role analyst > ann.token     # the token, handed to ann in private
+# cocktail users add ann --role analyst --out ann.token     # the token, handed to ann in private
 # cocktail serve --port 8080                            # the service, at http://HOST:8080
 # ```
 #
