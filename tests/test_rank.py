@@ -418,6 +418,28 @@ def test_dp_rankings_charge_the_budget_once_per_query(dp_store):
                              token, "--json"]).exit_code == 4  # 0.5 + 0.5 spent of 1
 
 
+def test_a_query_without_name_asks_the_only_ranking_or_lists_them(dp_store, tmp_path):
+    store, token = dp_store
+    ledger = Ledger(ledger_location(LocalStore(store)))
+    ledger.add_role("gauss", alpha=0.25, budget=1.0, definition="zcdp")
+    gauss = ledger.add_user("gil", "gauss")
+    ask = ["rank", "query", "city=a,religion=x", "--top", "3", "--store", store]
+    human = RUN.invoke(main, [*ask, "--token", gauss])  # the only ranking, built as "ranking"
+    assert human.exit_code == 0, human.output
+    assert "charged ρ=0.25" in human.stdout and "α" not in human.stdout  # a ρ charge
+    other = table_file(tmp_path, HEADER, people(40), "other.csv")
+    assert cli("rank", "build", str(other), *BUILD, "--defense", "dp", "--name", "other",
+               "--store", store)[0] == 0
+    several = RUN.invoke(main, [*ask, "--token", token])
+    assert several.exit_code == 2 and "give --name, one of other, ranking" in several.output
+    assert cli(*ask, "--token", token, "--name", "other")[0] == 0
+    empty = RUN.invoke(main, ["rank", "query", "city=a", "--store", str(tmp_path / "none")])
+    assert empty.exit_code == 2 and "no ranking" in empty.output
+    with serve(Path(store)) as (url, _):
+        listed = RUN.invoke(main, ["rank", "query", "city=a", "--url", url, "--token", token])
+        assert listed.exit_code == 2 and "one of other, ranking" in listed.output
+
+
 def stored_with_weights(tmp_path: Path, weights: dict[str, float],
                         alpha: float = 0.5) -> tuple[str, str]:
     """A dp ranking of 40 tuples with ``weights`` (past the bound: one stored before the

@@ -8,6 +8,7 @@ import click
 from rich.table import Table
 
 from ..client import Client
+from ..dp.noise import PURE, SYMBOL
 from ..extras import require
 from .contract import Lazy, emit, out
 from .options import (json_option, need_service, read_token, renamed, store_option,
@@ -32,11 +33,12 @@ def rank_group() -> None:
               help="How many results: the top k.")
 @url_option
 @token_options
-@name_option
+@click.option("--name", help="Which ranking: needed only when there are several (their names "
+              "are listed then).")
 @store_option
 @json_option
-def query_cmd(query: str, top: int, url: str | None, token: str | None, token_file, name: str,
-              store_spec: str, as_json: bool) -> None:
+def query_cmd(query: str, top: int, url: str | None, token: str | None, token_file,
+              name: str | None, store_spec: str, as_json: bool) -> None:
     """The top results for QUERY ('col=value,...'): ids and public attributes only.
 
     \b
@@ -48,11 +50,23 @@ def query_cmd(query: str, top: int, url: str | None, token: str | None, token_fi
     if url:
         with Client(need_service(url, token, "the owner reads the store (--store)"),
                     token) as service:
+            name = name or only_ranking([r["name"] for r in service.rankings().rows])
             body = service.rank(name, query, top).reply
         emit(as_json, body, lambda: _print_results(body))
         return
     body = require(f"{__package__}.rank_owner").answer(store_spec, name, query, top, token)
     emit(as_json, body, lambda: _print_results(body))
+
+
+def only_ranking(names: list[str]) -> str:
+    """The ranking a query without --name means: the only one there is."""
+    if len(names) == 1:
+        return names[0]
+    if not names:
+        raise click.UsageError("there is no ranking to ask: the owner builds one with "
+                               "`cocktail rank build`")
+    raise click.UsageError(f"there are {len(names)} rankings: give --name, one of "
+                           + ", ".join(sorted(names)))
 
 
 def _print_results(body: dict) -> None:
@@ -65,6 +79,7 @@ def _print_results(body: dict) -> None:
         table.add_row(*row.values())
     out.print(table)
     if "charged" in body:
-        out.print(f"charged α={body['charged']:g}; {body['budget']['remaining']:g} left",
+        symbol = SYMBOL[body["budget"].get("definition", PURE)]  # a zCDP role charges ρ
+        out.print(f"charged {symbol}={body['charged']:g}; {body['budget']['remaining']:g} left",
                   highlight=False)
 

@@ -14,12 +14,13 @@ from ..private_config import open_ledger, store_identity
 from ..rank.defenses import DEFENSES
 from ..rank.release import build_from_file, load_ranking
 from ..rank.service import answer_rank
+from ..releases import layout
 from ..store import open_store
 from ..synthetic import PAPER_DOMAINS, RankSpec, write_table
 from ..tables.data import names
 from .contract import confirm
 from .options import json_option, renamed, store_option
-from .rank import name_option
+from .rank import name_option, only_ranking
 
 
 def _weights(spec: str | None) -> dict[str, float]:
@@ -104,10 +105,13 @@ def build_cmd(path: Path, public: str, private: str, defense: str, l: int,
         + f" ({report.seconds:.2f}s)"))
 
 
-def answer(store_spec: str, name: str, query: str, top: int, token: str | None) -> dict:
-    """The owner's answer from the store (an analyst's, with ``token``, on a dp ranking)."""
+def answer(store_spec: str, name: str | None, query: str, top: int,
+           token: str | None) -> dict:
+    """The owner's answer from the store (an analyst's, with ``token``, on a dp ranking), from
+    ranking ``name`` (None: the only one)."""
     started = time.perf_counter()
     store = open_store(store_spec)
+    name = name or only_ranking(layout.names(store, layout.RANKS))
     version, index, _ = load_ranking(store, name)
     ledger = open_ledger(store) if token or index.defense == "dp" else None
     if index.defense == "dp" and not token:
