@@ -168,6 +168,14 @@ def test_users_tokens_are_rotated_removed_and_written_owner_only(tmp_path):
     assert owner.stat().st_mode & 0o777 == 0o600
 
 
+def test_budget_names_each_cap_in_its_unit(tmp_path):
+    store = tmp_path / "store"
+    shown = run("budget", "--set", 10, "--store", store, "--create")
+    assert shown.exit_code == 0 and "None" not in shown.stdout
+    assert "α 0 of 10" in shown.stdout and "ρ 0 of no cap" in shown.stdout
+    assert "ρ 0 of 2" in run("budget", "--set-rho", 2, "--store", store).stdout
+
+
 OWNER_COMMANDS = [["publish"], ["plan"], ["serve"], ["roles"], ["roles", "add"], ["users"],
                   ["users", "add"], ["users", "disable"], ["budget"], ["ledger", "path"]]
 

@@ -397,3 +397,23 @@ def test_every_release_is_reported_with_what_the_public_cloud_held(tmp_path):
     assert last["public_chunks"] == report["publication"]["public_chunks"]
     assert last["public_occurrences"] == report["publication"]["coverage"]["public_occurrences"]
     assert report["releases"][0]["public_occurrences"] <= last["public_occurrences"]
+
+
+def test_a_zcdp_users_rho_is_drawn_on_its_own_axis_and_counted_dataset_wide(tmp_path):
+    from cocktail.report.page import _ledger
+
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.add_role("laplace", alpha=0.5, budget=1.0)
+    ledger.add_role("gauss", alpha=0.25, budget=1.0, definition="zcdp")
+    for name, role in (("lea", "laplace"), ("gil", "gauss")):
+        user = ledger.authenticate(ledger.add_user(name, role))
+        ledger.fulfil(ledger.reserve(user, "v1", "count(1)"), {"answers": [1.0]})
+    budget, over_time, _ = _ledger(ledger.overview())
+    axes = {trace.yaxis: [] for trace in budget.figure.data}
+    for trace in budget.figure.data:
+        axes[trace.yaxis] += list(trace.x)
+    titles = {budget.figure.layout[f"yaxis{a[1:]}"].title.text: users for a, users in axes.items()}
+    assert titles == {"α (pure)": ["lea", "lea"], "ρ (zcdp)": ["gil", "gil"]}
+    assert "ρ 0.25 spent" in budget.caption and "in all ρ = 0.375" in budget.caption  # 0.25+0.5²/2
+    assert ["gil", "gauss", "ρ=0.25"] == budget.rows[0][:3]
+    assert {row[2] for row in over_time.rows} == {"α=0.5", "ρ=0.25"}

@@ -216,10 +216,13 @@ def budget_cmd(total: float | None, rho_total: float | None, store_spec: str, cr
     if rho_total is not None:
         ledger.set_dataset_budget(rho_total, ZCDP)
     status = ledger.budget_status()
+    def cap(value: float | None) -> str:
+        return "no cap" if value is None else f"{value:g}"
     emit(as_json, status, lambda: out.print(
-        f"dataset budget {status['dataset_budget']}, spent {status['dataset_spent']:g}; "
-        f"ρ budget {status['dataset_rho_budget']}, spent {status['dataset_rho_spent']:g}; "
-        f"in all ρ = {status['dataset_rho_total']:g}"))
+        f"dataset-wide: pure-DP roles spent α {status['dataset_spent']:g} of "
+        f"{cap(status['dataset_budget'])}; zCDP roles spent ρ {status['dataset_rho_spent']:g} "
+        f"of {cap(status['dataset_rho_budget'])}; in all ρ = "
+        f"{status['dataset_rho_total']:g} (an α-DP charge counts α²/2)", highlight=False))
 
 
 @click.group("ledger", help=f"Where the budget ledger lives, its backups and restores. {OWNER}")

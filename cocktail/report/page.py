@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..dp.noise import PURE, SYMBOL, ZCDP
 from ..extras import require
 
 go = require("plotly.graph_objects")  # the [report] extra
@@ -276,31 +277,44 @@ def utc(at: float) -> str:
 
 def _ledger(ledger: dict) -> list[Chart]:
     users = ledger["users"]
-    budget = go.Figure([_bar([u["name"] for u in users], [u[key] for u in users], "%{y:.4~g}",
-                             name=key) for key in ("spent", "remaining")])
-    budget.update_layout(barmode="group", yaxis_title="α", yaxis_rangemode="tozero")
+    unit = {r["name"]: r["definition"] for r in ledger["roles"]}  # α (pure) or ρ (zCDP)
+    # One panel per unit: an α and a ρ are not one quantity, so never on one axis.
+    shown_units = [d for d in (PURE, ZCDP) if any(unit[u["role"]] == d for u in users)] or [PURE]
+    budget = make_subplots(rows=1, cols=len(shown_units), horizontal_spacing=0.12)
+    for col, definition in enumerate(shown_units, start=1):
+        theirs = [u for u in users if unit[u["role"]] == definition]
+        for key in ("spent", "remaining"):
+            budget.add_trace(_bar([u["name"] for u in theirs], [u[key] for u in theirs],
+                                  "%{y:.4~g}", name=f"{key} ({SYMBOL[definition]})"),
+                             row=1, col=col)
+        budget.update_yaxes(title_text=f"{SYMBOL[definition]} ({definition})",
+                            rangemode="tozero", row=1, col=col)
+    budget.update_layout(barmode="group")
     charts = [Chart("budget", "Privacy budget per user",
-                    "What each analyst has spent of their role's budget and what is left "
-                    f"(dataset-wide: {ledger['dataset_spent']:g} spent of "
-                    f"{ledger['dataset_budget'] if ledger['dataset_budget'] is not None else '∞'}).",
-                    budget, ["user", "role", "α per query", "budget", "spent", "remaining",
+                    "What each analyst has spent of their role's budget and what is left, in "
+                    f"α for pure-DP roles and ρ for zCDP ones ({_dataset_budget(ledger)}).",
+                    budget, ["user", "role", "per query", "budget", "spent", "remaining",
                              "active"],
-                    [[u["name"], u["role"], u["alpha"], u["budget"], u["spent"],
-                      u["remaining"], "yes" if u["active"] else "no"] for u in users])]
-    spent = [(c["at"], c["user"], c["alpha"], c["spent"]) for c in ledger["charges"]]
+                    [[u["name"], u["role"], f"{SYMBOL[unit[u['role']]]}={u['alpha']:g}",
+                      u["budget"], u["spent"], u["remaining"], "yes" if u["active"] else "no"]
+                     for u in users])]
+    spent = [(c["at"], c["user"], c["alpha"], c["spent"], unit.get(c["role"], PURE))
+             for c in ledger["charges"]]
     shown = "Every charge" if len(spent) == ledger["charge_count"] else \
         f"The last {len(spent):,} of {ledger['charge_count']:,} charges"
     over_time = go.Figure([go.Scatter(name=name, mode="lines+markers",
-                                      x=[utc(at) for at, user, _, _ in spent if user == name],
-                                      y=[total for _, user, _, total in spent if user == name],
+                                      x=[utc(c[0]) for c in spent if c[1] == name],
+                                      y=[c[3] for c in spent if c[1] == name],
                                       line_shape="hv")
-                           for name in dict.fromkeys(u for _, u, _, _ in spent)])
-    over_time.update_layout(yaxis_title="α spent", xaxis_title="time (UTC)")
+                           for name in dict.fromkeys(c[1] for c in spent)])
+    over_time.update_layout(yaxis_title=" or ".join(f"{SYMBOL[d]} spent" for d in
+                                                    dict.fromkeys(c[4] for c in spent))
+                            or "α spent", xaxis_title="time (UTC)")
     charts.append(Chart("spent-over-time", "Budget spent over time",
-                        f"{shown}, cumulated per user.", over_time,
-                        ["time (UTC)", "user", "α", "spent so far"],
-                        [[utc(at), user, alpha, round(total, 12)]
-                         for at, user, alpha, total in spent]))
+                        f"{shown}, cumulated per user (each in their role's unit).", over_time,
+                        ["time (UTC)", "user", "charged", "spent so far"],
+                        [[utc(at), user, f"{SYMBOL[d]}={alpha:g}", round(total, 12)]
+                         for at, user, alpha, total, d in spent]))
     refused = ledger["refusals"]
     by_user = Counter()
     for r in refused:
@@ -315,6 +329,16 @@ def _ledger(ledger: dict) -> list[Chart]:
                         [[utc(r["first_at"]), utc(r["last_at"]), r["user"], r["status"],
                           r["reason"], r["count"]] for r in refused]))
     return charts
+
+
+def _dataset_budget(ledger: dict) -> str:
+    """The dataset-wide caps and spending, each in its unit, and the whole in ρ."""
+    def cap(value: float | None) -> str:
+        return "∞" if value is None else f"{value:g}"
+    return (f"dataset-wide: α {ledger['dataset_spent']:g} spent of "
+            f"{cap(ledger['dataset_budget'])}, ρ {ledger['dataset_rho_spent']:g} spent of "
+            f"{cap(ledger['dataset_rho_budget'])}; in all ρ = {ledger['dataset_rho_total']:g}, "
+            "each α-DP charge counting α²/2")
 
 
 def _tables(tables: list[dict]) -> list[Chart]:
