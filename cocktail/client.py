@@ -81,7 +81,7 @@ class Client:
     def __init__(self, url: str, token: str, *, timeout: float = TIMEOUT) -> None:
         import httpx  # here: `cocktail query --exact` imports this module and asks no server
 
-        self.url = url.rstrip("/")
+        self.url = service_url(url)
         self._http = httpx.Client(base_url=self.url, timeout=timeout,
                                   headers={"Authorization": f"Bearer {token}"})
 
@@ -187,10 +187,25 @@ class Client:
             answer = {"detail": response.text[:200]}
         if response.status_code != 200:
             detail = answer.get("detail", answer) if isinstance(answer, dict) else answer
+            if response.status_code == 404 and detail == "Not Found":  # no such route
+                detail = (f"{self.url}{path}: no such address; the service answers at its "
+                          "root: give its URL as scheme://host:port, without a path")
             raise ServiceRefused(detail if isinstance(detail, str) else json.dumps(detail),
                                  response.status_code,
                                  answer.get("limit") if isinstance(answer, dict) else None)
         return answer
+
+
+def service_url(url: str) -> str:
+    """``url`` as the service's root, or :class:`ValueError` (bad usage) for one without a
+    scheme (``127.0.0.1:8080``), which no request could reach."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"the service's URL {url!r} has no http(s) scheme: give it, e.g. "
+                         f"http://{parts.netloc or url.split('://')[-1].lstrip('/')}")
+    return url.rstrip("/")
 
 
 def _answer_rows(answer: dict, level: float, **common) -> list[dict]:

@@ -129,6 +129,11 @@ def test_analysts_ask_the_service_and_owners_the_store(tmp_path, monkeypatch):
         monkeypatch.setenv("COCKTAIL_TOKEN", token)
         human = CliRunner().invoke(main, ["query", f"count({a})"])
         assert human.exit_code == 0 and "reused, no charge" in human.output
+        no_scheme = CliRunner().invoke(main, ["query", "count(a)", "--url",
+                                              url.removeprefix("http://")])
+        assert no_scheme.exit_code == 2 and f"e.g. {url}" in no_scheme.output
+        with_path = CliRunner().invoke(main, ["query", "count(a)", "--url", url + "/v1"])
+        assert with_path.exit_code == 2 and "without a path" in with_path.output
     unreachable = CliRunner().invoke(main, ["query", "count(a)", "--url",
                                             f"http://127.0.0.1:{free_port()}"])
     assert unreachable.exit_code == 1 and "cannot reach" in unreachable.output
