@@ -101,8 +101,8 @@ class _Scanner:
     def __init__(self, text: str) -> None:
         self.text, self.pos = text, 0
 
-    def error(self, message: str) -> QuerySyntaxError:
-        return QuerySyntaxError(f"{message} at column {self.pos + 1}: {self.text!r}")
+    def error(self, message: str, hint: str = "") -> QuerySyntaxError:
+        return QuerySyntaxError(f"{message} at column {self.pos + 1}: {self.text!r}{hint}")
 
     def skip(self) -> None:
         while self.pos < len(self.text) and self.text[self.pos].isspace():
@@ -133,7 +133,7 @@ class _Scanner:
             return value
         bare = _BARE.match(self.text, self.pos)
         if not bare:
-            raise self.error("expected a term")
+            raise self.error("expected a term", self.quote_hint(self.pos))
         self.pos = bare.end()
         return bare.group()
 
@@ -155,11 +155,27 @@ class _Scanner:
     def count(self) -> CountQuery:
         self.expect("count")
         self.expect("(")
+        started = self.pos
         terms = [self.term()]
         while self.literal("&"):
+            started = self.pos
             terms.append(self.term())
-        self.expect(")")
+        if not self.literal(")"):
+            raise self.error("expected '&' or ')'", self.quote_hint(started))
         return CountQuery(tuple(terms))
+
+    def quote_hint(self, started: int) -> str:
+        """How to write the term begun at ``started`` if it holds a space, a comma or another
+        character a bare term cannot: quoted, as JSON, shown in the whole query."""
+        end = min((i for i in (self.text.find(c, started) for c in "&)") if i >= 0),
+                  default=len(self.text))
+        whole = self.text[started:end].strip()
+        if not whole or whole.startswith('"'):
+            return ""
+        at = self.text.index(whole, started)
+        fixed = self.text[:at] + json.dumps(whole, ensure_ascii=False) + self.text[at + len(whole):]
+        return ("; a term holding a space, a comma or any character but letters, digits and "
+                f"_ . : / # @ + - is quoted: {fixed} (in a shell, inside single quotes)")
 
     def linear(self) -> LinearQuery:
         weights: dict[CountQuery, float] = {}

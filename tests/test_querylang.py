@@ -25,7 +25,7 @@ def test_parses(text, terms):
     ("count a", "expected '('"),
     ("count()", "expected a term"),
     ("count(a &)", "expected a term"),
-    ("count(a b)", "expected ')'"),
+    ("count(a b)", "expected '&' or ')'"),
     ("count(a) extra", "unexpected text"),
     ('count("")', "empty term"),
     ("sum(a)", "expected 'count'"),
@@ -36,6 +36,18 @@ def test_errors_point_at_the_problem(text, fragment):
     with pytest.raises(QuerySyntaxError) as info:
         parse_count(text)
     assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize("text,fixed", [
+    ("count(air ticket & milk)", 'count("air ticket" & milk)'),
+    ("count(milk & new,york)", 'count(milk & "new,york")'),
+    ("count(a) - count(b & c d)", 'count(a) - count(b & "c d")'),
+])
+def test_a_term_that_needs_quotes_is_shown_quoted(text, fixed):
+    with pytest.raises(QuerySyntaxError) as info:
+        parse_batch(text)
+    assert f"is quoted: {fixed}" in str(info.value)
+    parse_batch(fixed)  # and the fix parses
 
 
 def test_round_trip_through_str():
