@@ -117,6 +117,14 @@ def test_a_store_is_signed_by_a_key_in_its_private_zone(owner):
     assert owner_fingerprint(owner) in published and "PRIVATE" not in published
 
 
+def test_an_unpinned_audit_says_how_to_pin_the_owners_key(owner):
+    result = RUN.invoke(main, ["audit", "--store", str(owner / "s1")])
+    assert result.exit_code == 0, result.output
+    line = next(line for line in result.stdout.splitlines() if "not pinned" in line)
+    assert "`cocktail signing-key`" in line
+    assert f"--trust-key {owner_fingerprint(owner)}" in line
+
+
 def test_a_rehashed_tampered_view_is_refused_by_republish_and_audit(owner):
     forged = copy(owner, "s1", "forged")
     tamper(forged)

@@ -50,7 +50,9 @@ def signature_line(signature: dict | None) -> str:
         text += " (its origin was unsigned)"
     if signature["trusted"]:
         return text + " = the pinned key"
-    return text + "; not pinned: compare " + origin + " with the owner's out of band"
+    return (text + f"; not pinned: ask the owner for their key (`cocktail signing-key` prints "
+            f"its fingerprint) by a channel you trust, and audit again with --trust-key "
+            f"{origin} (or the key's file)")
 
 
 @renamed({"--version": "--at-version"})  # `cocktail --version` is the program's
