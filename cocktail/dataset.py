@@ -40,6 +40,7 @@ _CSV_HEADER = ["record_id", "term"]
 ID_COLUMNS = ("record_id", "id")
 TERMS_COLUMNS = ("terms", "term")
 _NUMBER = re.compile(r"[+-]?\d+(?:\.\d*)?", re.ASCII)
+SKIPPED_SHOWN = 5  # the skipped lines a load names (with their reasons); the rest are counted
 _OTHER_BYTE_BREAKS = re.compile(rb"[\x0b\x0c\x1c\x1d\x1e]")  # str.splitlines's, in ASCII
 _BREAK = re.compile(rb"\r\n|\r|\n")  # bytes.splitlines's, and Hadoop's text reader's
 _NEGATIVE_NUMBER = re.compile(r"-\d+(?:\.\d*)?", re.ASCII)
@@ -279,6 +280,7 @@ class Dataset:
     skipped_lines: int = 0
     duplicate_terms: int = 0
     numbered: bool | None = None
+    skipped_examples: tuple[tuple[int, str], ...] = ()  # the first skipped: (line, why)
 
     def __post_init__(self) -> None:
         if self.numbered is None:
@@ -382,7 +384,7 @@ class _Lines:
         self._skip = skip_bad_lines
         self._encoding = encoding
         self.skipped = 0
-        self.first_bad: tuple[int, str] | None = None  # (line number, message), if skipped
+        self.examples: list[tuple[int, str]] = []  # the first skipped: (line number, message)
 
     def __iter__(self) -> Iterator[tuple[int, str]]:
         # bytes.splitlines breaks only at \n, \r and \r\n, unlike str.splitlines (\x1c, \u2028, ...)
@@ -391,17 +393,26 @@ class _Lines:
                 yield number, raw.decode(self._encoding)
             except UnicodeDecodeError as e:
                 self.bad(number, f"not valid {_encoding_name(self._encoding)} (byte "
-                                 f"0x{raw[e.start]:02x} at column {e.start + 1})")
+                                 f"0x{raw[e.start]:02x} at column {e.start + 1})",
+                         "; give the file's encoding (--encoding cp1252, latin-1, ...), "
+                         "re-encode it (iconv -f cp1252 -t utf-8 IN > OUT), or skip such "
+                         "lines (--skip-bad-lines)")
 
     @property
     def data(self) -> bytes:
         return self._data
 
-    def bad(self, number: int, message: str) -> None:
+    @property
+    def first_bad(self) -> tuple[int, str] | None:
+        return self.examples[0] if self.examples else None
+
+    def bad(self, number: int, message: str, hint: str = "") -> None:
+        """Line ``number`` is malformed: stop (saying what to do, ``hint``), or skip it."""
         if not self._skip:
-            raise InputError(f"{self.source}:{number}: {message}")
+            raise InputError(f"{self.source}:{number}: {message}{hint}")
         self.skipped += 1
-        self.first_bad = self.first_bad or (number, message)
+        if len(self.examples) < SKIPPED_SHOWN:
+            self.examples.append((number, message))
 
 
 @contextmanager
@@ -488,10 +499,21 @@ def load(path: PathLike, format: str | None = None, *, skip_bad_lines: bool = Fa
     ids, records, duplicates = (_read_csv(lines, options) if format == "csv"
                                 else _READERS[format](lines))
     if not records:
-        skipped = f"; {lines.skipped} malformed line(s) skipped" if lines.skipped else ""
+        skipped = f"; every line skipped: {skipped_text(lines.skipped, lines.examples)}" \
+            if lines.skipped else ""
         raise InputError(f"{source}: no records (empty file){skipped}")
     return Dataset(ids=tuple(ids), records=records, source=source, format=format,
-                   skipped_lines=lines.skipped, duplicate_terms=duplicates)
+                   skipped_lines=lines.skipped, duplicate_terms=duplicates,
+                   skipped_examples=tuple(lines.examples))
+
+
+def skipped_text(count: int, examples: Sequence[tuple[int, str]], unit: str = "line") -> str:
+    """``3 malformed lines: line 4 (why), line 9 (why), ...``: what --skip-bad-lines left out."""
+    shown = ", ".join(f"{unit} {number} ({why})" for number, why in examples)
+    more = count - len(examples)
+    return (f"{count:,} malformed {unit}{'' if count == 1 else 's'}"
+            + (f": {shown}" if shown else "") + (f" and {more:,} more" if shown and more > 0
+                                                 else ""))
 
 
 _Parsed = tuple[list[str], Records, int]  # ids, records, duplicate terms dropped
@@ -759,7 +781,7 @@ def _read_csv(lines: _Lines, options: InputOptions) -> _Parsed:
         try:
             record_id, term = csv_row(csv_fields(text, options.delimiter), layout)
         except MalformedLine as e:
-            lines.bad(number, str(e))
+            lines.bad(number, str(e), _delimiter_hint(text, options.delimiter))
             continue
         if layout.suspect:
             if first is None:
@@ -774,6 +796,15 @@ def _read_csv(lines: _Lines, options: InputOptions) -> _Parsed:
     if first:
         others.check(lines.source, *first)
     return list(terms_of), Records.build(terms_of.values()), duplicates
+
+
+def _delimiter_hint(text: str, delimiter: str) -> str:
+    """What to do about a row the delimiter does not split, when another would."""
+    for other in ";\t|":
+        if other != delimiter and other in text and delimiter not in text:
+            shown = "\\t" if other == "\t" else other
+            return f"; the file looks separated by {other!r}: give --delimiter '{shown}'"
+    return ""
 
 
 def first_csv_layout(text: str | None, number: int, options: InputOptions,
@@ -1255,7 +1286,7 @@ def _table_dataset(table, id_column: str | None, terms_column: str | None, sourc
                                          table[terms_name], id_name, terms_name, source,
                                          skip_bad_lines)
     if not records:
-        skipped = f"; {bad} bad row(s) skipped" if bad else ""
+        skipped = f"; every row skipped: {skipped_text(bad, (), 'row')}" if bad else ""
         raise InputError(f"{source}: no records (no rows){skipped}")
     return Dataset(ids=tuple(ids), records=records, source=source, format=format,
                    skipped_lines=bad, duplicate_terms=duplicates, numbered=id_name is None)

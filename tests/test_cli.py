@@ -222,6 +222,7 @@ def test_bad_input_line_is_named_and_can_be_skipped(tmp_path):
                  "--json")
     assert result.exit_code == 0
     assert json.loads(result.stdout)["skipped_lines"] == 1
+    assert "skipped 1 malformed line: line 2 (invalid JSON" in result.stderr
 
 
 def test_demo_json(tmp_path):
@@ -273,3 +274,14 @@ def test_publish_reports_its_phases_and_the_demo_a_working_next_command(tmp_path
     followed = subprocess.run([sys.executable, *command[1:]],
                               capture_output=True, text=True, timeout=120)
     assert followed.returncode == 0 and "PASS" in followed.stdout
+
+
+def test_counts_agree_with_their_nouns():
+    from cocktail.cli.contract import plural
+
+    assert [plural(1, "private chunk"), plural(2, "private chunk"), plural(0, "violation"),
+            plural(1_000, "record")] == ["1 private chunk", "2 private chunks", "0 violations",
+                                         "1,000 records"]
+    sources = "".join(p.read_text() for p in (Path(__file__).parents[1] / "cocktail" / "cli")
+                      .glob("*.py"))
+    assert "(s)" not in sources  # every count printed through plural

@@ -247,14 +247,33 @@ def test_a_first_row_like_the_others_is_a_record(tmp_path, text):
     assert load(write(tmp_path, "d.csv", text)).ids[0] == first.split(",")[0]
 
 
+@pytest.mark.parametrize("separator, shown", [(";", ";"), ("\t", "\\t")])
+def test_a_csv_separated_otherwise_names_the_delimiter_to_give(tmp_path, separator, shown):
+    path = write(tmp_path, "d.csv", f"1{separator}a\n2{separator}b\n")
+    assert error_of(path).endswith(f"looks separated by {separator!r}: give --delimiter "
+                                   f"'{shown}'")
+    assert as_dict(load(path, delimiter=separator)) == {"1": {"a"}, "2": {"b"}}
+
+
+def test_skipped_lines_are_named_with_why_the_first_few(tmp_path):
+    lines = ['{"id": %d, "terms": ["a"]}' % n if n % 3 else "oops" for n in range(1, 31)]
+    dataset = load(write(tmp_path, "d.jsonl", "\n".join(lines) + "\n"), skip_bad_lines=True)
+    assert dataset.skipped_lines == 10
+    assert [n for n, _ in dataset.skipped_examples] == [3, 6, 9, 12, 15]
+    assert "invalid JSON" in dataset.skipped_examples[0][1]
+
+
 def test_encodings(tmp_path):
     latin = write(tmp_path, "l.csv", "record_id,term\n1,café\n".encode("latin-1"))
     assert as_dict(load(latin, encoding="latin-1")) == {"1": {"café"}}
-    assert error_of(latin) == f"{latin}:2: not valid UTF-8 (byte 0xe9 at column 6)"
+    assert error_of(latin).startswith(f"{latin}:2: not valid UTF-8 (byte 0xe9 at column 6); ")
+    for what_to_do in ("--encoding cp1252", "iconv -f cp1252 -t utf-8", "--skip-bad-lines"):
+        assert what_to_do in error_of(latin)
     wide = write(tmp_path, "u.dat", "a b\ncafé\n".encode("utf-16"))
     assert list(map(sorted, load(wide, encoding="utf-16").records)) == [["a", "b"], ["café"]]
     cp = write(tmp_path, "c.dat", b"a\n\x81 b\nc\n")
-    assert error_of(cp, encoding="cp1252") == f"{cp}:2: not valid cp1252 (byte 0x81 at column 1)"
+    assert error_of(cp, encoding="cp1252").startswith(
+        f"{cp}:2: not valid cp1252 (byte 0x81 at column 1)")
     assert load(cp, encoding="cp1252", skip_bad_lines=True).ids == ("1", "3")
     with pytest.raises(ValueError, match="unknown encoding 'nope'"):
         load(latin, encoding="nope")

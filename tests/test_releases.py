@@ -65,12 +65,17 @@ def fixed_chunkings(monkeypatch):
 def test_a_fresh_re_partition_is_refused_and_a_rebase_is_caught(tmp_path, fixed_chunkings):
     store = LocalStore(tmp_path / "s")
     publish(COUNTEREXAMPLE, store, PublishParams(k=2, m=2, method="ac|b"))
+    alone = CliRunner().invoke(main, ["audit", "--releases", "--store", str(store.root)])
+    assert alone.exit_code == 0 and "0 cluster" not in alone.stdout
+    assert "no cluster's public view changed between releases" in alone.stdout
     with pytest.raises(RebaseRefused, match="compose.*--rebase"):
         publish(COUNTEREXAMPLE, store, PublishParams(k=2, m=2, method="ab|c"))
     assert current_version(store) == "v000001" and [e["kind"] for e in read_log(store)] == \
         ["fresh"]
     publish(COUNTEREXAMPLE, store, PublishParams(k=2, m=2, method="ab|c"), rebase=True)
     assert audit(store).ok  # each release alone passes
+    human = CliRunner().invoke(main, ["audit", "--releases", "--store", str(store.root)])
+    assert "joint-view attacker joined the views of 1 cluster shown differently" in human.stdout
     result = CliRunner().invoke(main, ["audit", "--releases", "--store", str(store.root),
                                        "--json"])
     report = json.loads(result.stdout)

@@ -180,6 +180,8 @@ def test_infeasible_increment_is_buffered_then_placed(tmp_path):
     placed = run("table", "publish", "--append", str(more), "--store", store)
     assert (placed["tuples"], placed["buffered"]) == (6, 0)
     assert run("table", "audit", "--releases", "--store", store)["ok"]
+    human = CliRunner().invoke(main, ["table", "audit", "--releases", "--store", store])
+    assert human.exit_code == 0 and "each checked by the differential attack" in human.stdout
 
 
 def test_audit_catches_a_release_that_breaks_the_laminar_rule(tmp_path):

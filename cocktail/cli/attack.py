@@ -8,7 +8,7 @@ from ..attacks.chunk_composition import compose_stores
 from ..attacks.composition import composition, is_table_release, load_table_release
 from ..attacks.rank import attack_ranking
 from ..store import open_store
-from .contract import emit, out
+from .contract import emit, out, plural
 from .options import OWNER, json_option, renamed, store_option
 from .publish import sensitive_terms
 
@@ -46,7 +46,7 @@ def composition_cmd(specs: tuple[str, ...], m: int | None, sensitive_file,
         emit(as_json, report.as_dict(), lambda: out.print(
             f"{report.overlapping:,} people in two or more releases, {report.attacked:,} "
             f"located in two or more by {report.known_terms} known terms: "
-            f"{report.certain_disclosures:,} certain disclosure(s) by composition, "
+            f"{plural(report.certain_disclosures, 'certain disclosure')} by composition, "
             f"{report.disclosed_alone:,} by one release alone, {report.misled:,} misled; "
             f"candidates min {report.candidates_min}, median {report.candidates_median}; "
             f"attacker accuracy {report.attacker_accuracy} against {report.baseline_accuracy} "
@@ -57,7 +57,7 @@ def composition_cmd(specs: tuple[str, ...], m: int | None, sensitive_file,
     report = composition([load_table_release(spec) for spec in specs])
     emit(as_json, report.as_dict(), lambda: out.print(
         f"{report.overlapping:,} people in two or more releases, {report.attacked:,} shown in "
-        f"two or more: {report.certain_disclosures:,} certain disclosure(s); candidates "
+        f"two or more: {plural(report.certain_disclosures, 'certain disclosure')}; candidates "
         f"min {report.candidates_min}, median {report.candidates_median}; attacker accuracy "
         f"{report.attacker_accuracy} against {report.baseline_accuracy} for the majority "
         f"value", highlight=False))

@@ -8,16 +8,17 @@ from ..audit import (DEFAULT_MAX_ITEMSETS, AuditReport, ChainAuditReport, Releas
                     StoreAudit, audit_as_asked, audit_chain)
 from ..releases import signing
 from ..store import open_store
-from .contract import emit, out, verdict
+from .contract import emit, out, plural, verdict
 from .options import json_option, renamed, store_option
 
 
 def _print_audit(report: AuditReport) -> None:
     status = "[green]PASS[/]" if report.ok else "[bold red]FAIL[/]"
     out.print(f"audit {status} {report.store} {report.version} (k={report.k}, m={report.m}): "
-              f"{report.chunks:,} public chunks, {report.subrecords:,} subrecords, "
-              f"{report.itemsets_checked:,} itemsets counted, "
-              f"{len(report.violations)} violation(s)", highlight=False)
+              f"{plural(report.chunks, 'public chunk')}, "
+              f"{plural(report.subrecords, 'subrecord')}, "
+              f"{plural(report.itemsets_checked, 'itemset')} counted, "
+              f"{plural(len(report.violations), 'violation')}", highlight=False)
     if report.placement is not None:
         p = report.placement
         out.print(f"placement: {p['replicas']:,} replicas of {p['blocks']:,} blocks in "
@@ -118,10 +119,22 @@ def _print_store_audit(whole: StoreAudit) -> None:
 
 def _print_part(kind: str, name: str, version: str, ok: bool, violations: list[str]) -> None:
     status = "[green]PASS[/]" if ok else "[bold red]FAIL[/]"
-    out.print(f"{kind} {name} {version}: {status}, {len(violations)} violation(s)",
+    out.print(f"{kind} {name} {version}: {status}, {plural(len(violations), 'violation')}",
               highlight=False)
     for violation in violations[:50]:
         out.print(f"  {violation}", highlight=False, markup=False)
+
+
+def _joint_view(report: ReleaseAuditReport) -> str:
+    """What the joint-view attacker did: it joins the public views one cluster showed in
+    several releases; a cluster whose view never changed gives it nothing to join."""
+    if not report.clusters_attacked and not report.clusters_too_large:
+        return ("joint-view attacker: no cluster's public view changed between releases, so "
+                "there was nothing to join")
+    return (f"joint-view attacker joined the views of "
+            f"{plural(report.clusters_attacked, 'cluster')} shown differently by several "
+            f"releases" + (f" ({report.clusters_too_large} too large to join: unverifiable)"
+                           if report.clusters_too_large else ""))
 
 
 def _print_chain(chain: ChainAuditReport) -> None:
@@ -140,10 +153,10 @@ def _print_release_audit(report: ReleaseAuditReport) -> None:
         " (unsigned)" if r["signature"] == "unsigned" else "") for r in report.releases) \
         or "none logged"
     out.print(f"release audit {status} {report.store}: releases {kinds}; "
-              f"{report.pairs_checked} pair(s), {report.residuals_checked:,} residuals and "
-              f"{report.files_checked:,} public files checked; joint-view attacker on "
-              f"{report.clusters_attacked} cluster(s) ({report.clusters_too_large} too large); "
-              f"{len(report.violations)} violation(s)", highlight=False)
+              f"{plural(report.pairs_checked, 'pair')} of releases, "
+              f"{plural(report.residuals_checked, 'residual')} and "
+              f"{plural(report.files_checked, 'public file')} checked; {_joint_view(report)}; "
+              f"{plural(len(report.violations), 'violation')}", highlight=False)
     for v in report.violations[:50]:
         out.print(f"  [red]{v.kind}[/] {v.where}: {v.detail}", highlight=False)
 

@@ -188,5 +188,10 @@ def confirm(as_json: bool, payload: dict, message: str) -> None:
         err.print(message, highlight=False, markup=False)
 
 
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``1 private chunk``, ``2 private chunks``: a count and its noun, agreeing."""
+    return f"{count:,} {noun if count == 1 else nouns or noun + 's'}"
+
+
 def warn(message: str) -> None:
     err.print(Text.assemble(("warning:", "yellow"), " ", message), highlight=False)

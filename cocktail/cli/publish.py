@@ -10,12 +10,13 @@ from pathlib import Path
 import click
 
 from ..anonymity import METHODS
-from ..dataset import FORMATS, InputOptions, format_by_name, load, write_fimi, write_parquet
+from ..dataset import (FORMATS, InputOptions, format_by_name, load, skipped_text, write_fimi,
+                       write_parquet)
 from ..publish import DEFAULT_KEEP, PublishParams, publish
 from ..store import open_store
 from ..synthetic import SyntheticSpec, generate
 from ..extras import require
-from .contract import confirm, err
+from .contract import confirm, err, plural, warn
 from .options import json_option, progress_bars, store_option
 
 
@@ -179,8 +180,7 @@ def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
     dataset = load(Path(input_path), input_format, skip_bad_lines=skip_bad_lines,
                    **asdict(options))
     loading = round(time.perf_counter() - started, 3)
-    if dataset.skipped_lines:
-        err.print(f"[yellow]skipped {dataset.skipped_lines} malformed line(s) of {input_path}[/]")
+    _report_skipped(dataset)
     if appending:
         from ..publish.append import append  # here: a first publish does not need it
 
@@ -194,6 +194,15 @@ def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
     payload = report.as_dict()
     payload["phase_seconds"] = {"load": loading, **report.phase_seconds}
     _print_published(report, payload, as_json)
+
+
+def _report_skipped(dataset) -> None:
+    """What --skip-bad-lines left out of the input: how many, and the first few, where and
+    why (on stderr: a warning, whatever the output)."""
+    if dataset.skipped_lines:
+        unit = "row" if dataset.format in ("parquet", "dataframe") else "line"
+        warn(f"skipped {skipped_text(dataset.skipped_lines, dataset.skipped_examples, unit)} "
+             f"of {dataset.source}")
 
 
 def sensitive_terms(stream) -> tuple[str, ...]:
@@ -239,37 +248,33 @@ def _append_on_spark(source: str, store_spec: str, master: str, spark_conf: tupl
     spark, settings = _spark_engine(master, spark_conf)
     store = open_store(store_spec)
 
-    def loaded(dataset) -> None:
-        if dataset.skipped_lines:
-            err.print(f"[yellow]skipped {dataset.skipped_lines} malformed line(s) of "
-                      f"{source}[/]")
-
     with progress_bars("append", True, not as_json) as update:
         return spark.append_spark(source, store, settings, data_format=input_format,
                                   skip_bad_lines=skip_bad_lines, options=options,
-                                  min_new=min_new, progress=update, loaded=loaded)
+                                  min_new=min_new, progress=update, loaded=_report_skipped)
 
 
 def _print_appended(added, as_json: bool) -> None:
     confirm(as_json, added.as_dict(), (
-        f"appended {added.appended_records:,} records as {added.version} to {added.store}: "
-        f"{added.extended_records:,} extend {added.extended_clusters} clusters, "
-        f"{added.new_cluster_records:,} form {added.new_clusters} new clusters, "
-        f"{added.buffered_records:,} wait in the private buffer; "
-        f"{added.promoted_pairs:,} private (record, term) pairs promoted into "
-        f"{added.promoted_chunks} new public chunks; {added.public_chunks:,} public "
-        f"chunks, public coverage {(added.public_coverage or 0):.2%}; "
+        f"appended {plural(added.appended_records, 'record')} as {added.version} to "
+        f"{added.store}: {added.extended_records:,} extend "
+        f"{plural(added.extended_clusters, 'cluster')}, {added.new_cluster_records:,} form "
+        f"{plural(added.new_clusters, 'new cluster')}, {added.buffered_records:,} wait in the "
+        f"private buffer; {plural(added.promoted_pairs, 'private (record, term) pair')} "
+        f"promoted into {plural(added.promoted_chunks, 'new public chunk')}; "
+        f"{plural(added.public_chunks, 'public chunk')}, public coverage {(added.public_coverage or 0):.2%}; "
         f"{added.seconds:.1f}s"))
 
 
 def _print_published(report, payload: dict, as_json: bool) -> None:
     before = report.private_before_aggregation
     if report.skipped_lines and report.engine == "spark":
-        err.print(f"[yellow]skipped {report.skipped_lines} malformed line(s)[/]")
+        err.print(f"[yellow]skipped {plural(report.skipped_lines, 'malformed line')}[/]")
     confirm(as_json, payload, (
-        f"published {report.version} to {report.store}: {report.records:,} records in "
-        f"{report.clusters} clusters (+{report.aggregated_clusters} aggregated) -> "
-        f"{report.public_chunks:,} public chunks, {report.private_chunks:,} private chunks; "
+        f"published {report.version} to {report.store}: {plural(report.records, 'record')} in "
+        f"{plural(report.clusters, 'cluster')} (+{report.aggregated_clusters} aggregated) -> "
+        f"{plural(report.public_chunks, 'public chunk')}, "
+        f"{plural(report.private_chunks, 'private chunk')}; "
         f"private subrecords {before['private_subrecords']:,} -> {report.private_subrecords:,}, "
         f"private terms {before['private_terms']:,} -> {report.private_terms:,} after "
         f"aggregation; {report.seconds:.1f}s"

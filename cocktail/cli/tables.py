@@ -17,7 +17,7 @@ from ..tables.propagation import STRATEGIES
 from ..tables.publishers import MODELS, publish_group_model
 from ..tables.query import AGGREGATES, answer
 from ..tables.release import table_store
-from .contract import confirm, emit, err, out, verdict, warn
+from .contract import confirm, emit, err, out, plural, verdict, warn
 from .options import OWNER, json_option, renamed, store_option
 
 name_option = click.option("--name", default="table", show_default=True,
@@ -169,8 +169,12 @@ def _print_audit(report: TableAuditReport, whole_history: bool) -> None:
     out.print(f"{report.version} ({report.model}): {report.partitions:,} groups, "
               f"{report.tuples:,} tuples checked against {against}", highlight=False)
     if whole_history:
-        out.print(f"{report.releases} releases, {report.atoms:,} sets the attacker can isolate; "
-                  f"the paper's pairwise test flags {report.pairwise_breaches}", highlight=False)
+        out.print(f"{plural(report.releases, 'release')} joined: an attacker holding them all "
+                  f"can isolate {plural(report.atoms, 'set')} of tuples (those sharing their "
+                  f"group in every release), each checked by the differential attack against "
+                  f"{against}; for comparison, the paper's pairwise test flags "
+                  f"{plural(report.pairwise_breaches, 'pair')}",
+                  highlight=False)
     for violation in report.violations:
         out.print(f"  VIOLATION {violation}", highlight=False, markup=False)
     out.print("PASS" if report.ok else "FAIL")
@@ -193,8 +197,9 @@ def _print_chain_audit(chain: ChainAudit) -> None:
                       f"{_offender(n)}", highlight=False)
     for pair in chain.colluders:
         nested = "nested" if pair.nested else "NOT nested"
-        out.print(f"hops {pair.hops[0]}+{pair.hops[1]} ({nested}): {pair.disclosed:,} "
-                  f"tuple(s) pinned and {pair.narrowed:,} narrowed only by colluding",
+        out.print(f"hops {pair.hops[0]}+{pair.hops[1]} ({nested}): "
+                  f"{plural(pair.disclosed, 'tuple')} pinned and {pair.narrowed:,} narrowed "
+                  "only by colluding",
                   highlight=False)
     out.print("PASS" if chain.ok else "FAIL")
 
