@@ -25,6 +25,7 @@ class ExitCode(IntEnum):
     FAILED = 5
     INTERNAL = 70       # sysexits' EX_SOFTWARE
     INTERRUPTED = 130   # 128 + SIGINT
+    TERMINATED = 143    # 128 + SIGTERM, what a shell reports for a process SIGTERM ended
 
 
 MEANING = {  # one line each: `cocktail --help` shows them as they are
@@ -37,11 +38,18 @@ MEANING = {  # one line each: `cocktail --help` shows them as they are
                      "worker killed)",
     ExitCode.INTERNAL: "a bug in cocktail (the traceback goes to stderr)",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C)",
+    ExitCode.TERMINATED: "stopped by SIGTERM (kill, a service manager); `serve` first "
+                         "finishes the requests in flight",
 }
 # what the overlay service's refusals mean to a client; any other error is FAILED
 HTTP_EXIT = {400: ExitCode.USAGE, 404: ExitCode.USAGE, 413: ExitCode.USAGE,
              422: ExitCode.USAGE, 401: ExitCode.REFUSED, 403: ExitCode.REFUSED,
              429: ExitCode.BUDGET}
+
+
+class Terminated(BaseException):
+    """The process was sent SIGTERM (``cocktail`` raises it in its main thread, so that
+    cleanups run and ``--json`` still prints its one object)."""
 
 
 def exit_status(exc: BaseException) -> ExitCode:
@@ -54,6 +62,8 @@ def exit_status(exc: BaseException) -> ExitCode:
         return exc.exit_status  # the client's errors carry theirs (HTTP_EXIT, for a refusal)
     if isinstance(exc, KeyboardInterrupt):
         return ExitCode.INTERRUPTED
+    if isinstance(exc, Terminated):
+        return ExitCode.TERMINATED
     if raised(exc, "dp.ledger:BudgetExhausted"):
         return ExitCode.BUDGET
     if raised(exc, "dp.ledger:Unauthorized", "dp.ledger:Forbidden", "releases.layout:Refused"):

@@ -99,12 +99,14 @@ def test_usage_errors_without_json_go_to_stderr():
     result = invoke("publish", "--no-such-option")
     assert result.exit_code == 2 and result.stdout == ""
     assert "No such option" in result.stderr and "Usage:" in result.stderr
+    # one prefix for every error, usage errors included
+    assert "\nerror: No such option" in result.stderr and "Error:" not in result.stderr
     root = invoke("--bogus", "--json")
     assert root.exit_code == 2 and one_json_object(root)["code"] == 2
 
 
 def test_one_exit_status_table_in_help_and_docs():
-    assert [c.value for c in ExitCode] == [0, 1, 2, 3, 4, 5, 70, 130]
+    assert [c.value for c in ExitCode] == [0, 1, 2, 3, 4, 5, 70, 130, 143]
     shown = " ".join(invoke("--help").stdout.split())
     assert " ".join(EXIT_STATUS.replace("\b", "").split()) in shown
     documented = dict(re.findall(r"^\| (\d+) \| `\w+` \| (.+?) \|$",
@@ -309,3 +311,25 @@ def test_every_failure_class_keeps_its_exit_status():
                 BrokenProcessPool("x"): ExitCode.FAILED, RuntimeError("x"): ExitCode.INTERNAL}
     assert {type(e).__name__: classify(e)[0] for e in expected} == \
         {type(e).__name__: code for e, code in expected.items()}
+
+
+def test_sigterm_ends_a_command_with_its_status_and_one_json_object(tmp_path):
+    """A query waiting on a service that never answers is sent SIGTERM: it ends with 143,
+    the table's status, and still prints its one JSON object."""
+    import signal
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        waiting = subprocess.Popen(
+            [sys.executable, "-m", "cocktail.cli", "query", "count(a)", "--url", url,
+             "--token", "t", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, env=os.environ | {"PYTHONPATH": str(REPO)})
+        connection, _ = silent.accept()  # the query is sent: it waits for the reply
+        with connection:
+            waiting.send_signal(signal.SIGTERM)
+            stdout, _ = waiting.communicate(timeout=60)
+    assert waiting.returncode == ExitCode.TERMINATED == 143
+    assert json.loads(stdout) == {"error": "terminated (SIGTERM)", "code": 143,
+                                  "type": "terminated"}

@@ -19,7 +19,10 @@ import contextlib
 import io
 import itertools
 import json
+import os
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 
@@ -27,7 +30,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from ..errors import MEANING, ExitCode, exit_status, raised
+from ..errors import MEANING, ExitCode, Terminated, exit_status, raised
 from ..extras import DISTRIBUTION, MissingExtra, require
 
 err = Console(stderr=True, soft_wrap=True)  # never break a path or message in two
@@ -35,7 +38,7 @@ out = Console(soft_wrap=True)
 TYPES = {ExitCode.PROBLEMS: "problems", ExitCode.USAGE: "usage-error",
          ExitCode.REFUSED: "refused", ExitCode.BUDGET: "budget-exhausted",
          ExitCode.FAILED: "failed", ExitCode.INTERNAL: "internal-error",
-         ExitCode.INTERRUPTED: "interrupted"}
+         ExitCode.INTERRUPTED: "interrupted", ExitCode.TERMINATED: "terminated"}
 EXIT_STATUS = "\b\nExit status (docs/cli.md):\n" + "\n".join(
     f"  {code.value:>3}  {meaning}" for code, meaning in MEANING.items())
 
@@ -100,6 +103,7 @@ class Cocktail(Lazy):
              **extra):
         args = list(sys.argv[1:] if args is None else args)
         as_json = wants_json(args)
+        on_sigterm_raise()
         try:
             if as_json and asks_text(args):
                 status = self._text_as_json(args, prog_name, complete_var, **extra)
@@ -133,6 +137,23 @@ class Cocktail(Lazy):
         return status if isinstance(status, int) else ExitCode.DONE
 
 
+def on_sigterm_raise() -> None:
+    """SIGTERM raises :class:`Terminated` in this process's main thread, which ends the
+    command with its exit status (143) and, with --json, its one object.  A child forked
+    from here (a pool's worker) is ended as the signal's default would."""
+    if threading.current_thread() is not threading.main_thread():
+        return  # a CliRunner in a thread: only the main thread may set handlers
+    main_process = os.getpid()
+
+    def terminated(signum: int, frame) -> None:
+        if os.getpid() != main_process:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        raise Terminated("terminated (SIGTERM)")
+    signal.signal(signal.SIGTERM, terminated)
+
+
 def _root_options(args: list[str]) -> list[str]:
     """The options given before the command's name: the root group's own."""
     return list(itertools.takewhile(lambda arg: arg.startswith("-"), args))
@@ -157,9 +178,10 @@ def report_failure(exc: BaseException, as_json: bool) -> ExitCode:
             extra = {"extra": exc.extra}
         click.echo(json.dumps({"error": message or repr(exc), "code": int(code), "type": kind,
                                **extra}, ensure_ascii=False))
-    elif isinstance(exc, click.UsageError):
-        exc.show()  # the usage line and the error, as click prints them, on stderr
     else:
+        if isinstance(exc, click.UsageError) and exc.ctx is not None:
+            err.print(f"{exc.ctx.get_usage()}\nTry '{exc.ctx.command_path} --help' for help.\n",
+                      highlight=False, markup=False)  # as click shows it, then our one prefix
         # Text, not markup: a message may hold brackets (a path, a term) rich would eat
         err.print(Text.assemble(("error:", "bold red"), " ", message or repr(exc)),
                   highlight=False)
