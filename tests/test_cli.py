@@ -285,3 +285,24 @@ def test_counts_agree_with_their_nouns():
     sources = "".join(p.read_text() for p in (Path(__file__).parents[1] / "cocktail" / "cli")
                       .glob("*.py"))
     assert "(s)" not in sources  # every count printed through plural
+
+
+def test_a_negative_noisy_count_says_it_is_the_noise(capsys):
+    from cocktail.cli.query import _print_noisy
+    from cocktail.client import QUERY_COLUMNS, Result, _answer_rows
+
+    reply = {"workload": "count(a)\ncount(b) - count(a)", "answers": [-3.2, -1.0],
+             "expected_squared_error": [4.0, 8.0], "expected_rms_error": [2.0, 2.83],
+             "strategy": "identity", "reused": False, "charged": 0.5,
+             "budget": {"remaining": 1.5, "budget": 2.0}}
+    rows = _answer_rows(reply, 0.95, spent=0.5, reused=False, answer_id="x")
+    _print_noisy(Result(rows, QUERY_COLUMNS, reply))
+    count, difference = capsys.readouterr().out.splitlines()[:2]
+    assert "below 0 from the noise alone" in count
+    assert "noise alone" not in difference  # a difference may well be negative
+
+
+def test_query_help_lists_every_status_it_can_end_with():
+    shown = " ".join(run("query", "--help").stdout.split())
+    for status in ("1 when", "2 for", "3 for", "4 when", "5 when"):
+        assert status in shown

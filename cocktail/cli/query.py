@@ -61,7 +61,8 @@ def query_cmd(expression: str | None, batch_file, url: str | None, token: str | 
 
     Exit status as in `cocktail --help`: 1 when the service is unreachable, 2 for a
     malformed query, a limit exceeded, a term in no public chunk (without --allow-unlisted)
-    or a missing --url or token, 3 for a refused token, 4 when the budget is spent.
+    or a missing --url or token, 3 for a refused token, 4 when the budget is spent, 5 when
+    the service or the store fails.
     """
     if (expression is None) == (batch_file is None):
         raise click.UsageError("give one EXPRESSION or --batch FILE")
@@ -88,11 +89,15 @@ def query_cmd(expression: str | None, batch_file, url: str | None, token: str | 
 def _print_noisy(answered: Result) -> None:
     result = answered.reply
     above = result.get("above_fixed") or [False] * len(answered)  # older answers
-    for row, worse in zip(answered, above):
+    queries = parse_batch(result["workload"]).queries
+    for row, worse, query in zip(answered, above, queries):
         note = ", above the best fixed strategy's" if worse else ""
+        # a count is never negative: a noisy one may be, and says why
+        noise = ("; below 0 from the noise alone" if row["answer"] < 0
+                 and all(weight > 0 for weight, _ in query.parts) else "")
         out.print(f"{row['query']} ≈ {row['answer']:.1f}  (± {row['rms_error']:.1f} RMS "
-                  f"expected{note}; {LEVEL:.0%} in [{row['ci_low']:.1f}, {row['ci_high']:.1f}])",
-                  highlight=False, markup=False)
+                  f"expected{note}; {LEVEL:.0%} in [{row['ci_low']:.1f}, {row['ci_high']:.1f}]"
+                  f"{noise})", highlight=False, markup=False)
     budget = result["budget"]
     symbol = SYMBOL[ZCDP if "rho" in result else PURE]
     note = "reused, no charge" if result["reused"] else f"charged {symbol}={result['charged']:g}"
