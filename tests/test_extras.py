@@ -219,9 +219,10 @@ def test_the_hint_installs_from_where_this_install_came(metadata, direct_url, co
     assert str(MissingExtra("fastapi", "serve")) == f"this needs fastapi: {command}"
 
 
-def test_without_search_a_batch_gets_the_best_fixed_strategy_and_says_why(monkeypatch):
+def test_without_search_a_batch_gets_the_best_fixed_strategy_and_says_why(monkeypatch, caplog):
     """Without scipy there is no strategy search: the best fixed candidate answers (so no
     query is less accurate than under it), and the answer says why it was not searched."""
+    caplog.set_level("INFO", logger="cocktail")
     workload = parse_batch("count(a); count(a & b); count(a & b & c)")
     monkeypatch.setitem(sys.modules, "scipy", None)
     monkeypatch.setitem(sys.modules, "scipy.optimize", None)
@@ -229,6 +230,9 @@ def test_without_search_a_batch_gets_the_best_fixed_strategy_and_says_why(monkey
     assert choice.optimized is choice.fixed
     report = choice.report(1.0)
     assert report["search_skipped"] == f"this needs scipy: {install_command('search')}"
+    logged = [r.getMessage() for r in caplog.records if "strategy" in r.getMessage()]
+    assert logged and all(line.startswith("no strategy searched (this needs scipy")
+                          for line in logged), logged  # the log says what the reply says
 
 
 def test_require_names_the_extra_and_passes_installed_packages_through(monkeypatch):

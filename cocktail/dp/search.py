@@ -114,7 +114,9 @@ class Searches:
         except BaseException as exc:  # noqa: BLE001 - handed to every waiter
             error = exc
         else:  # what a search costs, for the owner: the shape's size, never its terms
-            log.info("searched a strategy: %d terms, %d queries, %s, %.2f CPU-s%s",
+            done = (f"no strategy searched ({choice.search_skipped})" if choice.search_skipped
+                    else "searched a strategy")  # as the reply says it
+            log.info("%s: %d terms, %d queries, %s, %.2f CPU-s%s", done,
                      len(m.terms), len(m.W), objective, time.thread_time() - started,
                      "" if choice.complete else ", cut short (not kept)")
         with self._lock:
