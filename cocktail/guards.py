@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 from collections.abc import Callable
 from urllib.parse import urlsplit
@@ -58,12 +59,38 @@ def guard(app: FastAPI) -> None:
     app.add_api_route("/redoc", _redoc(app), include_in_schema=False)
 
 
+_MODEL = re.compile(r"[A-Z]\w*$|.*\[")  # a union member's name or a validator's tag: ours
+
+
 async def _unreadable(_: Request, exc: RequestValidationError) -> JSONResponse:
-    errors = [{"loc": [_text(part) for part in error["loc"]], "msg": _text(error["msg"]),
-               "type": error["type"]} for error in exc.errors()]
-    fields = ", ".join(".".join(str(part) for part in error["loc"]) for error in errors)
-    return problem(422, f"the request cannot be read: {fields or 'its body'} (see errors)",
+    errors = _as_sent(exc.errors())
+    fields = ", ".join(dict.fromkeys(".".join(str(part) for part in error["loc"])
+                                     for error in errors))
+    hint = ("; send a JSON object, with Content-Type: application/json (/docs shows each "
+            "route's)" if any(e["type"] in NOT_JSON for e in errors) else "")
+    return problem(422, f"the request cannot be read: {fields or 'its body'} (see errors){hint}",
                    errors=errors)
+
+
+NOT_JSON = {"json_invalid", "model_attributes_type", "dict_type", "model_type"}
+
+
+def _as_sent(found: list[dict]) -> list[dict]:
+    """The errors in the request's own terms: where a body may take several shapes (a query
+    or a batch), those of the shape it came nearest to (fewest errors; all, on a tie), each
+    at its place in the request, without our models' names."""
+    by_shape: dict[str, list[dict]] = {}
+    for error in found:
+        loc = list(error["loc"])
+        shape = loc.pop(1) if len(loc) > 1 and isinstance(loc[1], str) \
+            and _MODEL.match(loc[1]) else ""
+        loc = [part for part in loc if not (isinstance(part, str) and _MODEL.match(part))]
+        by_shape.setdefault(shape, []).append(
+            {"loc": [_text(part) for part in loc], "msg": _text(error["msg"]),
+             "type": error["type"]})
+    fewest = min(map(len, by_shape.values()), default=0)
+    kept = [e for errors in by_shape.values() if len(errors) == fewest for e in errors]
+    return list({(tuple(e["loc"]), e["type"]): e for e in kept}.values())
 
 
 async def _http_error(_: Request, exc: HTTPException) -> JSONResponse:

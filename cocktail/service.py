@@ -92,7 +92,10 @@ log = logging.getLogger("cocktail.serve")
 
 
 _TEXT = Field(min_length=1, max_length=LIMITS.text_bytes,
-              description="The query language: docs/dp.md (at most text_bytes UTF-8 bytes).")
+              description="A query: count(a & b) counts the records holding both terms; a "
+              "linear query weighs counts, 2*count(a) - count(b & c); a term holding anything "
+              "but letters, digits and _ . : / # @ + - is a JSON string, count(\"air ticket\"). "
+              "At most text_bytes UTF-8 bytes (GET /v1/limits).")
 
 
 def _not_text(value):
@@ -155,7 +158,8 @@ class RankRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
         {"query": "city=a,religion=x", "k": 10, "name": "ranking"}]})
     query: str = Field(min_length=1, max_length=LIMITS.text_bytes,
-                       description="column=value pairs, comma-separated: docs/ranked-retrieval.md")
+                       description="column=value pairs, comma-separated (city=a,religion=x), "
+                       "over the ranking's columns (GET /v1/rankings lists its public ones).")
     k: _JsonInt = Field(10, ge=1, le=MAX_K)
     name: str = Field("ranking", min_length=1, max_length=LIMITS.term_bytes)
 
@@ -179,7 +183,8 @@ class Budget(BaseModel):
 
 
 class Answer(BaseModel):
-    """A noisy answer (docs/dp.md: every field)."""
+    """A noisy answer: per query, the answer and its expected error; what the release spent,
+    and the caller's budget after it."""
     model_config = ConfigDict(extra="allow")
     workload: str
     answers: list[float]
@@ -187,9 +192,8 @@ class Answer(BaseModel):
     expected_rms_error: list[float]
     noise_draws: list[int] | None = Field(
         None, description="How many noise draws each answer adds up: 1 is exactly Laplace "
-                          "(Gaussian under zCDP), what its confidence interval rests on "
-                          "(docs/dp.md, \"Confidence intervals\"); absent from answers stored "
-                          "before.")
+                          "(Gaussian under zCDP), what its confidence interval rests on (more "
+                          "draws: a sum, nearer normal); absent from answers stored before.")
     alpha: float | None = Field(None, description="What the release spent under pure DP.")
     rho: float | None = Field(None, description="What it spent under zCDP (with the "
                               "(epsilon, delta) it implies).")
@@ -204,7 +208,7 @@ class Answer(BaseModel):
 
 
 class TopK(BaseModel):
-    """A ranking's top k: ids and public attributes only (docs/ranked-retrieval.md)."""
+    """A ranking's top k: ids and public attributes only."""
     model_config = ConfigDict(extra="allow")
     name: str
     version: str

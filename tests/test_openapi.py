@@ -108,6 +108,38 @@ def test_a_number_given_as_a_string_is_unreadable(served):
     assert ten.status_code == 200 and ten.json()["k"] == 10
 
 
+def test_an_unreadable_body_is_told_in_the_requests_terms(served):
+    """No internal model name (OneQuery, Batch) in a 422: the fields as the caller sent them,
+    from the shape it came nearest to; a body that is no JSON object is told to be one."""
+    url, tokens = served
+
+    def unreadable(**request) -> dict:
+        reply = httpx.post(url + "/v1/query", headers=auth(tokens[0]) | request.pop(
+            "headers", {}), timeout=30, **request)
+        assert reply.status_code == 422, reply.text
+        body = problem_of(reply)
+        assert not re.search(r"\b(OneQuery|Batch|_Asked)\b", reply.text), reply.text
+        return body
+
+    for request in ({"content": b"count(a)"},
+                    {"content": b"query=count(a)",
+                     "headers": {"Content-Type": "application/x-www-form-urlencoded"}},
+                    {"content": b"{oops", "headers": {"Content-Type": "application/json"}}):
+        assert "send a JSON object, with Content-Type: application/json" in \
+            unreadable(**request)["detail"]
+    assert [e["loc"] for e in unreadable(json={"batch": "count(a)"})["errors"]] == \
+        [["body", "batch"]]
+    wrong = unreadable(json={"query": "count(a)", "objective": "mean"})
+    assert [e["loc"] for e in wrong["errors"]] == [["body", "objective"]]
+    assert "JSON object" not in wrong["detail"]  # it is one
+
+
+def test_the_document_points_to_nothing_an_analyst_cannot_open(served):
+    """The OpenAPI text is all an analyst has: no path into the repository's docs."""
+    text = httpx.get(served[0] + "/openapi.json").text
+    assert not re.findall(r"docs/[\w-]+\.md", text)
+
+
 def test_the_document_names_every_status_in_one_model(served):
     url, _ = served
     document = httpx.get(url + "/openapi.json").json()
