@@ -33,6 +33,7 @@ when the rankings of the caller's role and size are booked up
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import gc
 import heapq
@@ -524,7 +525,12 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
         reply leaves at the ranking's deadline (``rank_ms`` per 300,000 tuples, longer for a
         dp top k: ``cocktail.dp.deadline``) after arrival; one token has one ranking in
         flight (429), and one not booked at arrival (the server is busy) or not ready by its
-        deadline is 503, never late."""
+        deadline is 503, never late.  A ranking not open yet (built after the server started,
+        or at a new version) is opened first: its reply leaves that much later."""
+        # Opened (or reopened at a new version) before booking, never inside its slot: a load
+        # takes far longer than a top k, and the slot is sized by the ranking's public size.
+        with contextlib.suppress(NoRanking):  # the lane answers 404, in its time
+            await run_in_threadpool(rankings.get, request.name)
         tuples, noisy = rankings.cost(request.name)
         steps = deadlines.rank_steps(tuples, request.k, noisy)
         until = time.monotonic() + deadlines.rank(tuples, request.k, noisy)

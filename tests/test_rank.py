@@ -440,6 +440,32 @@ def test_a_query_without_name_asks_the_only_ranking_or_lists_them(dp_store, tmp_
         assert listed.exit_code == 2 and "one of other, ranking" in listed.output
 
 
+def test_a_ranking_opened_by_its_first_query_is_not_refused_busy(dp_store, monkeypatch):
+    """A server started before the ranking was built opens it on its first query: a load
+    (here made slow, as a large ranking's is) runs before the booking, not inside its slot."""
+    from starlette.testclient import TestClient
+
+    from cocktail.dp.deadline import Deadlines
+    from cocktail.rank import service as rank_service
+    from cocktail.service import CurrentPublication, create_app
+
+    store, token = dp_store
+    opened = LocalStore(store)
+    loading = rank_service.load_ranking
+
+    def slow_load(*args):
+        time.sleep(0.5)  # 5x the slot of a ranking this size
+        return loading(*args)
+    monkeypatch.setattr(rank_service, "load_ranking", slow_load)
+    app = create_app(CurrentPublication(opened, "fast"), Ledger(ledger_location(opened)),
+                     Deadlines(0.5, 0, 100, 20), rank_service.Rankings(opened), opened)
+    with TestClient(app, base_url="http://127.0.0.1:8080") as client:
+        reply = client.post("/v1/rank", json={"query": "city=a,religion=x", "k": 3},
+                            headers=auth(token))
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["charged"] == 0.5
+
+
 def stored_with_weights(tmp_path: Path, weights: dict[str, float],
                         alpha: float = 0.5) -> tuple[str, str]:
     """A dp ranking of 40 tuples with ``weights`` (past the bound: one stored before the
