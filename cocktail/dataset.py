@@ -40,6 +40,8 @@ _CSV_HEADER = ["record_id", "term"]
 ID_COLUMNS = ("record_id", "id")
 TERMS_COLUMNS = ("terms", "term")
 _NUMBER = re.compile(r"[+-]?\d+(?:\.\d*)?", re.ASCII)
+Progress = Callable[[str, int, int], None]  # (phase, done, total), as a publish reports
+PROGRESS_LINES = 1 << 16  # a load reports its progress every this many lines
 SKIPPED_SHOWN = 5  # the skipped lines a load names (with their reasons); the rest are counted
 _OTHER_BYTE_BREAKS = re.compile(rb"[\x0b\x0c\x1c\x1d\x1e]")  # str.splitlines's, in ASCII
 _BREAK = re.compile(rb"\r\n|\r|\n")  # bytes.splitlines's, and Hadoop's text reader's
@@ -378,17 +380,23 @@ class _Lines:
     ``encoding``: one whose line breaks are ASCII's (:func:`_line_encoded`)."""
 
     def __init__(self, source: str, data: bytes, skip_bad_lines: bool,
-                 encoding: str = "utf-8") -> None:
+                 encoding: str = "utf-8", progress: Progress | None = None) -> None:
         self.source = source
         self._data = data
         self._skip = skip_bad_lines
         self._encoding = encoding
+        self._progress = progress
         self.skipped = 0
         self.examples: list[tuple[int, str]] = []  # the first skipped: (line number, message)
 
     def __iter__(self) -> Iterator[tuple[int, str]]:
         # bytes.splitlines breaks only at \n, \r and \r\n, unlike str.splitlines (\x1c, \u2028, ...)
-        for number, raw in enumerate(self._data.splitlines(), 1):
+        lines = self._data.splitlines()
+        progress = self._progress or (lambda phase, done, total: None)
+        progress("load", 0, len(lines))
+        for number, raw in enumerate(lines, 1):
+            if not number % PROGRESS_LINES:
+                progress("load", number, len(lines))
             try:
                 yield number, raw.decode(self._encoding)
             except UnicodeDecodeError as e:
@@ -397,6 +405,7 @@ class _Lines:
                          "; give the file's encoding (--encoding cp1252, latin-1, ...), "
                          "re-encode it (iconv -f cp1252 -t utf-8 IN > OUT), or skip such "
                          "lines (--skip-bad-lines)")
+        progress("load", len(lines), len(lines))
 
     @property
     def data(self) -> bytes:
@@ -479,10 +488,26 @@ def _parquet_by_content(path: PathLike) -> str | None:
 
 def load(path: PathLike, format: str | None = None, *, skip_bad_lines: bool = False,
          encoding: str = "utf-8", delimiter: str = ",", header: bool | None = None,
-         id_column: str | None = None, terms_column: str | None = None) -> Dataset:
+         id_column: str | None = None, terms_column: str | None = None,
+         progress: Progress | None = None) -> Dataset:
     """Read a dataset; ``format`` defaults to :func:`detect_format`'s answer.  The other
-    options are :class:`InputOptions`' (a format refuses those it has no use for)."""
-    options = InputOptions(encoding, delimiter, header, id_column, terms_column)
+    options are :class:`InputOptions`' (a format refuses those it has no use for);
+    ``progress("load", lines, total)`` follows a text file's lines as they are parsed."""
+    reported = []
+
+    def step(phase: str, done: int, total: int) -> None:
+        reported.append(done)
+        if progress:
+            progress(phase, done, total)
+    dataset = _load(path, format, skip_bad_lines,
+                    InputOptions(encoding, delimiter, header, id_column, terms_column), step)
+    if progress and not reported:  # read at once (Parquet, FIMI's fast path): one step
+        progress("load", 1, 1)
+    return dataset
+
+
+def _load(path: PathLike, format: str | None, skip_bad_lines: bool, options: InputOptions,
+          progress: Progress) -> Dataset:
     if format is not None and format not in FORMATS:
         raise ValueError(f"unknown format {format!r}; expected one of {', '.join(FORMATS)}")
     source = str(path)
@@ -495,7 +520,7 @@ def load(path: PathLike, format: str | None = None, *, skip_bad_lines: bool = Fa
         # sniff the bytes already read rather than opening the file twice
         format = sniff_format(raw.decode(encoding, "replace") for raw in data.splitlines())
     options.check(format, source)
-    lines = _Lines(source, data, skip_bad_lines, encoding)
+    lines = _Lines(source, data, skip_bad_lines, encoding, progress)
     ids, records, duplicates = (_read_csv(lines, options) if format == "csv"
                                 else _READERS[format](lines))
     if not records:

@@ -22,17 +22,18 @@ import sys
 from collections.abc import Iterable, Mapping
 from itertools import count
 
-from .dataset import Dataset, InputError, RecordsBuilder, from_frame, load
+from .dataset import Dataset, InputError, Progress, RecordsBuilder, from_frame, load
 
 MEMORY = "memory"          # Dataset.format of records from memory, numbered 1, 2, ...
 MEMORY_IDS = "memory-ids"  # ... and of records from memory with their own ids
 
 
-def as_dataset(data, format: str | None = None, *, skip_bad_lines: bool = False) -> Dataset:
-    """``data`` as a Dataset: a path is read (``format`` and ``skip_bad_lines`` as
-    :func:`~cocktail.dataset.load` takes them), anything else is taken from memory."""
+def as_dataset(data, format: str | None = None, *, skip_bad_lines: bool = False,
+               progress: Progress | None = None) -> Dataset:
+    """``data`` as a Dataset: a path is read (``format``, ``skip_bad_lines`` and ``progress``
+    as :func:`~cocktail.dataset.load` takes them), anything else is taken from memory."""
     if isinstance(data, (str, os.PathLike)):
-        return load(data, format, skip_bad_lines=skip_bad_lines)
+        return load(data, format, skip_bad_lines=skip_bad_lines, progress=progress)
     if format is not None or skip_bad_lines:
         raise ValueError("format and skip_bad_lines are for a file; records in memory have "
                          "neither")

@@ -87,7 +87,8 @@ class OwnerStore:
         partition (:class:`cocktail.Refused`, exit status 3) unless ``rebase=True``:
         :meth:`append` adds records safely.
         """
-        dataset = as_dataset(data, format, skip_bad_lines=skip_bad_lines)
+        dataset = as_dataset(data, format, skip_bad_lines=skip_bad_lines,
+                             progress=progress)
         return publish(dataset, self.backend, PublishParams(**params), progress,
                        rebase=rebase)
 
@@ -96,7 +97,8 @@ class OwnerStore:
         """Add ``data``'s records (as :meth:`publish` takes them) to the current release, as
         a new release that cannot compose with the earlier ones; ``min_new``: the records
         needed to form new clusters (fewer wait in the private buffer)."""
-        dataset = as_dataset(data, format, skip_bad_lines=skip_bad_lines)
+        dataset = as_dataset(data, format, skip_bad_lines=skip_bad_lines,
+                             progress=progress)
         return append(dataset, self.backend, min_new, progress=progress)
 
     def audit(self, *, releases: bool = False, version: str | None = None,

@@ -306,3 +306,32 @@ def test_query_help_lists_every_status_it_can_end_with():
     shown = " ".join(run("query", "--help").stdout.split())
     for status in ("1 when", "2 for", "3 for", "4 when", "5 when"):
         assert status in shown
+
+
+def test_every_long_phase_shows_progress_on_stderr_and_json_stays_one_object(tmp_path):
+    data = tmp_path / "d.csv"
+    data.write_text("".join(f"{n},t{n % 7}\n{n},u{n % 5}\n" for n in range(300)))
+    shown = run("publish", data, "--store", tmp_path / "s", "--k", 2, "--m", 1)
+    assert shown.exit_code == 0, shown.output
+    phases = [line.split()[1] for line in shown.stderr.splitlines()
+              if line.startswith("publish: ")]
+    assert phases[0] == "load" and phases[-1] == "commit"
+    assert {"tree", "partition", "write"} <= set(phases)
+    more = tmp_path / "more.csv"
+    more.write_text("".join(f"n{n},t{n % 7}\n" for n in range(50)))
+    appended = run("publish", more, "--store", tmp_path / "s", "--append")
+    assert [line.split()[1] for line in appended.stderr.splitlines()
+            if line.startswith("append: ")] == ["load", "commit"]
+    quiet = run("publish", data, "--store", tmp_path / "t", "--k", 2, "--m", 1, "--json")
+    assert json.loads(quiet.stdout)["records"] == 300 and "publish: " not in quiet.stderr
+
+
+def test_a_text_files_load_reports_its_lines(tmp_path, monkeypatch):
+    import cocktail.dataset
+
+    monkeypatch.setattr(cocktail.dataset, "PROGRESS_LINES", 4)
+    data = tmp_path / "d.csv"
+    data.write_text("".join(f"{n},t{n}\n" for n in range(10)))
+    steps = []
+    load(data, progress=lambda *step: steps.append(step))
+    assert steps == [("load", 0, 10), ("load", 4, 10), ("load", 8, 10), ("load", 10, 10)]

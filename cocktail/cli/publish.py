@@ -177,20 +177,21 @@ def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
         _print_published(report, report.as_dict(), as_json)
         return
     started = time.perf_counter()
-    dataset = load(Path(input_path), input_format, skip_bad_lines=skip_bad_lines,
-                   **asdict(options))
-    loading = round(time.perf_counter() - started, 3)
+    with progress_bars("append" if appending else "publish", True, not as_json) as update:
+        dataset = load(Path(input_path), input_format, skip_bad_lines=skip_bad_lines,
+                       progress=update, **asdict(options))
+        loading = round(time.perf_counter() - started, 3)
+        if appending:
+            from ..publish.append import append  # here: a first publish does not need it
+
+            added = append(dataset, open_store(store_spec), min_new, progress=update)
+        else:
+            report = publish(dataset, open_store(store_spec), params, progress=update,
+                             rebase=rebase)
     _report_skipped(dataset)
     if appending:
-        from ..publish.append import append  # here: a first publish does not need it
-
-        with progress_bars("append", True, not as_json) as update:
-            added = append(dataset, open_store(store_spec), min_new, progress=update)
         _print_appended(added, as_json)
         return
-    with progress_bars("publish", True, not as_json) as update:
-        report = publish(dataset, open_store(store_spec), params, progress=update,
-                         rebase=rebase)
     payload = report.as_dict()
     payload["phase_seconds"] = {"load": loading, **report.phase_seconds}
     _print_published(report, payload, as_json)

@@ -132,7 +132,7 @@ def publish(dataset: Dataset, store: Store, params: PublishParams,
     that the two chunkings compose; the release log records it).
 
     ``progress(phase, done, total)`` follows the phases (tree, partition: after each leaf
-    cluster, aggregate, write).
+    cluster, aggregate, write, commit).
     """
     params.check()
     check_size(params, len(dataset))
@@ -150,7 +150,7 @@ def publish(dataset: Dataset, store: Store, params: PublishParams,
                       "skipped_lines": dataset.skipped_lines},
                      dataset.records.pairs(), layout.partition_seconds, phases)
 
-    return release(store, params, build, rebase=rebase, engine="single")
+    return release(store, params, build, rebase=rebase, engine="single", progress=progress)
 
 
 def check_size(params: PublishParams, records: int) -> None:
@@ -161,10 +161,11 @@ def check_size(params: PublishParams, records: int) -> None:
 
 def release(store: Store, params: PublishParams,
             build: Callable[[VersionWriter, float], Built], *, rebase: bool,
-            engine: str) -> PublishReport:
+            engine: str, progress: PhaseProgress | None = None) -> PublishReport:
     """The release around an engine's ``build(writer, mtime)``: the lock, the version, the
-    manifests, the release log entry and the commit point, the same whichever engine
-    partitioned.  Every public file gets ``mtime``."""
+    manifests, the release log entry and the commit point (``progress``'s phase commit), the
+    same whichever engine partitioned.  Every public file gets ``mtime``."""
+    progress = progress or (lambda phase, done, total: None)
     started = time.perf_counter()
     one_thread()
     # The lock first: a read-only store or a running publish is reported before the work.
@@ -196,12 +197,14 @@ def release(store: Store, params: PublishParams,
         release_entry = writer.release.entry(
             version, created, params.k, params.m, method=params.method, records=records,
             appended=records, buffered=0)
+        progress("commit", 0, 1)
         try:
             writer.finish(public_manifest, private_manifest, built.records, records,
                           release_entry, params.keep, phases)
         finally:
             if not isinstance(built.records, bytes):
                 built.records.close()
+        progress("commit", 1, 1)
     totals = built.totals
     return PublishReport(
         store=store.url, version=version, method=params.method, k=params.k, m=params.m,

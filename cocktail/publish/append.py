@@ -295,7 +295,7 @@ def append(dataset: Dataset, store: Store, min_new: int | None = None,
         log_legacy_release(store, out.current)
         run = _Append(out, store, dataset)
         run.place(min_new, clusters, progress)
-        return run.commit(started)
+        return run.commit(started, progress or (lambda phase, done, total: None))
 
 
 class _Append:
@@ -383,9 +383,10 @@ class _Append:
         self.units += units_manifest(layout)
         _add(self.totals, self.promoted)
 
-    def commit(self, started: float) -> AppendReport:
+    def commit(self, started: float, progress: PhaseProgress) -> AppendReport:
         """Record ids, manifests, release log entry, and the commit point."""
         publication, params, writer, out = self.publication, self.params, self.writer, self.out
+        progress("commit", 0, 1)
         _write_records(writer, publication, self.segments, self.unit_of, self.ids,
                        self.first_new, self.records, self.new_keys)
         public_manifest = writer.public_manifest(out.created, params.k, params.m)
@@ -407,6 +408,7 @@ class _Append:
             carries=publication.version)
         writer.finish(public_manifest, private_manifest, None, self.records, entry, params.keep,
                       {}, carried)
+        progress("commit", 1, 1)
         pairs = totals["public_pairs"] + totals["private_pairs"]
         promoted = self.promoted or {}
         return AppendReport(

@@ -1187,7 +1187,7 @@ def publish_spark(source, store: Store, params: PublishParams, settings: SparkSe
             finally:
                 done()  # the manifests and the commit need no Spark
 
-        report = release(store, params, build, rebase=rebase, engine="spark")
+        report = release(store, params, build, rebase=rebase, engine="spark", progress=progress)
     report.phase_seconds["load"] = round(loading, 3)
     return report
 
