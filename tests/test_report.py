@@ -417,3 +417,17 @@ def test_a_zcdp_users_rho_is_drawn_on_its_own_axis_and_counted_dataset_wide(tmp_
     assert "ρ 0.25 spent" in budget.caption and "in all ρ = 0.375" in budget.caption  # 0.25+0.5²/2
     assert ["gil", "gauss", "ρ=0.25"] == budget.rows[0][:3]
     assert {row[2] for row in over_time.rows} == {"α=0.5", "ρ=0.25"}
+
+
+def test_binned_distributions_have_bins_with_distinct_edges():
+    from cocktail.report.page import BINS, _histogram
+
+    values = [v for v in range(3, 250) for _ in range(v % 4)]
+    rows = _histogram("x", "x", values, "size", "").rows
+    assert len(rows) <= BINS and sum(n for _, n in rows) == len(values)
+    ranges = [tuple(int(edge.replace(",", "")) for edge in label.split("–")) for label, _ in rows]
+    assert ranges[0][0] == 3 and ranges[-1][1] >= 249
+    for (_, last), (first, _) in zip(ranges, ranges[1:]):
+        assert first == last + 1  # the next bin starts past the last one's end
+    for (first, last), (_, n) in zip(ranges, rows):
+        assert n == sum(first <= v <= last for v in values)

@@ -11,8 +11,6 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..dp.noise import PURE, SYMBOL, ZCDP
 from ..extras import require
 
@@ -179,12 +177,22 @@ def _histogram(chart_id: str, title: str, values: Sequence[int], what: str,
                caption: str) -> Chart:
     counts = sorted(Counter(values).items())
     if len(counts) > BINS:
-        found, edges = np.histogram(values, bins=BINS)
-        labels = [f"{edges[i]:,.0f}–{edges[i + 1]:,.0f}" for i in range(BINS)]
-        counts = list(zip(labels, found.tolist()))
+        counts = _binned(counts)
     figure = go.Figure(_bar([str(v) for v, _ in counts], [n for _, n in counts]))
     figure.update_layout(xaxis_title=what, yaxis_title="count", xaxis_type="category")
     return Chart(chart_id, title, caption, figure, [what, "count"], counts)
+
+
+def _binned(counts: list[tuple[int, int]]) -> list[tuple[str, int]]:
+    """Counts of whole numbers in at most BINS bins of equal width, each labelled by the
+    first and last number it holds (``5–9``, then ``10–14``): no two bins share an edge."""
+    low, high = counts[0][0], counts[-1][0]
+    width = -(-(high - low + 1) // BINS)
+    binned = Counter()
+    for value, n in counts:
+        binned[(value - low) // width] += n
+    return [(f"{low + b * width:,}–{low + (b + 1) * width - 1:,}", binned[b])
+            for b in range(-(-(high - low + 1) // width))]
 
 
 def _shapes(d: dict) -> list[Chart]:
