@@ -32,18 +32,18 @@ Progress = Callable[[str, int, int], None]  # (phase, done, total), as the comma
 @dataclass(frozen=True)
 class Versions:
     """The store's releases, oldest first: each one's kind (fresh, append, rebase, imported),
-    records and public chunks, whether the store still keeps its files (older ones are pruned),
-    and which one is current."""
+    input, records and public chunks, whether the store still keeps its files (older ones are
+    pruned), and which one is current."""
 
     current: str | None
     kept: list[str]
     releases: list[dict]
 
-    COLUMNS = ("version", "kind", "created", "k", "m", "records", "appended", "buffered",
-               "public_chunks", "public_subrecords", "kept", "current")
+    COLUMNS = ("version", "kind", "input", "created", "k", "m", "records", "appended",
+               "buffered", "public_chunks", "public_subrecords", "kept", "current")
 
     def to_pandas(self):
-        """A row per release (version, kind, created, k, m, records, appended, buffered,
+        """A row per release (version, kind, input, created, k, m, records, appended, buffered,
         public_chunks, public_subrecords, kept, current)."""
         from .frames import to_frame
 

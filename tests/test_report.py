@@ -271,7 +271,7 @@ def test_the_pages_show_the_last_rows_of_the_ledger_only(owned, monkeypatch):
         mine = client.get("/analyst", headers=auth(owned["token"])).text
         assert "count(2)" in mine and "count(1)" not in mine
         theirs = client.get("/owner", headers=auth(owned["owner"])).text
-        assert "The last 1 of 2 charges, cumulated per user." in theirs
+        assert "The last 1 of 2 charges, cumulated per user" in theirs
 
 
 def test_a_cross_site_sign_in_is_refused_and_sets_no_cookie(owned):
@@ -391,6 +391,7 @@ def test_every_release_is_reported_with_what_the_public_cloud_held(tmp_path):
     report = cli("report", "--store", store, "--out", str(tmp_path / "r.html"))
     assert [r["version"] for r in report["releases"]] == [first["version"], second["version"]]
     assert [r["kind"] for r in report["releases"]] == ["fresh", "append"]
+    assert [r["input"] for r in report["releases"]] == [str(data), str(more)]
     last = report["releases"][-1]
     assert last["records"] == report["publication"]["records"] == 2400
     assert last["appended"] == 400 and 0 <= last["buffered"] <= 400
@@ -414,7 +415,8 @@ def test_a_zcdp_users_rho_is_drawn_on_its_own_axis_and_counted_dataset_wide(tmp_
         axes[trace.yaxis] += list(trace.x)
     titles = {budget.figure.layout[f"yaxis{a[1:]}"].title.text: users for a, users in axes.items()}
     assert titles == {"α (pure)": ["lea", "lea"], "ρ (zcdp)": ["gil", "gil"]}
-    assert "ρ 0.25 spent" in budget.caption and "in all ρ = 0.375" in budget.caption  # 0.25+0.5²/2
+    assert "ρ 0.25 spent" in budget.caption
+    assert "in all ρ = 0.375" in budget.caption  # 0.25 + 0.5²/2
     assert ["gil", "gauss", "ρ=0.25"] == budget.rows[0][:3]
     assert {row[2] for row in over_time.rows} == {"α=0.5", "ρ=0.25"}
 

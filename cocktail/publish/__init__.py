@@ -196,7 +196,7 @@ def release(store: Store, params: PublishParams,
         }
         release_entry = writer.release.entry(
             version, created, params.k, params.m, method=params.method, records=records,
-            appended=records, buffered=0)
+            appended=records, buffered=0, input=built.source)
         progress("commit", 0, 1)
         try:
             writer.finish(public_manifest, private_manifest, built.records, records,

@@ -298,6 +298,12 @@ def append(dataset: Dataset, store: Store, min_new: int | None = None,
         return run.commit(started, progress or (lambda phase, done, total: None))
 
 
+def _input(dataset: Dataset) -> dict:
+    """Where a release's records came from, for the owner (private manifest, release log)."""
+    return {"path": dataset.source, "format": dataset.format, "records": len(dataset),
+            "skipped_lines": dataset.skipped_lines}
+
+
 class _Append:
     """One append: where each new record goes, what is written, the commit."""
 
@@ -396,8 +402,7 @@ class _Append:
         private_manifest = {
             "format": fmt.FORMAT, "version": out.version, "created": out.created,
             "params": head["params"], "source": head["source"],
-            "appended": {"path": dataset.source, "format": dataset.format,
-                         "records": len(dataset), "skipped_lines": dataset.skipped_lines},
+            "appended": _input(dataset),
             "tree": self.tree.to_manifest(), "roots": self.tree.roots,
             "units": writer.homed_units(self.units), "aggregation": head["aggregation"],
             "chunks": writer.chunks,
@@ -405,7 +410,7 @@ class _Append:
         entry = writer.release.entry(
             out.version, out.created, params.k, params.m, method=params.method,
             records=self.records, appended=len(dataset), buffered=len(self.buffered),
-            carries=publication.version)
+            carries=publication.version, input=_input(dataset))
         writer.finish(public_manifest, private_manifest, None, self.records, entry, params.keep,
                       {}, carried)
         progress("commit", 1, 1)

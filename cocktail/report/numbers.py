@@ -144,8 +144,9 @@ def _tree_shape(tree: Tree) -> tuple[int, list[int]]:
 
 
 def release_history(store: Store, current: str) -> list[dict]:
-    """Per release: its kind, records appended and buffered, public chunks, subrecords and
-    occurrences (a chunk's lines accumulate over the releases that added to it)."""
+    """Per release: its kind, the input it came from (None for releases logged before
+    inputs were), records appended and buffered, public chunks, subrecords and occurrences (a
+    chunk's lines accumulate over the releases that added to it)."""
     history, held = [], Counter()
     for entry in releases.read_log(store, current):
         chunks = entry.get("chunks", {})
@@ -157,7 +158,8 @@ def release_history(store: Store, current: str) -> list[dict]:
                         "appended": entry.get("appended"), "buffered": entry.get("buffered"),
                         "public_chunks": len(chunks),
                         "public_subrecords": sum(c["subrecords"] for c in chunks.values()),
-                        "public_occurrences": sum(held[c] for c in chunks)})
+                        "public_occurrences": sum(held[c] for c in chunks),
+                        "input": (entry.get("input") or {}).get("path")})  # logged since 66
     return history
 
 

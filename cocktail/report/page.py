@@ -269,14 +269,16 @@ def _releases(history: list[dict]) -> list[Chart]:
         figure.update_yaxes(title_text=name, rangemode="tozero", row=row, col=1)
     figure.update_layout(showlegend=False)
     figure.update_xaxes(title_text="release", type="category", row=len(series), col=1)
-    return [Chart("releases", "Releases", "Every release the public cloud has seen: the "
-                  "records published so far, those held back in the private buffer until they "
-                  "can be placed safely, and the public chunks.", figure,
-                  ["release", "kind", "created", "records", "appended", "buffered",
+    return [Chart("releases", "Releases", "Every release the public cloud has seen, and the "
+                  "input each came from (in the table): the records published so far, those "
+                  "held back in the private buffer until they can be placed safely, and the "
+                  "public chunks.", figure,
+                  ["release", "kind", "input", "created", "records", "appended", "buffered",
                    "public chunks", "public subrecords", "public occurrences"],
-                  [[r["version"], r["kind"], r["created"], r["records"], r["appended"],
-                    r["buffered"], r["public_chunks"], r["public_subrecords"],
-                    r["public_occurrences"]] for r in history], tall=True)]
+                  [[r["version"], r["kind"], r.get("input") or "not logged", r["created"],
+                    r["records"], r["appended"], r["buffered"], r["public_chunks"],
+                    r["public_subrecords"], r["public_occurrences"]] for r in history],
+                  tall=True)]
 
 
 def utc(at: float) -> str:
