@@ -415,7 +415,7 @@ def test_a_zcdp_users_rho_is_drawn_on_its_own_axis_and_counted_dataset_wide(tmp_
         axes[trace.yaxis] += list(trace.x)
     titles = {budget.figure.layout[f"yaxis{a[1:]}"].title.text: users for a, users in axes.items()}
     assert titles == {"α (pure)": ["lea", "lea"], "ρ (zcdp)": ["gil", "gil"]}
-    assert "ρ 0.25 spent" in budget.caption
+    assert "zCDP roles spent ρ 0.25 of no cap" in budget.caption
     assert "in all ρ = 0.375" in budget.caption  # 0.25 + 0.5²/2
     assert ["gil", "gauss", "ρ=0.25"] == budget.rows[0][:3]
     assert {row[2] for row in over_time.rows} == {"α=0.5", "ρ=0.25"}

@@ -4,12 +4,11 @@ meant (roles and users may be set up before the first publish)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
-from ..dp.ledger import private_file
+from ..dp.ledger import dataset_budget_text, private_file
 from ..dp.noise import PARAMETER, PURE, SYMBOL, ZCDP
 from ..private_config import (ledger_location, open_ledger, require_set_up,
                               set_ledger_location)
@@ -32,12 +31,11 @@ def _hand_over(token: str, out_path: Path | None, as_json: bool, payload: dict,
         private_file(out_path)
         out_path.write_text(token + "\n")
         confirm(as_json, payload | {"out": str(out_path)}, f"{message}; token in {out_path}")
-    elif as_json:
-        click.echo(json.dumps(payload | {"token": token}, ensure_ascii=False))
-    else:
-        click.echo(token)
-        confirm(False, payload, f"{message}; its token, above, is shown once: only its hash "
-                "is kept")
+        return
+    if not as_json:
+        click.echo(token)  # the result, on stdout; the confirmation goes to stderr
+    confirm(as_json, payload | {"token": token},
+            f"{message}; its token, above, is shown once: only its hash is kept")
 
 
 @click.command("owner-token")
@@ -216,13 +214,7 @@ def budget_cmd(total: float | None, rho_total: float | None, store_spec: str, cr
     if rho_total is not None:
         ledger.set_dataset_budget(rho_total, ZCDP)
     status = ledger.budget_status()
-    def cap(value: float | None) -> str:
-        return "no cap" if value is None else f"{value:g}"
-    emit(as_json, status, lambda: out.print(
-        f"dataset-wide: pure-DP roles spent α {status['dataset_spent']:g} of "
-        f"{cap(status['dataset_budget'])}; zCDP roles spent ρ {status['dataset_rho_spent']:g} "
-        f"of {cap(status['dataset_rho_budget'])}; in all ρ = "
-        f"{status['dataset_rho_total']:g} (an α-DP charge counts α²/2)", highlight=False))
+    emit(as_json, status, lambda: out.print(dataset_budget_text(status), highlight=False))
 
 
 @click.group("ledger", help=f"Where the budget ledger lives, its backups and restores. {OWNER}")

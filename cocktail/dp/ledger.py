@@ -127,6 +127,17 @@ _DATASET = {PURE: ("dataset_budget", "dataset_spent"),
             ZCDP: ("dataset_rho_budget", "dataset_rho_spent")}
 
 
+def dataset_budget_text(status: dict) -> str:
+    """The dataset-wide caps and spending of a :meth:`Ledger.budget_status`, each in its unit
+    (α for pure-DP roles, ρ for zCDP ones), and the whole in ρ."""
+    def cap(value: float | None) -> str:
+        return "no cap" if value is None else f"{value:g}"
+    return (f"dataset-wide: pure-DP roles spent α {status['dataset_spent']:g} of "
+            f"{cap(status['dataset_budget'])}; zCDP roles spent ρ "
+            f"{status['dataset_rho_spent']:g} of {cap(status['dataset_rho_budget'])}; in all "
+            f"ρ = {status['dataset_rho_total']:g} (an α-DP charge counts α²/2)")
+
+
 class LedgerError(Exception):
     """Base of the errors a user may cause; ``status`` is the HTTP status it maps to."""
 

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..dp.ledger import dataset_budget_text
 from ..dp.noise import PURE, SYMBOL, ZCDP
 from ..extras import require
 
@@ -302,7 +303,7 @@ def _ledger(ledger: dict) -> list[Chart]:
     budget.update_layout(barmode="group")
     charts = [Chart("budget", "Privacy budget per user",
                     "What each analyst has spent of their role's budget and what is left, in "
-                    f"α for pure-DP roles and ρ for zCDP ones ({_dataset_budget(ledger)}).",
+                    f"α for pure-DP roles and ρ for zCDP ones ({dataset_budget_text(ledger)}).",
                     budget, ["user", "role", "per query", "budget", "spent", "remaining",
                              "active"],
                     [[u["name"], u["role"], f"{SYMBOL[unit[u['role']]]}={u['alpha']:g}",
@@ -339,16 +340,6 @@ def _ledger(ledger: dict) -> list[Chart]:
                         [[utc(r["first_at"]), utc(r["last_at"]), r["user"], r["status"],
                           r["reason"], r["count"]] for r in refused]))
     return charts
-
-
-def _dataset_budget(ledger: dict) -> str:
-    """The dataset-wide caps and spending, each in its unit, and the whole in ρ."""
-    def cap(value: float | None) -> str:
-        return "∞" if value is None else f"{value:g}"
-    return (f"dataset-wide: α {ledger['dataset_spent']:g} spent of "
-            f"{cap(ledger['dataset_budget'])}, ρ {ledger['dataset_rho_spent']:g} spent of "
-            f"{cap(ledger['dataset_rho_budget'])}; in all ρ = {ledger['dataset_rho_total']:g}, "
-            "each α-DP charge counting α²/2")
 
 
 def _tables(tables: list[dict]) -> list[Chart]:
