@@ -24,7 +24,7 @@ import signal
 import sys
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import click
 from rich.console import Console
@@ -103,13 +103,13 @@ class Cocktail(Lazy):
              **extra):
         args = list(sys.argv[1:] if args is None else args)
         as_json = wants_json(args)
-        on_sigterm_raise()
         try:
-            if as_json and asks_text(args):
-                status = self._text_as_json(args, prog_name, complete_var, **extra)
-            else:
-                status = super().main(args, prog_name, complete_var, standalone_mode=False,
-                                      **extra)
+            with sigterm_raises():
+                if as_json and asks_text(args):
+                    status = self._text_as_json(args, prog_name, complete_var, **extra)
+                else:
+                    status = super().main(args, prog_name, complete_var, standalone_mode=False,
+                                          **extra)
             status = status if isinstance(status, int) else ExitCode.DONE  # ctx.exit(n): n
         except SystemExit as exc:  # a library that exits by itself
             if exc.code not in (0, None):
@@ -137,12 +137,14 @@ class Cocktail(Lazy):
         return status if isinstance(status, int) else ExitCode.DONE
 
 
-def on_sigterm_raise() -> None:
-    """SIGTERM raises :class:`Terminated` in this process's main thread, which ends the
-    command with its exit status (143) and, with --json, its one object.  A child forked
-    from here (a pool's worker) is ended as the signal's default would."""
+@contextlib.contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """While a command runs, SIGTERM raises :class:`Terminated` in the main thread, which ends
+    it with its exit status (143) and, with --json, its one object; the handler before is
+    put back after.  A child forked meanwhile (a pool's worker) ends as the default would."""
     if threading.current_thread() is not threading.main_thread():
-        return  # a CliRunner in a thread: only the main thread may set handlers
+        yield  # a CliRunner in a thread: only the main thread may set handlers
+        return
     main_process = os.getpid()
 
     def terminated(signum: int, frame) -> None:
@@ -151,7 +153,11 @@ def on_sigterm_raise() -> None:
             os.kill(os.getpid(), signum)
             return
         raise Terminated("terminated (SIGTERM)")
-    signal.signal(signal.SIGTERM, terminated)
+    before = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def _root_options(args: list[str]) -> list[str]:

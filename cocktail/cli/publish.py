@@ -16,7 +16,7 @@ from ..publish import DEFAULT_KEEP, PublishParams, publish
 from ..store import open_store
 from ..synthetic import SyntheticSpec, generate
 from ..extras import require
-from .contract import confirm, err, plural, warn
+from .contract import confirm, plural, warn
 from .options import json_option, progress_bars, store_option
 
 
@@ -263,14 +263,15 @@ def _print_appended(added, as_json: bool) -> None:
         f"{plural(added.new_clusters, 'new cluster')}, {added.buffered_records:,} wait in the "
         f"private buffer; {plural(added.promoted_pairs, 'private (record, term) pair')} "
         f"promoted into {plural(added.promoted_chunks, 'new public chunk')}; "
-        f"{plural(added.public_chunks, 'public chunk')}, public coverage {(added.public_coverage or 0):.2%}; "
+        f"{plural(added.public_chunks, 'public chunk')}, public coverage "
+        f"{(added.public_coverage or 0):.2%}; "
         f"{added.seconds:.1f}s"))
 
 
 def _print_published(report, payload: dict, as_json: bool) -> None:
     before = report.private_before_aggregation
     if report.skipped_lines and report.engine == "spark":
-        err.print(f"[yellow]skipped {plural(report.skipped_lines, 'malformed line')}[/]")
+        warn(f"skipped {plural(report.skipped_lines, 'malformed line')}")
     confirm(as_json, payload, (
         f"published {report.version} to {report.store}: {plural(report.records, 'record')} in "
         f"{plural(report.clusters, 'cluster')} (+{report.aggregated_clusters} aggregated) -> "
