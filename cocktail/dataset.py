@@ -402,9 +402,7 @@ class _Lines:
             except UnicodeDecodeError as e:
                 self.bad(number, f"not valid {_encoding_name(self._encoding)} (byte "
                                  f"0x{raw[e.start]:02x} at column {e.start + 1})",
-                         "; give the file's encoding (--encoding cp1252, latin-1, ...), "
-                         "re-encode it (iconv -f cp1252 -t utf-8 IN > OUT), or skip such "
-                         "lines (--skip-bad-lines)")
+                         _encoding_hint(self._encoding))
         progress("load", len(lines), len(lines))
 
     @property
@@ -439,6 +437,15 @@ def _read_bytes(path: PathLike) -> bytes:
     with reading(path):
         data = Path(path).read_bytes()
     return data.removeprefix(codecs.BOM_UTF8)
+
+
+def _encoding_hint(encoding: str) -> str:
+    """What to do about a byte the file's encoding does not decode."""
+    if encoding == "utf-8":
+        return ("; give the file's encoding (--encoding cp1252, latin-1, ...), re-encode it "
+                "(iconv -f cp1252 -t utf-8 IN > OUT), or skip such lines (--skip-bad-lines)")
+    return (f"; is the file in another encoding than {encoding}? (--encoding); or skip such "
+            "lines (--skip-bad-lines)")
 
 
 def _encoding_name(encoding: str) -> str:
