@@ -529,8 +529,8 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
         or at a new version) is opened first: its reply leaves that much later."""
         # Opened (or reopened at a new version) before booking, never inside its slot: a load
         # takes far longer than a top k, and the slot is sized by the ranking's public size.
-        with contextlib.suppress(NoRanking):  # the lane answers 404, in its time
-            await run_in_threadpool(rankings.get, request.name)
+        with contextlib.suppress(Exception):  # no such ranking, a bad name: the lane's own
+            await run_in_threadpool(rankings.get, request.name)  # get says so, in its time
         tuples, noisy = rankings.cost(request.name)
         steps = deadlines.rank_steps(tuples, request.k, noisy)
         until = time.monotonic() + deadlines.rank(tuples, request.k, noisy)
