@@ -368,13 +368,13 @@ def test_the_worker_pool_partitions_as_this_process_does(monkeypatch):
     partition must be the one the publishing process computes itself, and the one its records
     given as sets get."""
     from cocktail.anonymity import partition
-    from cocktail.overlay.layout import cluster_records
+    from cocktail.overlay.layout import cluster_records, cut_clusters
     from cocktail.overlay.tree import grow_tree
     from cocktail.publish import writer
 
     records = load(dataset_path("bms-webview-1.dat")).head(8000).records
     clusters = [cluster_records(records, positions) for leaf in grow_tree(records, 500).leaves()
-                for positions in leaf.clusters]
+                for positions in cut_clusters(leaf.positions, 500)]
     params = PublishParams(k=5, m=3)
     monkeypatch.setattr(writer, "PARALLEL_FROM_RECORDS", 0)
     pooled = [split for split, _ in writer.partitions(clusters, params, 2, len(records))]

@@ -123,6 +123,7 @@ def test_both_engines_aggregate_inside_the_tree_the_same(tmp_path):
 @pytest.mark.parametrize("local_subtree", [3_000, 10**9])
 def test_the_tree_grown_on_spark_is_the_single_machine_tree(local_subtree, spark,
                                                             monkeypatch):
+    from cocktail.overlay.layout import cut_clusters
     from cocktail.overlay.tree import SplitSearch, grow_tree
     from cocktail.publish.spark import reading
     from cocktail.publish.spark import tree as engine
@@ -137,13 +138,13 @@ def test_the_tree_grown_on_spark_is_the_single_machine_tree(local_subtree, spark
     assert len(single.nodes) > 15  # a tree of several levels
     assert sorted((position, leaf) for block in leaf_of.collect()
                   for position, leaf in zip(block.positions.tolist(), block.node.tolist())) == \
-        sorted((p, node.id) for node in single.nodes for c in node.clusters for p in c)
-    assert leaves == {node.id: sum(map(len, node.clusters)) for node in single.nodes
+        sorted((p, node.id) for node in single.nodes for p in node.positions)
+    assert leaves == {node.id: len(node.positions) for node in single.nodes
                       if not node.children}
     # every leaf grown in a task, so each knows where its clusters start: no counting job
     assert {leaf: first.tolist() for leaf, first in starts.items()} == \
-        {node.id: [cluster[0] for cluster in node.clusters] for node in single.nodes
-         if not node.children}
+        {node.id: [cluster[0] for cluster in cut_clusters(node.positions, 400)]
+         for node in single.nodes if not node.children}
 
 
 def test_both_engines_cut_the_term_index_into_the_same_parts(tmp_path):

@@ -19,12 +19,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from .tree import Node, Tree
 
-
-def cloned_tree(records: Sequence[frozenset[str]], cluster_size: int,
-                sensitive: Iterable[str]) -> Tree:
-    """One root whose clusters are dealt in strata of the rarest sensitive term."""
+def cloned_clusters(records: Sequence[frozenset[str]], cluster_size: int,
+                    sensitive: Iterable[str]) -> list[list[int]]:
+    """The records' positions dealt to clusters in strata of the rarest sensitive term."""
     sensitive = frozenset(sensitive)
     support = Counter(t for record in records for t in record & sensitive)
     clusters = max(1, -(-len(records) // cluster_size))
@@ -37,7 +35,7 @@ def cloned_tree(records: Sequence[frozenset[str]], cluster_size: int,
         return (0, support[rarest], rarest, p)
 
     order = sorted(range(len(records)), key=stratum)
-    return Tree([Node(0, clusters=[sorted(order[c::clusters]) for c in range(clusters)])])
+    return [sorted(order[c::clusters]) for c in range(clusters)]
 
 
 def cluster_rho(records: Sequence[frozenset[str]], clusters: Sequence[Sequence[int]],

@@ -45,9 +45,9 @@ first publish (:meth:`.run._Run.lay_out`: the tree level by level, leaves partit
 the aggregation round, files written by executors into the staging area in a random order),
 with three differences, as on the single machine: the records are the pool's (numbered from 0
 in pool order; positions, unit and node ids placed in the publication by the append's
-:class:`~cocktail.publish.writer.Placement`), the terms the promotion holds back are kept private in the leaf
-clusters, and the root does not partition its pool but hands it back to the promotion.  The
-driver holds the pool's records (the batch and the buffer) besides what the append holds.
+:class:`~cocktail.publish.writer.Placement`), the terms the promotion holds back are kept
+private in the leaf clusters, and the root does not partition its pool but hands it back to
+the promotion.  The driver holds the pool's records (the batch and the buffer) besides what the append holds.
 
 The package follows the engine's phases, as the single-machine engine keeps them apart:
 

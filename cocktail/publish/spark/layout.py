@@ -27,8 +27,9 @@ from .writer import UnitJob, unit_outputs
 def leaf_clusters(sc, tree: Tree, leaf_of, leaves: dict[int, int],
                   starts: dict[int, np.ndarray] | None, size: int):
     """Each leaf's records (``leaf_of``: blocks, each record's leaf its node) cut into
-    clusters of ``size`` in input order, as :func:`cut_clusters`: from each leaf's cluster
-    starts when the tree gave them (:meth:`Block.cut`), else by counting (:func:`_counted`).
+    clusters of ``size`` in input order, as :func:`~cocktail.overlay.layout.cut_clusters`:
+    from each leaf's cluster starts when the tree gave them (:meth:`Block.cut`), else by
+    counting (:func:`_counted`).
     Returns the blocks with each record's unit as its node, cached, and each unit's
     (leaf, cluster)."""
     base, leaf_units = {}, {}

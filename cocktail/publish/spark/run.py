@@ -205,10 +205,10 @@ class _Run:
         laid = self.lay_out(writer, self.job(writer, mtime), beside=self._records_file)
         summaries = laid.summaries
         return Built(laid.tree, units_manifest(summaries), layout_stats(summaries),
-                     laid.found.totals, laid.beside, {"path": self.data.source, "format": self.data.format,
-                               "records": self.total, "skipped_lines": self.data.skipped},
-                     self.data.pairs,
-                     sum(s["cpu"] for s in summaries.values()),
+                     laid.found.totals, laid.beside,
+                     {"path": self.data.source, "format": self.data.format,
+                      "records": self.total, "skipped_lines": self.data.skipped},
+                     self.data.pairs, sum(s["cpu"] for s in summaries.values()),
                      dict(self.phases))
 
     def lay_out(self, writer: VersionWriter, unit_job: UnitJob,

@@ -121,8 +121,8 @@ def _subtrees(sc, blocks, roots: dict[int, int], leaf_size: int, search: SplitSe
     every block: (node, its number of records, split terms or None, children, and for a
     leaf its cluster starts) per node, parents first.  A leaf's cluster starts are the input
     positions that begin its clusters (every ``leaf_size``-th of its records in input order,
-    as :func:`cut_clusters` cuts them): what numbers its records' clusters on any block,
-    without counting a leaf's records block by block."""
+    as :func:`~cocktail.overlay.layout.cut_clusters` cuts them): what numbers its records'
+    clusters on any block, without counting a leaf's records block by block."""
     if not roots:
         return {}
     wanted = sc.broadcast(roots)
