@@ -16,7 +16,7 @@ from cocktail.synthetic import SyntheticSpec, generate
 @pytest.mark.parametrize("leaf_size", [50, 300, 5000])
 def test_records_land_in_one_leaf_along_their_patterns(leaf_size):
     records = generate(SyntheticSpec(records=4000, items=300, seed=9))
-    tree, clusters = leaf_clusters(Records.of(records), LayoutParams(cluster_size=leaf_size))
+    tree, clusters, _ = leaf_clusters(Records.of(records), LayoutParams(cluster_size=leaf_size))
     seen = sorted(p for _, cluster in clusters for p in cluster)
     assert seen == list(range(len(records)))
     parents = tree.parents()

@@ -38,6 +38,17 @@ def cloned_clusters(records: Sequence[frozenset[str]], cluster_size: int,
     return [sorted(order[c::clusters]) for c in range(clusters)]
 
 
+def checked_rho(records: Sequence[frozenset[str]], clusters: list[list[int]],
+                sensitive: Iterable[str], max_rho: float) -> float:
+    """The clusters' ρ (rounded), refused above ``max_rho``."""
+    rho, term, cluster = cluster_rho(records, clusters, sensitive)
+    if rho > max_rho:
+        raise ValueError(f"the clusters are ρ-clones only for ρ = {rho:.4f} (term {term!r} in "
+                         f"cluster {cluster}), above --max-rho {max_rho:g}: use larger "
+                         f"clusters or fewer, more frequent sensitive terms; nothing written")
+    return round(rho, 6)
+
+
 def cluster_rho(records: Sequence[frozenset[str]], clusters: Sequence[Sequence[int]],
                 sensitive: Iterable[str]) -> tuple[float, str | None, int | None]:
     """The largest gap between a cluster's and the data's frequency of a sensitive term, with

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..anonymity import Partition, partition
 from ..dataset import Records
-from .cloning import cloned_clusters, cluster_rho
+from .cloning import checked_rho, cloned_clusters
 from .tree import Node, Tree, grow_tree
 
 Subrecords = list[tuple[int, frozenset[str]]]  # (record position, the terms to partition)
@@ -111,18 +111,22 @@ class LayoutParams:
 
 
 def leaf_clusters(records: Records, params: LayoutParams
-                  ) -> tuple[Tree, list[tuple[int, list[int]]]]:
-    """The tree and its leaf clusters, (leaf, record positions) each: the overlay tree's
-    leaves cut in input order (:func:`cut_clusters`), one root leaf cut so without the
-    overlay, or the root's ρ-cloned clusters with sensitive terms (the tree left unused)."""
+                  ) -> tuple[Tree, list[tuple[int, list[int]]], float | None]:
+    """The tree, its leaf clusters ((leaf, record positions) each) and their ρ: the overlay
+    tree's leaves cut in input order (:func:`cut_clusters`), one root leaf cut so without the
+    overlay, or with sensitive terms the root's ρ-cloned clusters, their ρ checked (else
+    None)."""
     size = params.cluster_size
     if params.sensitive:
-        return Tree([Node(0)]), [(0, cluster) for cluster
-                                 in cloned_clusters(records, size, params.sensitive)]
-    tree = grow_tree(records, size) if params.overlay else \
-        Tree([Node(0, positions=list(range(len(records))))])
+        clusters = cloned_clusters(records, size, params.sensitive)
+        rho = checked_rho(records, clusters, params.sensitive, params.max_rho)
+        return Tree([Node(0)]), [(0, cluster) for cluster in clusters], rho
+    if params.overlay:
+        tree = grow_tree(records, size)
+    else:  # one root leaf
+        tree = Tree([Node(0, positions=list(range(len(records))))])
     return tree, [(leaf.id, cluster) for leaf in tree.leaves()
-                  for cluster in cut_clusters(leaf.positions, size)]
+                  for cluster in cut_clusters(leaf.positions, size)], None
 
 
 def cut_clusters(positions: list[int], size: int) -> list[list[int]]:
@@ -163,10 +167,10 @@ def build_layout(records: Sequence[frozenset[str]], params: LayoutParams,
     started = time.perf_counter()
     progress("tree", 0, 1)
     records = Records.of(records)
-    tree, leaves = leaf_clusters(records, params)
+    tree, leaves, rho = leaf_clusters(records, params)
     layout = Layout(tree, [], params.aggregate)
-    if params.sensitive:
-        layout.stats["rho"] = _checked_rho(records, [p for _, p in leaves], params)
+    if rho is not None:
+        layout.stats["rho"] = rho
     layout.seconds["tree"] = time.perf_counter() - started
     progress("tree", 1, 1)
     started = time.perf_counter()
@@ -193,16 +197,6 @@ def build_layout(records: Sequence[frozenset[str]], params: LayoutParams,
             if u.keeps_private]
     layout.stats["after"] = _stats(kept)
     return layout
-
-
-def _checked_rho(records: Sequence[frozenset[str]], clusters: list[list[int]],
-                 params: LayoutParams) -> float:
-    rho, term, cluster = cluster_rho(records, clusters, params.sensitive)
-    if rho > params.max_rho:
-        raise ValueError(f"the clusters are ρ-clones only for ρ = {rho:.4f} (term {term!r} in "
-                         f"cluster {cluster}), above --max-rho {params.max_rho:g}: use larger "
-                         f"clusters or fewer, more frequent sensitive terms; nothing written")
-    return round(rho, 6)
 
 
 def partitions_pool(is_root: bool, sources: int, pooled: int, volume: int) -> bool:
