@@ -741,4 +741,5 @@ def _listen(host: str, port: int) -> socket.socket:
     except OSError as exc:
         listening.close()
         raise OSError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    listening.listen(2048)  # a client that comes before uvicorn runs waits, not refused
     return listening

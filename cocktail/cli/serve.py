@@ -6,6 +6,7 @@ import os
 
 import click
 
+from ..daemon import detach as detached
 from ..dp.deadline import DEFAULT_DEADLINES, Deadlines
 from ..extras import require
 from ..private_config import require_set_up
@@ -14,6 +15,8 @@ from ..query.backends import check_backend
 from ..store import open_store
 from .contract import confirm
 from .options import OWNER, json_option, store_option
+
+DETACHED_LOG = "cocktail-serve.log"
 
 
 @click.command("serve", help="Serve the analysts' HTTP API: token auth, JSON, noisy answers "
@@ -51,16 +54,27 @@ from .options import OWNER, json_option, store_option
               help="A file (the owner's only) whose first line is the passphrase of an "
                    "encrypted --tls-key; serve never asks for it on the terminal.")
 @click.option("--access-log", is_flag=True, help="Log every request.")
+@click.option("--detach", is_flag=True,
+              help="Return once the service answers, leaving it running in the background "
+                   "(its pid in the confirmation; `kill PID` stops it); a service that cannot "
+                   "start fails here, with its exit status.")
+@click.option("--log-file", type=click.Path(dir_okay=False),
+              help=f"With --detach: where its logs are appended once it answers (until then "
+                   f"they show here); default ./{DETACHED_LOG}.")
 @json_option
 def serve_cmd(store_spec: str, host: str, port: int, runner: str,
               deadline_base_ms: float | None, deadline_count_ms: float | None,
               deadline_rank_ms: float, deadline_search_ms: float, rank_slots: int,
               tls_cert: str | None, tls_key: str | None, tls_key_password_file: str | None,
-              access_log: bool, as_json: bool) -> None:
+              access_log: bool, detach: bool, log_file: str | None, as_json: bool) -> None:
     if (tls_cert is None) != (tls_key is None):
         raise click.UsageError("--tls-cert and --tls-key go together")
     if tls_key_password_file and not tls_key:
         raise click.UsageError("--tls-key-password-file is the passphrase of --tls-key")
+    if log_file and not detach:
+        raise click.UsageError("--log-file is where a --detach'ed service logs: give --detach")
+    log_file = log_file or DETACHED_LOG
+    ready = detached(log_file) if detach else lambda: None  # the caller exits in detached()
     require("uvicorn")
     from ..service import Server, Tls  # names the [serve] extra if it is missing
 
@@ -74,5 +88,8 @@ def serve_cmd(store_spec: str, host: str, port: int, runner: str,
     check_backend(runner, store)
     server = Server.start(store, runner, deadlines, host, port, tls)
     confirm(as_json, {"url": server.url, "store": store.url, "runner": runner,
-                      "pid": os.getpid()}, f"serving {store.url} at {server.url} (Ctrl-C stops)")
+                      "pid": os.getpid()}, f"serving {store.url} at {server.url} " +
+            (f"(pid {os.getpid()}, logs in {log_file}; kill {os.getpid()} stops it)"
+             if detach else "(Ctrl-C stops)"))
+    ready()
     server.run(access_log)
