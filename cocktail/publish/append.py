@@ -70,7 +70,7 @@ class AppendReport:
     private_pool_pairs: int | None  # what the promotion kept private (None: no promotion)
     public_chunks: int
     public_coverage: float | None  # share of (record, term) pairs in public chunks
-    seconds: float
+    seconds: float  # wall time of the whole append, reading the input included
 
     def as_dict(self) -> dict:
         return asdict(self)
