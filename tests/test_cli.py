@@ -250,3 +250,21 @@ def test_publish_and_append_seconds_count_the_load(tmp_path, monkeypatch):
                for extra in ([], ["--append"])]
     assert all(report["seconds"] >= 2 for report in reports), reports
     assert reports[0]["phase_seconds"]["load"] >= 2
+
+
+@pytest.mark.parametrize("args", [["publish", "d.dat"], ["publish", "d.dat", "--append"],
+                                  ["audit"], ["serve"], ["roles", "add", "a", "--alpha", "1",
+                                                         "--budget", "1", "--create"],
+                                  ["query", "--exact", "count(a)"], ["report"],
+                                  ["republish", "--from", "", "--to", "out", "--k", "5",
+                                   "--m", "3"]])
+def test_an_empty_store_is_refused_not_made_here(tmp_path, monkeypatch, args):
+    """`--store ""` (an unset variable) once made the current directory a store (issue 66,
+    item 5): every command taking a store refuses it, exit 2, and writes nothing here."""
+    monkeypatch.chdir(tmp_path)
+    run("generate", "d.dat", "--records", 200)
+    store = [] if args[0] == "republish" else ["--store", ""]
+    result = CliRunner().invoke(main, [*args, *store, "--json"])
+    assert result.exit_code == 2, result.output
+    assert "is empty" in json.loads(result.stdout)["error"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.dat"]
