@@ -344,6 +344,9 @@ def test_doc_runs(doc, tmp_path):
             ran += 1
     finally:
         stop_services(state)
+    if doc.name == "README.md":  # a newcomer runs it in the checkout: nothing of theirs lands there
+        left = sorted(p.name for p in work.iterdir() if p.name not in LINKED)
+        assert not left, f"README.md's commands left {left} in the checkout"
     print(f"{doc_id(doc)}: {ran} block(s) run; not run: {skipped or 'none'}")
     if not ran:
         pytest.skip(f"{doc_id(doc)}: no block could run here: {skipped}")
@@ -371,6 +374,26 @@ def test_python_doc_runs(doc, tmp_path):
         print(f"--- stdout\n{result.stdout}--- stderr\n{result.stderr}")
     assert result.returncode == 0, (f"{doc_id(doc)}: a python block failed:\n"
                                     f"{tail(result.stdout)}\n--- stderr\n{tail(result.stderr)}")
+
+
+# What a command line needs beyond [owner] (setup.cfg's extras), by what the line holds
+NEEDS = {r"--runner[ =](?:local|inline|hadoop)\b": "hadoop",
+         r"--(?:runner|engine)[ =]spark\b": "spark", r"^\s*cocktail serve\b": "serve",
+         r"\.parquet\b": "parquet", r"^\s*cocktail report\b": "report",
+         r"^\s*cocktail rank build\b": "rank", r"--method[ =]optimal\b": "solver"}
+
+
+def test_the_readme_install_brings_what_its_examples_need():
+    """Issue 66, item 2: the README's install lacked extras its own examples need. The install
+    line of "Using it" names every extra a command the README runs needs."""
+    blocks = shell_blocks(REPO / "README.md")
+    [install] = [b for b in blocks if "pip install" in b.text and "'.[" in b.text
+                 and "test" not in b.text and "demo" not in b.text]
+    installed = set(re.search(r"'\.\[([\w,]+)\]'", install.text)[1].split(","))
+    needed = {extra: b.where for b in blocks if b.not_run is None
+              for _, line in b.commands() for pattern, extra in NEEDS.items()
+              if re.search(pattern, line)}
+    assert needed and set(needed) <= installed, (needed, installed)
 
 
 def test_serve_lines_run_as_written():
