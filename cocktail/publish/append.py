@@ -538,8 +538,8 @@ def _rewrite_touched(writer: VersionWriter, publication: Publication, units: lis
             else:
                 continue
             replaced.add(chunk.id)
-        if buffer:  # its records are placed anew
-            writer.superseded.append(("private", fmt.pseudonym_map_path(home, uid)))
+        if buffer:  # its records are placed anew: its map, empty now, is this version's own
+            writer.close_unit(uid, replaces=home)  # (no later version names the old one)
             continue
         own = emptied.intersection(c.id for c in publication.unit_chunk_infos(uid))
         writer.close_unit(uid, fmt.map_without(publication.map_bytes(uid), own), replaces=home)
