@@ -407,3 +407,13 @@ def test_serve_lines_run_as_written():
     for line in ("cocktail serve --store ./store --port 8080 &", "cocktail serve --detach"):
         with pytest.raises(AssertionError, match="--detach"):
             script(line)
+
+
+def test_the_docs_say_what_new_clusters_hold():
+    """Issue 66, item 27: records an earlier append buffered (privately) join an append's new
+    clusters by design, so "new clusters hold new records only" misled; the docs of the
+    release invariant say what holds: records no earlier release made public."""
+    for name in ("docs/design.md", "docs/releases.md"):
+        text = " ".join((REPO / name).read_text().split())
+        assert "new records only" not in text, name
+        assert "no earlier release made public" in text, name

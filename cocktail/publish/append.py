@@ -13,7 +13,7 @@ lines, and places each new record in one of three ways:
 * **Join a new cluster.** Every record that does not extend a cluster goes to a pool, together
   with the records buffered before.  A pool of at least ``min_new`` records is published like a
   first release: its own overlay tree, clusters, aggregation, chunks.  That tree is added to the
-  publication's forest; it holds new records only.
+  publication's forest; it holds only records no earlier release made public.
 * **Wait in the buffer.** A smaller pool waits in the private zone: one private chunk of whole
   records, counted exactly by queries, retried at the next append.
 
