@@ -10,6 +10,7 @@ own, and a service that cannot start fails in the foreground with its usual stat
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Callable
 
@@ -52,8 +53,13 @@ def detach(log_file: str) -> Callable[[], None]:
 
 
 def _relay(child: int, out_r: int, ready_r: int) -> int:
-    """The child's status once it is ready (0) or gone, after copying what it printed."""
-    is_ready = os.read(ready_r, 1) == b"1"  # blocks until ready, or until the child exits
+    """The child's status once it is ready (0) or gone, after copying what it printed; a
+    Ctrl-C while it starts stops it too (the caller asked for no service after all)."""
+    try:
+        is_ready = os.read(ready_r, 1) == b"1"  # blocks until ready, or until the child exits
+    except KeyboardInterrupt:
+        os.kill(child, signal.SIGTERM)
+        raise
     status = 0 if is_ready else os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
     os.set_blocking(out_r, False)  # all it printed is in the pipe; a grandchild may hold it
     while True:
