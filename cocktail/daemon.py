@@ -1,6 +1,11 @@
-"""A command that returns once its service is ready (`cocktail serve --detach`).
+"""Starting a service (`cocktail serve`): its socket listens at once, and with ``--detach``
+the command returns once the service is ready.
 
-The process forks before any work: the child does the work and serves on, in a session of its
+A socket bound and listening before the service loads its libraries and warms its data
+queues the clients that come meanwhile (the kernel accepts them; the service answers them
+once it runs) instead of refusing them.
+
+With ``--detach`` the process forks before any work: the child does the work and serves on, in a session of its
 own; the caller's process waits until the child says it is ready (or exits), relays what the
 child printed on stdout (its confirmation, or its error), and exits with the child's status.
 So the command on the next line of a script finds the service answering, with no wait of its
@@ -11,10 +16,28 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 from collections.abc import Callable
 
 from .errors import ExitCode
+
+BACKLOG = 2048  # uvicorn's own default: the connections the kernel queues until it accepts
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` and listening: a port in use is one clear error here
+    (exit status 5), rather than a server that logs it and exits."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind((host, port))
+    except OSError as exc:
+        listening.close()
+        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    listening.listen(BACKLOG)
+    return listening
 
 
 def detach(log_file: str) -> Callable[[], None]:

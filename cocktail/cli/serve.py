@@ -7,6 +7,7 @@ import os
 import click
 
 from ..daemon import detach as detached
+from ..daemon import listen
 from ..dp.deadline import DEFAULT_DEADLINES, Deadlines
 from ..extras import require
 from ..private_config import require_set_up
@@ -75,10 +76,11 @@ def serve_cmd(store_spec: str, host: str, port: int, runner: str,
         raise click.UsageError("--log-file is where a --detach'ed service logs: give --detach")
     log_file = log_file or DETACHED_LOG
     ready = detached(log_file) if detach else lambda: None  # the caller exits in detached()
-    require("uvicorn")
-    from ..service import Server, Tls  # names the [serve] extra if it is missing
+    tls = None
+    if tls_cert:  # refused before anything listens (docs/dp.md, "TLS")
+        from ..service import Tls  # names the [serve] extra if it is missing
 
-    tls = Tls.load(tls_cert, tls_key, tls_key_password_file) if tls_cert else None
+        tls = Tls.load(tls_cert, tls_key, tls_key_password_file)
     default = DEFAULT_DEADLINES[runner]
     deadlines = Deadlines(deadline_base_ms or default.base_ms,
                           default.count_ms if deadline_count_ms is None else deadline_count_ms,
@@ -86,7 +88,13 @@ def serve_cmd(store_spec: str, host: str, port: int, runner: str,
     store = open_store(store_spec)
     require_set_up(store, can_create=False)  # a mistyped --store would answer 503 forever
     check_backend(runner, store)
-    server = Server.start(store, runner, deadlines, host, port, tls)
+    # Listening before the server's libraries load and it warms the publication (seconds): a
+    # client that comes meanwhile is queued and answered once it runs, not refused.
+    listening = listen(host, port)
+    require("uvicorn")
+    from ..service import Server  # names the [serve] extra if it is missing
+
+    server = Server.start(store, runner, deadlines, listening, tls)
     confirm(as_json, {"url": server.url, "store": store.url, "runner": runner,
                       "pid": os.getpid()}, f"serving {store.url} at {server.url} " +
             (f"(pid {os.getpid()}, logs in {log_file}; kill {os.getpid()} stops it)"
