@@ -46,7 +46,7 @@ COVERING = {
     "cocktail/audit.py": ["tests/test_audit.py", "tests/test_releases.py"],
     "cocktail/dp/": ["tests/test_dp.py", "tests/test_dp_zcdp.py", "tests/test_dp_marginals.py",
                      "tests/test_dp_strategies.py"],
-    "cocktail/dp/ledger.py": ["tests/test_ledger.py", "tests/test_dp_spend.py"],
+    "cocktail/dp/ledger/": ["tests/test_ledger.py", "tests/test_dp_spend.py"],
     "cocktail/dp/session.py": [
         "tests/test_ledger.py", "tests/test_dp_spend.py", "tests/test_dp_zcdp.py",
         *(f"tests/test_analyst_attacks.py::test_{name}" for name in (
