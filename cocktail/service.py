@@ -1,7 +1,7 @@
 """`cocktail serve`: the private cloud's HTTP API for analysts (FastAPI; OpenAPI at /docs).
 
 POST /v1/query  {"query": "2*count(a) - count(b & c)"} or {"batch": ["...", "..."]}, and
-                optionally "objective": "per-query" (default) or "total" (dp.strategies),
+                optionally "objective": "total" (default) or "per-query" (dp.strategies),
                 and "alpha" (or "rho", under zCDP): what to spend, up to the role's;
                 a term in no public chunk is refused (400, free) unless "allow_unlisted":
                 true (docs/dp.md, "Unlisted terms")
@@ -69,11 +69,12 @@ from starlette.concurrency import run_in_threadpool  # noqa: E402
 from . import problems  # noqa: E402
 from .dp.answer import warm_up
 from .dp.deadline import Deadlines
+from .dp.intervals import DEFAULT_LEVEL, LADDER, described
 from .dp.ledger import Ledger, LedgerError
 from .dp.limits import LIMITS, LimitExceeded, Limits
 from .dp.search import Searches
 from .dp.session import Answered, ComputeFailed, Source, begin
-from .dp.strategies import OBJECTIVES, PER_QUERY
+from .dp.objectives import DEFAULT_OBJECTIVE, OBJECTIVES
 from .guards import Protocol, guard
 from .private_config import open_ledger, store_identity
 from .query import BACKENDS, Engine, Publication
@@ -111,8 +112,9 @@ _JsonInt = Annotated[int, Field(strict=False), BeforeValidator(_not_text)]
 class _Asked(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     objective: Literal[OBJECTIVES] = Field(  # type: ignore[valid-type]
-        PER_QUERY, description="per-query: no query worse than the best fixed strategy; "
-                               "total: the lowest total error.")
+        DEFAULT_OBJECTIVE, description="total (the default): the lowest total error; "
+                                       "per-query: no query worse than the best fixed "
+                                       "strategy.")
     alpha: float | None = Field(
         None, gt=0, allow_inf_nan=False,
         description="The α to spend (the privacy parameter of this release), from alpha_floor "
@@ -127,6 +129,11 @@ class _Asked(BaseModel):
         False, description="Answer, and charge, a query naming a term that occurs in no "
                            "public chunk (GET /v1/terms); without it such a query is refused "
                            "(400, limit public_terms), free.")
+    level: float = Field(
+        DEFAULT_LEVEL, gt=0, lt=1, allow_inf_nan=False,
+        description="The confidence level of the answer's intervals (docs/dp.md, \"Confidence "
+                    "intervals\"): post-processing, so any level is free and reuses the "
+                    "same answer.")
 
 
 class OneQuery(_Asked):
@@ -178,6 +185,16 @@ class Budget(BaseModel):
                                      "charges, and α²/2 for each pure one.")
 
 
+class Intervals(BaseModel):
+    """Each answer's confidence interval at ``level``, the level the request named; ``method``
+    says how: exact (``gaussian``, ``laplace``, ``laplace-sum`` on the ladder, ``exact`` for
+    no noise) or never too narrow (``laplace-sum`` between the ladder's levels, ``chebyshev``)."""
+    level: float
+    low: list[float]
+    high: list[float]
+    method: list[str]
+
+
 class Answer(BaseModel):
     """A noisy answer (docs/dp.md: every field)."""
     model_config = ConfigDict(extra="allow")
@@ -190,6 +207,11 @@ class Answer(BaseModel):
                           "(Gaussian under zCDP), what its confidence interval rests on "
                           "(docs/dp.md, \"Confidence intervals\"); absent from answers stored "
                           "before.")
+    noise_quantiles: list[list[float] | None] | None = Field(
+        None, description="Each answer whose noise is a sum of several Laplace draws: the "
+                          "noise's exact half-widths at the levels of intervals_ladder in "
+                          "GET /v1/limits (null for the others).")
+    intervals: Intervals
     alpha: float | None = Field(None, description="What the release spent under pure DP.")
     rho: float | None = Field(None, description="What it spent under zCDP (with the "
                               "(epsilon, delta) it implies).")
@@ -255,6 +277,8 @@ class Terms(BaseModel):
 class Published(BaseModel):
     limits: dict[str, float]
     deadlines: dict[str, float | dict[str, float]]
+    intervals_ladder: list[float] = Field(description="The levels at which an answer's "
+                                          "noise_quantiles are given.")
 
 
 class Health(BaseModel):
@@ -479,6 +503,8 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
         if callable(reply):
             reply = await asyncio.wrap_future(waiting.submit(answer, reply, arrival))
         status, body, release_at = reply
+        if status == 200:  # post-processing at the level asked: a reused answer's too
+            body = body | {"intervals": described(body, request.level)}
         await releaser.at(release_at)
         return problems.reply(status, body)
 
@@ -599,6 +625,7 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
     def published_limits() -> JSONResponse:
         """The limits every request is checked against, and when replies leave."""
         return JSONResponse({"limits": limits.as_dict() | {"rank_in_flight_per_token": 1},
+                             "intervals_ladder": list(LADDER),
                              "deadlines": deadlines.schedule(limits)})
 
     @app.get("/health", response_model=Health, responses=problems.documented(503))

@@ -368,11 +368,17 @@ def test_the_objective_is_the_analysts_choice_over_http_and_the_cli(server, tmp_
     assert bad.status_code == 422
     path = tmp_path / "batch.txt"
     path.write_text("\n".join(batch))
-    status, body = cli("query", "--batch", str(path), "--url", url, "--token", token,
-                       "--objective", "total")  # two objectives, two charges: all 0.2 spent
+    # "total" is the default: two objectives, two charges, all 0.2 spent, and these reuse it
+    status, body = cli("query", "--batch", str(path), "--url", url, "--token", token)
     assert status == 0 and body["reused"] and body["answers"] == bodies["total"]["answers"]
-    wrapped = subprocess.run([str(WRAPPER), "--url", url, "--token", token, "--objective", "total",
-                              "--batch", str(path)], capture_output=True, text=True, timeout=60)
+    default = httpx.post(url + "/v1/query", headers=auth(token), json={"batch": batch}).json()
+    assert default["reused"] and default["answers"] == bodies["total"]["answers"]
+    wrapped = subprocess.run([str(WRAPPER), "--url", url, "--token", token, "--objective",
+                              "per-query", "--batch", str(path)],
+                             capture_output=True, text=True, timeout=60)
+    assert json.loads(wrapped.stdout)["answers"] == bodies["per-query"]["answers"], wrapped.stderr
+    wrapped = subprocess.run([str(WRAPPER), "--url", url, "--token", token, "--batch", str(path)],
+                             capture_output=True, text=True, timeout=60)
     assert json.loads(wrapped.stdout)["answers"] == bodies["total"]["answers"], wrapped.stderr
     wrong = subprocess.run([str(WRAPPER), "--url", url, "--token", token, "--objective", "mean",
                             "--batch", str(path)], capture_output=True, text=True, timeout=60)

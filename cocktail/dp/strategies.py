@@ -19,9 +19,9 @@ sensitivity is in that definition's norm, and the choice is made in its variance
   measurements), the workload itself (A = W C, NOQ's), and counting queries plus histogram
   stacked (the *fixed* candidates), and HDMM's p-Identity and weighted marginals searched for
   this workload (:mod:`.optimize`), penalised for any query above the best fixed candidate's
-  variance, and the bounded problem solved when the penalty leaves one above.  Under the
-  default objective ("per-query") a searched candidate may win only if no query's variance is
-  above the best fixed candidate's; under "total" any may (the search unbounded).  The lowest
+  variance, and the bounded problem solved when the penalty leaves one above.  Under
+  "per-query" a searched candidate may win only if no query's variance is above the best
+  fixed candidate's; under "total" (the default) any may (the search unbounded).  The lowest
   total wins.  As NOQ's and NOT's own measurements are candidates, the optimized error is never
   above theirs.  Past ``MAX_CELL_TERMS`` workload terms the fixed cell candidates cost too much
   (a pseudo-inverse over 2^u columns): the candidates are NOQ, NOT and weighted marginals
@@ -37,15 +37,17 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from ..blas import one_blas_thread
 from ..extras import MissingExtra
 from . import marginals, optimize
+from .intervals import laplace_sum_ladder
 from .limits import LIMITS
 from .noise import DEFINITIONS, PURE, ZCDP, gaussian, laplace
-from .objectives import OBJECTIVES, PER_QUERY
+from .objectives import DEFAULT_OBJECTIVE, OBJECTIVES, PER_QUERY
 from .sensitivity import satisfiable_sensitivity
 from .workload import Matrices
 
@@ -84,6 +86,19 @@ class Strategy:
         """How many noise draws each answer adds up (the non-zero entries of its row of R):
         one draw is exactly Laplace (or Gaussian), several are not (:mod:`.intervals`)."""
         return np.count_nonzero(self.R, axis=1)
+
+    @cached_property
+    def _unit_quantiles(self) -> list[list[float] | None]:
+        """Each Laplace sum's exact half-widths at the intervals' ladder, at a noise scale
+        of 1 (:mod:`.intervals`); None where one draw or Gaussian noise has a closed form.
+        Kept with the strategy: computed once, where it is chosen (:mod:`.search`)."""
+        return [laplace_sum_ladder(row) if self.definition == PURE and draws > 1 else None
+                for row, draws in zip(self.R, self.draws())]
+
+    def noise_quantiles(self, budget: float) -> list[list[float] | None]:
+        """Each answer's noise half-widths at the intervals' ladder, at ``budget``."""
+        scale = self.noise_scale(budget)
+        return [None if q is None else [h * scale for h in q] for q in self._unit_quantiles]
 
     def expected_error(self, budget: float) -> float:
         """Expected total squared error over the workload."""
@@ -278,7 +293,7 @@ def within(strategy: Strategy, bound: np.ndarray) -> bool:
 
 
 def optimized(m: Matrices, fixed: Strategy, budget: optimize.Budget,
-              objective: str = PER_QUERY) -> Strategy:
+              objective: str = DEFAULT_OBJECTIVE) -> Strategy:
     """The lowest-total candidate among ``fixed`` and the searched ones (of ``fixed``'s
     definition); under "per-query" only those that keep every query's variance at or below
     ``fixed``'s (the search held under it), under "total" any (the search unbounded)."""
@@ -324,7 +339,7 @@ def most_counts(m: Matrices) -> int:
 
 
 def choose(m: Matrices, search_units: int = LIMITS.search_units,
-           objective: str = PER_QUERY, until: float = math.inf,
+           objective: str = DEFAULT_OBJECTIVE, until: float = math.inf,
            definition: str = PURE) -> Choice:
     """NOQ, NOT and the optimized strategy for a workload under ``definition`` (errors scale
     as 1/α² or 1/ρ, so the budget plays no part in the choice) and ``objective``
