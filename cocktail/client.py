@@ -26,6 +26,7 @@ TIMEOUT = 900  # seconds: a batch on a cluster runner may take minutes
 LEVEL = DEFAULT_LEVEL
 ANSWER_COLUMNS = ("query", "answer", "rms_error", "ci_low", "ci_high", "ci_method")
 QUERY_COLUMNS = (*ANSWER_COLUMNS, "spent", "reused", "answer_id")
+PREVIEW_COLUMNS = ("query", "rms_error", "ci_half_width", "ci_method", "above_fixed")
 HISTORY_COLUMNS = ("at", *ANSWER_COLUMNS, "spent", "version")
 
 
@@ -112,14 +113,35 @@ class Client:
         return self._answers({"batch": list(texts)}, alpha, rho, objective, level,
                              allow_unlisted)
 
-    def _answers(self, asked: dict, alpha: float | None, rho: float | None,
-                 objective: str | None, level: float, allow_unlisted: bool) -> Result:
+    def preview(self, text: str, alpha: float | None = None, rho: float | None = None,
+                objective: str | None = None, level: float = LEVEL,
+                allow_unlisted: bool = False) -> Result:
+        """What :meth:`query` would do with ``text``, before spending: a row per query with
+        its expected RMS error and interval half-width at ``level``; the reply says the
+        ``strategy`` and the ``charge``.  Reads no data and charges nothing; the service
+        admits a few a minute (429, ``ServiceRefused``, past them: docs/dp.md, "Previews")."""
+        reply = self._ask("/v1/preview", {"query": text}, alpha, rho, objective, level,
+                          allow_unlisted)
+        queries = [str(q) for q in parse_batch(reply["workload"]).queries]
+        intervals = reply["intervals"]
+        return Result([{"query": q, "rms_error": rms, "ci_half_width": half, "ci_method": how,
+                        "above_fixed": worse} for q, rms, half, how, worse in zip(
+                            queries, reply["expected_rms_error"], intervals["half_width"],
+                            intervals["method"], reply["above_fixed"], strict=True)],
+                      PREVIEW_COLUMNS, reply)
+
+    def _ask(self, path: str, asked: dict, alpha: float | None, rho: float | None,
+             objective: str | None, level: float, allow_unlisted: bool) -> dict:
         check_level(level)  # before anything is charged
         options = {"alpha": alpha, "rho": rho, "objective": objective,
                    "allow_unlisted": allow_unlisted or None,
                    "level": None if level == LEVEL else level}  # the reply's intervals
-        reply = self._send("POST", "/v1/query", json=asked | {
+        return self._send("POST", path, json=asked | {
             name: value for name, value in options.items() if value is not None})
+
+    def _answers(self, asked: dict, alpha: float | None, rho: float | None,
+                 objective: str | None, level: float, allow_unlisted: bool) -> Result:
+        reply = self._ask("/v1/query", asked, alpha, rho, objective, level, allow_unlisted)
         return Result(_answer_rows(reply, level, spent=reply["charged"], reused=reply["reused"],
                                   answer_id=reply["answer_id"]), QUERY_COLUMNS, reply)
 

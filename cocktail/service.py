@@ -5,6 +5,8 @@ POST /v1/query  {"query": "2*count(a) - count(b & c)"} or {"batch": ["...", "...
                 and "alpha" (or "rho", under zCDP): what to spend, up to the role's;
                 a term in no public chunk is refused (400, free) unless "allow_unlisted":
                 true (docs/dp.md, "Unlisted terms")
+POST /v1/preview  the same body: the strategy, each query's expected error and interval, and
+                the charge, before spending (no data read, nothing charged; rate-limited)
 POST /v1/rank   {"query": "city=a,religion=x", "k": 10, "name": "ranking"}: the top k of a
                 ranking (`cocktail rank build`), ids and public attributes only
 GET  /v1/budget
@@ -67,6 +69,7 @@ from pydantic_core import PydanticCustomError  # noqa: E402
 from starlette.concurrency import run_in_threadpool  # noqa: E402
 
 from . import problems  # noqa: E402
+from .dp import preview as previews
 from .dp.answer import warm_up
 from .dp.deadline import Deadlines
 from .dp.intervals import DEFAULT_LEVEL, LADDER, described
@@ -223,6 +226,22 @@ class Answer(BaseModel):
     charged: float
     budget: Budget
     version: str
+
+
+class Preview(BaseModel):
+    """What answering a workload would do (docs/dp.md, "Previews"): nothing is charged."""
+    model_config = ConfigDict(extra="allow")
+    workload: str
+    objective: str
+    definition: str
+    charge: float = Field(description="What answering it would charge (α, or ρ under "
+                                      "zCDP), unless an earlier answer is reused.")
+    strategy: str
+    expected_squared_error: list[float]
+    expected_rms_error: list[float]
+    intervals: dict = Field(description="level, and each answer's interval half_width and "
+                                        "method at it.")
+    budget: Budget
 
 
 class TopK(BaseModel):
@@ -430,6 +449,7 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
     admitting = ThreadPoolExecutor(16, thread_name_prefix="admit")
     waiting = ThreadPoolExecutor(64, thread_name_prefix="query")
     searches = Searches(workers=1, per_user=1)
+    gate = previews.PreviewGate(limits.previews_per_minute, limits.previews_all_per_minute)
     # Rankings run in threads of their own, a lane's in the order RankSchedule booked them: a
     # flood of them, or one waiting on another's answer, never takes the threads every other
     # route runs in.
@@ -477,8 +497,9 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
             if not isinstance(answered, Answered):
                 return answered
             return 200, answered.body, answered.release_at
-        except LimitExceeded as exc:
-            return 400, {"detail": str(exc), "limit": exc.limit}, refusal_at
+        except LimitExceeded as exc:  # 400; 429 for a preview over its rate (PreviewRate)
+            return getattr(exc, "status", 400), {"detail": str(exc), "limit": exc.limit}, \
+                refusal_at
         except (LedgerError, QuerySyntaxError) as exc:
             return getattr(exc, "status", 400), {"detail": str(exc)}, refusal_at
         except NoPublication as exc:
@@ -505,6 +526,31 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
         status, body, release_at = reply
         if status == 200:  # post-processing at the level asked: a reused answer's too
             body = body | {"intervals": described(body, request.level)}
+        await releaser.at(release_at)
+        return problems.reply(status, body)
+
+    @app.post("/v1/preview", response_model=Preview,
+              responses=problems.documented(400, 401, 403, 422, 429, 503))
+    async def preview(request: OneQuery | Batch = Body(),
+                      bearer_token: str | None = Depends(token)):
+        """What answering the query would do, before spending: the strategy, each query's
+        expected error and interval half-width at ``level``, and the charge.  Reads no data
+        and charges nothing; at most ``previews_per_minute`` a user and
+        ``previews_all_per_minute`` in all (429 past them), and every admitted preview leaves
+        ``search_ms`` after arrival (docs/dp.md, "Previews")."""
+        arrival = time.monotonic()
+
+        def begin_preview():
+            served = source.get()
+            return previews.begin(
+                ledger, bearer_token, request.text, gate, limits=limits, deadlines=deadlines,
+                searches=searches, arrival=arrival, objective=request.objective,
+                alpha=request.alpha, rho=request.rho, level=request.level,
+                listed=None if request.allow_unlisted else served.public_terms)
+        reply = await asyncio.wrap_future(admitting.submit(answer, begin_preview, arrival))
+        if callable(reply):
+            reply = await asyncio.wrap_future(waiting.submit(answer, reply, arrival))
+        status, body, release_at = reply
         await releaser.at(release_at)
         return problems.reply(status, body)
 

@@ -41,6 +41,10 @@ from .options import json_option, need_service, read_token, store_option, token_
               help="Analysts: answer, and charge, a query naming a term that occurs in no "
               "public chunk (the service's GET /v1/terms lists those that do); without it "
               "such a query is refused, free (exit 2): docs/dp.md, \"Unlisted terms\".")
+@click.option("--preview", is_flag=True,
+              help="Analysts: show what answering would do — the strategy, each query's "
+              "expected error and interval, and the charge — without spending or reading "
+              "any data (the service admits a few a minute).")
 @click.option("--exact", is_flag=True,
               help="Owner command: exact answers read from the store's private zone, without "
               "noise (one query, or a --batch in one job). They must not be given to analysts.")
@@ -53,8 +57,8 @@ from .options import json_option, need_service, read_token, store_option, token_
 @json_option
 def query_cmd(expression: str | None, batch_file, url: str | None, token: str | None,
               token_file, objective: str, alpha: float | None, rho: float | None,
-              level: float, allow_unlisted: bool, exact: bool, store_spec: str, runner: str,
-              verbose: bool, as_json: bool) -> None:
+              level: float, allow_unlisted: bool, preview: bool, exact: bool, store_spec: str,
+              runner: str, verbose: bool, as_json: bool) -> None:
     """Answer a query: 'count(a & b)', '2*count(a) - count(b)', or a --batch file.
 
     \b
@@ -75,10 +79,16 @@ def query_cmd(expression: str | None, batch_file, url: str | None, token: str | 
     if not exact:
         url = need_service(url, token, "exact answers are the owner's (--exact)")
         with Client(url, token) as service:
+            if preview:
+                shown = service.preview(text, alpha, rho, objective, level, allow_unlisted)
+                emit(as_json, shown.reply, lambda: _print_preview(shown, level))
+                return
             answered = service.query(text, alpha, rho, objective, level,
                                      allow_unlisted=allow_unlisted)
         emit(as_json, answered.reply, lambda: _print_noisy(answered, level))
         return
+    if preview:
+        raise click.UsageError("--preview is the analyst's: it asks the service, not --exact")
     if alpha is not None or rho is not None or allow_unlisted:
         raise click.UsageError("--alpha, --rho and --allow-unlisted are the analyst's; "
                                "--exact answers have no noise and no charge")
@@ -104,3 +114,16 @@ def _print_noisy(answered: Result, level: float) -> None:
     out.print(f"[dim]{result['strategy']}; {note}; {budget['remaining']:g} of "
               f"{budget['budget']:g} left[/]", highlight=False)
 
+
+
+def _print_preview(shown: Result, level: float) -> None:
+    for row in shown:
+        note = ", above the best fixed strategy's" if row["above_fixed"] else ""
+        out.print(f"{row['query']}  ± {row['rms_error']:.1f} RMS expected{note}; "
+                  f"{level * 100:g}% interval ± {row['ci_half_width']:.1f}",
+                  highlight=False, markup=False)
+    reply = shown.reply
+    symbol = SYMBOL[reply["definition"]]
+    out.print(f"[dim]{reply['strategy']}; would charge {symbol}={reply['charge']:g} (nothing "
+              f"charged now); {reply['budget']['remaining']:g} of "
+              f"{reply['budget']['budget']:g} left[/]", highlight=False)
