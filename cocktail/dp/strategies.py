@@ -162,6 +162,8 @@ def searched_candidates(m: Matrices, bound: np.ndarray | None, budget: optimize.
     workload, their queries' variances (at a budget of 1) held under ``bound`` if given
     (penalised, then bounded or unpenalised with what the budget has left)."""
     with one_blas_thread():
+        if definition == ZCDP and m.groups_feasible:
+            return _searched_gaussian(m, bound, budget, seed)
         if definition == ZCDP or not m.groups_feasible:
             return _searched_subsets(m, bound, budget, seed, definition)
         if not m.cells_feasible:
@@ -203,6 +205,27 @@ def _over_subsets(m: Matrices, subsets) -> np.ndarray:
     W = np.zeros((len(m.W), len(position)))  # noqa: N806
     W[:, [position[mask] for mask in m.masks.tolist()]] = m.W
     return W
+
+
+def _searched_gaussian(m: Matrices, bound: np.ndarray | None, budget: optimize.Budget,
+                       seed: int) -> list[Strategy]:
+    """Up to ``MAX_GROUPED_CELL_TERMS`` terms under zCDP: the least-total strategy over the
+    groups of cells, certified (:func:`.optimize.gaussian_factorization`; half the budget),
+    and weighted marginals over term subsets (the rest): the least total may leave a query
+    above its bound under "per-query", where marginals may not."""
+    half_units = budget.units // 2
+    share = budget.portion(half_units)
+    groups, index = optimize.distinct_columns(m.W_cells)
+    found_optimum = optimize.gaussian_factorization(groups, share)
+    budget.settle(share, half_units)
+    found = _searched_subsets(m, bound, budget, seed, ZCDP)
+    if found_optimum is not None:
+        A = found_optimum[0]  # noqa: N806 - over the groups; each cell takes its group's column
+        lifted = np.hstack([A, np.zeros((len(A), 1))])[:, index]
+        strategy = _cell_strategy("cells: gaussian optimum", lifted, m, ZCDP,
+                                  R=groups @ np.linalg.pinv(A))
+        found += [strategy] if _unbiased(strategy, m) else []
+    return found
 
 
 # p-Identity's rows past the cell space: on 9 and 10 terms the best p found was 8 to 24
