@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from cocktail.dp import marginals, noise, sensitivity, strategies
+from cocktail.dp import marginals, noise, optimize, sensitivity, strategies
 from cocktail.dp.answer import REPORTED_DELTA, prepare
 from cocktail.dp.strategies import ZCDP, choose
 from cocktail.dp.workload import Matrices
@@ -271,14 +271,10 @@ def test_the_gaussian_optimum_is_a_true_strategy_certified_against_its_bound(see
     stated total is the matrix formula's, and it is within the solver's gap of the dual's
     lower bound, which no strategy — NOQ, NOT, the fixed cell candidates, the marginals
     searched — goes below."""
-    from cocktail.dp import optimize
     m = Matrices(random_workload(seed))
     groups, index = optimize.distinct_columns(m.W_cells)
     found = optimize.gaussian_factorization(groups, optimize.Budget(1 << 30))
-    if found is None:  # queries not linearly independent: no M^-¼, never chosen
-        assert np.linalg.matrix_rank(groups) < len(groups)
-        return
-    A, total, lower = found  # noqa: N806
+    A, total, lower = found  # noqa: N806 - queries not linearly independent too: the row space
     assert np.linalg.norm(A, axis=0).max() == pytest.approx(1, rel=1e-12)
     assert ((groups @ np.linalg.pinv(A)) ** 2).sum() == pytest.approx(total, rel=1e-8)
     assert lower <= total <= lower * (1 + optimize._GAP)
@@ -312,3 +308,22 @@ def test_under_zcdp_the_2_way_counts_of_10_terms_beat_hdmms_opt0_within_the_cpu_
     truth = two_way(10).W_cells @ exact
     assert prepared.choice.optimized.answer(exact, 1.0, noise=lambda v, _: v) == \
         pytest.approx(truth, abs=1e-6)
+
+
+
+@pytest.mark.parametrize("text", ["count(a)\ncount(a)\n2*count(a)",
+                                  "count(a)\ncount(b)\ncount(a) + count(b)\ncount(a & b)"])
+def test_the_gaussian_optimum_of_dependent_queries_is_found_in_their_row_space(text):
+    """Queries that are not linearly independent would leave M singular; over their row space
+    the optimum is found, with as many rows as the rank, and no candidate is below it
+    (count(a) twice and doubled: one measurement of count(a), (1 + 1 + 4) / 2 under ρ = 1)."""
+    m = Matrices(parse_batch(text))
+    found = [s for s in strategies.searched_candidates(m, None, optimize.Budget(1 << 30),
+                                                       definition=ZCDP)
+             if s.name == "cells: gaussian optimum"]
+    assert len(found) == 1 and found[0].A.shape[0] == np.linalg.matrix_rank(m.W)
+    assert np.allclose(found[0].R @ found[0].A, m.W_cells)
+    best = choose(m, definition=ZCDP).optimized.expected_error(1.0)
+    assert found[0].expected_error(1.0) == pytest.approx(best, rel=1e-4)
+    if m.W.shape == (3, 1):
+        assert best == pytest.approx(3.0, rel=1e-6)

@@ -446,10 +446,18 @@ def gaussian_factorization(V: np.ndarray, budget: Budget  # noqa: N803
     a strategy, scaled to Δ₂ = 1 by its largest column norm g_j = v_jᵀ M^-½ v_j, of total
     max(g) tr M^½, and a lower bound (tr M^½)² on every strategy; the multiplicative update
     λ_j ← λ_j g_j (the dual's gradient) closes the gap (0.2% in 50 steps on the 2-way counts
-    of 10 terms).  Each step costs O(n² N), charged to ``budget``; None if it allows none."""
+    of 10 terms).  Each step costs O(n² N), charged to ``budget``; None if it allows none.
+
+    Queries that are not linearly independent leave M singular: V is replaced by a basis of
+    its row space, S Vᵀ of its thin SVD (r x N), which has the same VᵀV and so the same
+    objective and optimum; the strategy then has r rows."""
+    _, singular, rows = np.linalg.svd(V, full_matrices=False)
+    rank = int((singular > 1e-10 * singular[0]).sum())
+    V = singular[:rank, None] * rows[:rank]  # noqa: N806
     n, columns = V.shape
     weights = np.full(columns, 1.0 / columns)
     cost = _units(3 * n * n * columns + 10 * n ** 3, 0)
+    budget.spend(cost)  # the SVD
     best, lower = None, 0.0
     while True:
         try:
@@ -457,7 +465,7 @@ def gaussian_factorization(V: np.ndarray, budget: Budget  # noqa: N803
         except Exhausted:
             return best
         values, vectors = np.linalg.eigh((V * weights) @ V.T)
-        if values.min() <= 1e-12 * values.max():  # V not of full row rank: no M^-¼
+        if values.min() <= 1e-12 * values.max():  # a weight that fell to 0 left M singular
             return best
         root = np.sqrt(values)
         norms = (((vectors / np.sqrt(root)) @ vectors.T @ V) ** 2).sum(axis=0)  # g = ‖M^-¼ v‖²
