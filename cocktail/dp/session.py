@@ -203,9 +203,10 @@ def due(m: Matrices, deadlines: Deadlines | None, arrival: float,
 def answer_key(workload: Workload, objective: str, alpha: float | None = None) -> str:
     """What the ledger reuses an answer by: the workload's canonical text, the objective
     unless it is "per-query" (the default before "total" was: answers stored then keep their
-    keys, and a "total" request never reuses one), and the α spent unless it is the role's.  Another objective or another α is another release (another strategy, or
-    noise of another scale), so it is charged anew: keyed by text alone, its fresh answer would
-    come for the first one's charge — two noisy answers for one.  A workload's text ends with
+    keys, and a "total" request never reuses one), and the α spent unless it is the role's.
+    Another objective or another α is another release (another strategy, or noise of another
+    scale), so it is charged anew: keyed by text alone, its fresh answer would come for the
+    first one's charge — two noisy answers for one.  A workload's text ends with
     ")", so no workload's key reads as another's."""
     key = str(workload) if objective == PER_QUERY else f"{workload} | objective {objective}"
     return key if alpha is None else f"{key} | alpha {alpha!r}"
