@@ -40,7 +40,13 @@ HDMM = {
     (PURE, "random 40 of 16"): (130744.9, "ours, 5 starts", 1.02),
     (ZCDP, "2-way of 10"): (217.1, "its code (issue 68)", 1.0),
     (ZCDP, "1-way of 12"): (40.9, "its code (issue 68)", 1.0),
+    (ZCDP, "paper batch"): (30.44, "ours, OPT_M", 1.0),
     (ZCDP, "1-way of 8"): (18.0, "ours, OPT_M", 1.0),
+    (ZCDP, "2-way of 6"): (37.28, "ours, OPT_M", 1.0),
+    (ZCDP, "3-way of 6"): (44.89, "ours, OPT_M", 1.0),
+    (ZCDP, "prefix of 6"): (7.76, "ours, OPT_M", 1.0),
+    (ZCDP, "random 20"): (198.49, "ours, OPT_M", 1.0),
+    (ZCDP, "1-way of 10"): (27.5, "ours, OPT_M", 1.0),
     (ZCDP, "1-way of 16"): (68.0, "ours, OPT_M", 1.0),
     (ZCDP, "random 40 of 16"): (1153.6, "ours, OPT_M", 1.0),
 }
@@ -68,10 +74,12 @@ def main() -> int:
             variances = choice.optimized.variances(1.0)
             hdmm, source, most = HDMM.get((definition, name), (float("nan"), "-", None))
             ratio = variances.sum() / hdmm
-            failures += int(cpu > 1.5) + int(most is not None and ratio > most)
+            # the HDMM figures are rounded to a tenth (or a hundredth): ties allowed
+            failed = cpu > 1.5 or (most is not None and ratio > most * 1.001)
+            failures += failed
             print(f"{definition:10} {name:16} {len(m.terms):2} {choice.optimized.name:38} "
                   f"{variances.sum():11.1f} {variances.max():9.1f} {cpu:6.2f} {hdmm:10.1f} "
-                  f"{ratio:6.2f}  {source}", flush=True)
+                  f"{ratio:6.2f}  {source}{'  FAILED' if failed else ''}", flush=True)
     return 1 if failures else 0
 
 
