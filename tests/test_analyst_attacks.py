@@ -733,8 +733,9 @@ def test_a_storm_of_previews_of_new_shapes_buys_no_free_search_work(target):
     assert set(codes) == {200, 429} and codes[200] <= 3 * minutes, (codes, lasted)
     assert {r.json()["limit"] for r in replies if r.status_code == 429} <= {
         "previews_per_minute", "previews_all_per_minute"}
-    assert until(lambda: searches() >= searched + codes[200])
-    assert searches() == searched + codes[200]  # one search per admitted preview, no more
+    # at most one search per admitted preview (fewer if two of one user's overlapped: the
+    # second gets the best fixed candidate), none for the refused
+    assert until(lambda: searches() > searched) and searches() <= searched + codes[200]
     # The admitted previews' searches, and 1,000 requests refused by the gate at a few ms of
     # the server's CPU each (HTTP, the token's lookup), more on a loaded machine.
     requests = len(replies) + len(budget_times)
