@@ -28,7 +28,9 @@ sensitivity is in that definition's norm, and the choice is made in its variance
   searched over the conjunctive counts of term subsets (the "subsets" space, :mod:`.marginals`),
   while those subsets number at most ``marginals.MAX_SUBSETS``, and under pure DP up to
   ``MAX_GROUPED_CELL_TERMS`` p-Identity over the groups of cells, its least squares in closed
-  form; past that, the better of NOQ and NOT.
+  form; past that, the better of NOQ and NOT.  Under zCDP up to ``MAX_GROUPED_CELL_TERMS``
+  terms the least-total strategy over the cells is not searched but solved, certified against
+  its dual's bound (:func:`.optimize.gaussian_factorization`).
 """
 
 from __future__ import annotations
@@ -157,8 +159,9 @@ def searched_candidates(m: Matrices, bound: np.ndarray | None, budget: optimize.
     terms (a third of the budget) and p-Identity over the groups of cells with equal columns
     (p in {G/16, n, q, 2q}: G groups, n queries, q counting queries); up to
     ``MAX_GROUPED_CELL_TERMS``, weighted marginals over term subsets and p-Identity over the
-    groups; past them, and under zCDP at any u, weighted marginals over term subsets
-    (:mod:`.marginals`).  Found for this
+    groups; under zCDP up to ``MAX_GROUPED_CELL_TERMS``, the least-total strategy over the
+    groups of cells (solved) and weighted marginals over term subsets; past them, weighted
+    marginals over term subsets (:mod:`.marginals`).  Found for this
     workload, their queries' variances (at a budget of 1) held under ``bound`` if given
     (penalised, then bounded or unpenalised with what the budget has left)."""
     with one_blas_thread():
