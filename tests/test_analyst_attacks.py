@@ -29,13 +29,14 @@ from cocktail.dp import session
 from cocktail.dp.deadline import Deadlines
 from cocktail.dp.ledger import BudgetExhausted, Ledger
 from cocktail.dp.limits import LIMITS, LimitExceeded
+from cocktail.dp.objectives import DEFAULT_OBJECTIVE
 from cocktail.dp.session import Source, ask
 from cocktail.dp.strategies import SEARCH_CPU_SECONDS
 from cocktail.overlay.planner import plan_conjunction
 from cocktail.private_config import ledger_location, store_identity
 from cocktail.publish import PublishParams, publish
 from cocktail.query import Engine, Publication
-from cocktail.querylang import QuerySyntaxError
+from cocktail.querylang import QuerySyntaxError, parse_batch
 from cocktail.store import LocalStore
 
 from .conftest import dataset_path
@@ -323,8 +324,9 @@ def test_no_route_gives_an_analyst_an_exact_answer_or_the_owners_powers(target):
     # whether a version is served, and which; /docs, /redoc, /openapi.json: the contract.
     # /v1/history: the caller's own charged answers; /v1/rankings: what each ranking's public
     # manifest says; /v1/terms: the public chunks' terms, never a private-only one
-    # (tests/test_client.py attacks both).
-    api = {("/v1/query", "POST"), ("/v1/budget", "GET"), ("/v1/limits", "GET"),
+    # (tests/test_client.py attacks both).  /v1/preview: the strategy, expected errors and
+    # charge of a workload, reading no data (the preview storm below attacks its search work).
+    api = {("/v1/query", "POST"), ("/v1/preview", "POST"), ("/v1/budget", "GET"), ("/v1/limits", "GET"),
            ("/v1/rank", "POST"), ("/owner/state", "GET"), ("/health", "GET"),
            ("/v1/history", "GET"), ("/v1/rankings", "GET"), ("/v1/terms", "GET")}
     assert documented == api
@@ -467,11 +469,12 @@ def test_a_request_waiting_on_a_live_reserver_stores_nothing_at_its_deadline(tmp
     token = ledger.add_user("ann", "analyst")
     user = ledger.authenticate(token)
     source = Source("v1", lambda queries: [500] * len(queries))
-    slow = ledger.reserve(user, source.publication, "count(a)")  # alive: this very process
+    key = session.answer_key(parse_batch("count(a)"), DEFAULT_OBJECTIVE)  # what ask reserves
+    slow = ledger.reserve(user, source.publication, key)  # alive: this very process
     with ThreadPoolExecutor(1) as pool, pytest.raises(session.ComputeFailed, match="ask again"):
         ask(ledger, source, token, "count(a)", deadlines=Deadlines(base_ms=30, count_ms=1),
             pool=pool)
-    assert ledger.reserve(user, source.publication, "count(a)").state == "pending"
+    assert ledger.reserve(user, source.publication, key).state == "pending"
     ledger.fulfil(slow, {"answers": [501.5]})
     assert ask(ledger, source, token, "count(a)").body["answers"] == [501.5]
 
