@@ -1,10 +1,12 @@
 """`cocktail serve`: the private cloud's HTTP API for analysts (FastAPI; OpenAPI at /docs).
 
 POST /v1/query  {"query": "2*count(a) - count(b & c)"} or {"batch": ["...", "..."]}, and
-                optionally "objective": "per-query" (default) or "total" (dp.strategies),
+                optionally "objective": "total" (default) or "per-query" (dp.strategies),
                 and "alpha" (or "rho", under zCDP): what to spend, up to the role's;
                 a term in no public chunk is refused (400, free) unless "allow_unlisted":
                 true (docs/dp.md, "Unlisted terms")
+POST /v1/preview  the same body: the strategy, each query's expected error and interval, and
+                the charge, before spending (no data read, nothing charged; rate-limited)
 POST /v1/rank   {"query": "city=a,religion=x", "k": 10, "name": "ranking"}: the top k of a
                 ranking (`cocktail rank build`), ids and public attributes only
 GET  /v1/budget

@@ -1,5 +1,5 @@
-"""The routes analysts call, each with their token: a query, a ranking's top k, and their own
-budget, answers, the rankings served and the public terms."""
+"""The routes analysts call, each with their token: a query, its preview, a ranking's top k,
+and their own budget, answers, the rankings served and the public terms."""
 
 from __future__ import annotations
 
@@ -14,14 +14,17 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
 from .. import problems
+from ..dp import preview as previews
+from ..dp.deadline import Deadlines
+from ..dp.intervals import described
 from ..dp.ledger import LedgerError
 from ..dp.limits import LimitExceeded
 from ..dp.session import Answered, ComputeFailed, begin
 from ..querylang import QuerySyntaxError
 from ..rank.admission import BUSY, NotAdmitted
 from ..rank.service import NoRanking, answer_rank
-from .models import (Answer, Batch, Budget, History, OneQuery, RankingList, RankRequest,
-                     Terms, TopK)
+from .models import (Answer, Batch, Budget, History, OneQuery, Preview, RankingList,
+                     RankRequest, Terms, TopK)
 from .publication import NoPublication
 from .served import Served
 
@@ -35,50 +38,88 @@ def token(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) ->
     return credentials.credentials if credentials else None
 
 
+def reply_of(step: Callable[[], Answered | Callable], arrival: float, deadlines: Deadlines
+             ) -> tuple[int, dict, float] | Callable[[], Answered]:
+    """The reply to ``step`` (:func:`begin`, or the rest it returned, which is returned in
+    turn) and when it leaves."""
+    refusal_at = arrival + deadlines.refusal
+    try:
+        answered = step()
+        if not isinstance(answered, Answered):
+            return answered
+        return 200, answered.body, answered.release_at
+    except LimitExceeded as exc:  # 400; 429 for a preview over its rate (PreviewRate)
+        return getattr(exc, "status", 400), {"detail": str(exc), "limit": exc.limit}, refusal_at
+    except (LedgerError, QuerySyntaxError) as exc:
+        return getattr(exc, "status", 400), {"detail": str(exc)}, refusal_at
+    except NoPublication as exc:
+        return 503, {"detail": str(exc)}, refusal_at
+    except ComputeFailed as exc:
+        return 503, {"detail": str(exc)}, arrival + deadlines.fresh(1)
+    except Exception:  # a bug: still no early reply, and the owner sees the trace
+        log.exception("internal error answering a query")
+        return 500, {"detail": "internal error (logged for the owner)"}, refusal_at
+
+
+async def _replied(served: Served, step: Callable[[], Answered | Callable], arrival: float
+                   ) -> tuple[int, dict, float]:
+    """``step`` run in the threads that never wait, and what it returns to wait for in
+    those that may."""
+    reply = await asyncio.wrap_future(served.admitting.submit(
+        reply_of, step, arrival, served.deadlines))
+    if callable(reply):
+        reply = await asyncio.wrap_future(served.waiting.submit(
+            reply_of, reply, arrival, served.deadlines))
+    return reply
+
+
 def add_query_route(app: FastAPI, served: Served) -> None:
     """POST /v1/query: noisy answers, charged, each reply leaving at its time."""
     ledger, source, deadlines, limits = (served.ledger, served.source, served.deadlines,
                                          served.limits)
-    pool, searches, releaser = served.pool, served.searches, served.releaser
-    admitting, waiting = served.admitting, served.waiting
-
-    def answer(step: Callable[[], Answered | Callable], arrival: float
-               ) -> tuple[int, dict, float] | Callable[[], Answered]:
-        """The reply to ``step`` (:func:`begin`, or the rest it returned, which is returned
-        in turn) and when it leaves."""
-        refusal_at = arrival + deadlines.refusal
-        try:
-            answered = step()
-            if not isinstance(answered, Answered):
-                return answered
-            return 200, answered.body, answered.release_at
-        except LimitExceeded as exc:
-            return 400, {"detail": str(exc), "limit": exc.limit}, refusal_at
-        except (LedgerError, QuerySyntaxError) as exc:
-            return getattr(exc, "status", 400), {"detail": str(exc)}, refusal_at
-        except NoPublication as exc:
-            return 503, {"detail": str(exc)}, refusal_at
-        except ComputeFailed as exc:
-            return 503, {"detail": str(exc)}, arrival + deadlines.fresh(1)
-        except Exception:  # a bug: still no early reply, and the owner sees the trace
-            log.exception("internal error answering a query")
-            return 500, {"detail": "internal error (logged for the owner)"}, refusal_at
 
     @app.post("/v1/query", response_model=Answer,
               responses=problems.documented(400, 401, 403, 422, 429, 503))
     async def query(request: OneQuery | Batch = Body(), bearer_token: str | None = Depends(token)):
-        """Noisy answers with their expected squared errors; charges the caller's budget.
-        The reply leaves at a time fixed by the request alone."""
+        """Noisy answers with their expected squared errors and their intervals at ``level``;
+        charges the caller's budget.  The reply leaves at a time fixed by the request alone."""
         arrival = time.monotonic()
-        reply = await asyncio.wrap_future(admitting.submit(answer, lambda: begin(
+        status, body, release_at = await _replied(served, lambda: begin(
             ledger, source.get(), bearer_token, request.text, limits=limits,
-            deadlines=deadlines, pool=pool, searches=searches, arrival=arrival,
+            deadlines=deadlines, pool=served.pool, searches=served.searches, arrival=arrival,
             objective=request.objective, alpha=request.alpha, rho=request.rho,
-            allow_unlisted=request.allow_unlisted), arrival))
-        if callable(reply):
-            reply = await asyncio.wrap_future(waiting.submit(answer, reply, arrival))
-        status, body, release_at = reply
-        await releaser.at(release_at)
+            allow_unlisted=request.allow_unlisted), arrival)
+        if status == 200:  # post-processing at the level asked: a reused answer's too
+            body = body | {"intervals": described(body, request.level)}
+        await served.releaser.at(release_at)
+        return problems.reply(status, body)
+
+
+def add_preview_route(app: FastAPI, served: Served) -> None:
+    """POST /v1/preview: what a query would do, before spending, rate-limited."""
+    ledger, source, limits = served.ledger, served.source, served.limits
+    gate = previews.PreviewGate(limits.previews_per_minute, limits.previews_all_per_minute)
+
+    @app.post("/v1/preview", response_model=Preview,
+              responses=problems.documented(400, 401, 403, 422, 429, 503))
+    async def preview(request: OneQuery | Batch = Body(),
+                      bearer_token: str | None = Depends(token)):
+        """What answering the query would do, before spending: the strategy, each query's
+        expected error and interval half-width at ``level``, and the charge.  Reads no data
+        and charges nothing; at most ``previews_per_minute`` a user and
+        ``previews_all_per_minute`` in all (429 past them), and every admitted preview leaves
+        ``search_ms`` after arrival (docs/dp.md, "Previews")."""
+        arrival = time.monotonic()
+
+        def begin_preview():
+            return previews.begin(
+                ledger, bearer_token, request.text, gate, limits=limits,
+                deadlines=served.deadlines, searches=served.searches, arrival=arrival,
+                objective=request.objective, alpha=request.alpha, rho=request.rho,
+                level=request.level,
+                listed=None if request.allow_unlisted else source.get().public_terms)
+        status, body, release_at = await _replied(served, begin_preview, arrival)
+        await served.releaser.at(release_at)
         return problems.reply(status, body)
 
 

@@ -22,7 +22,7 @@ from ..rank.service import Rankings
 from ..report.dashboard import add_dashboard
 from ..store import Store
 from .admission import BodyLimit, Releaser
-from .analyst import add_account_routes, add_query_route, add_rank_route
+from .analyst import add_account_routes, add_preview_route, add_query_route, add_rank_route
 from .public import add_public_routes
 from .publication import CurrentPublication
 from .served import Served
@@ -76,6 +76,7 @@ def create_app(source: CurrentPublication, ledger: Ledger, deadlines: Deadlines,
     served = Served(source, ledger, deadlines, rankings, limits, pool, admitting, waiting,
                     searches, lanes, releaser, schedule)
     add_query_route(app, served)
+    add_preview_route(app, served)
     add_rank_route(app, served)
     add_account_routes(app, served)
     add_public_routes(app, served)

@@ -8,7 +8,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from ..dp.limits import LIMITS
-from ..dp.strategies import OBJECTIVES, PER_QUERY
+from ..dp.intervals import DEFAULT_LEVEL
+from ..dp.objectives import DEFAULT_OBJECTIVE, OBJECTIVES
 from ..rank.model import MAX_K
 
 
@@ -32,8 +33,9 @@ _JsonInt = Annotated[int, Field(strict=False), BeforeValidator(_not_text)]
 class _Asked(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     objective: Literal[OBJECTIVES] = Field(  # type: ignore[valid-type]
-        PER_QUERY, description="per-query: no query worse than the best fixed strategy; "
-                               "total: the lowest total error.")
+        DEFAULT_OBJECTIVE, description="total (the default): the lowest total error; "
+                                       "per-query: no query worse than the best fixed "
+                                       "strategy.")
     alpha: float | None = Field(
         None, gt=0, allow_inf_nan=False,
         description="The α to spend (the privacy parameter of this release), from alpha_floor "
@@ -48,6 +50,11 @@ class _Asked(BaseModel):
         False, description="Answer, and charge, a query naming a term that occurs in no "
                            "public chunk (GET /v1/terms); without it such a query is refused "
                            "(400, limit public_terms), free.")
+    level: float = Field(
+        DEFAULT_LEVEL, gt=0, lt=1, allow_inf_nan=False,
+        description="The confidence level of the answer's intervals (docs/dp.md, \"Confidence "
+                    "intervals\"): post-processing, so any level is free and reuses the "
+                    "same answer.")
 
 
 class OneQuery(_Asked):
@@ -99,6 +106,16 @@ class Budget(BaseModel):
                                      "charges, and α²/2 for each pure one.")
 
 
+class Intervals(BaseModel):
+    """Each answer's confidence interval at ``level``, the level the request named; ``method``
+    says how: exact (``gaussian``, ``laplace``, ``laplace-sum`` on the ladder, ``exact`` for
+    no noise) or never too narrow (``laplace-sum`` between the ladder's levels, ``chebyshev``)."""
+    level: float
+    low: list[float]
+    high: list[float]
+    method: list[str]
+
+
 class Answer(BaseModel):
     """A noisy answer (docs/dp.md: every field)."""
     model_config = ConfigDict(extra="allow")
@@ -111,6 +128,11 @@ class Answer(BaseModel):
                           "(Gaussian under zCDP), what its confidence interval rests on "
                           "(docs/dp.md, \"Confidence intervals\"); absent from answers stored "
                           "before.")
+    noise_quantiles: list[list[float] | None] | None = Field(
+        None, description="Each answer whose noise is a sum of several Laplace draws: the "
+                          "noise's exact half-widths at the levels of intervals_ladder in "
+                          "GET /v1/limits (null for the others).")
+    intervals: Intervals
     alpha: float | None = Field(None, description="What the release spent under pure DP.")
     rho: float | None = Field(None, description="What it spent under zCDP (with the "
                               "(epsilon, delta) it implies).")
@@ -122,6 +144,22 @@ class Answer(BaseModel):
     charged: float
     budget: Budget
     version: str
+
+
+class Preview(BaseModel):
+    """What answering a workload would do (docs/dp.md, "Previews"): nothing is charged."""
+    model_config = ConfigDict(extra="allow")
+    workload: str
+    objective: str
+    definition: str
+    charge: float = Field(description="What answering it would charge (α, or ρ under "
+                                      "zCDP), unless an earlier answer is reused.")
+    strategy: str
+    expected_squared_error: list[float]
+    expected_rms_error: list[float]
+    intervals: dict = Field(description="level, and each answer's interval half_width and "
+                                        "method at it.")
+    budget: Budget
 
 
 class TopK(BaseModel):
@@ -176,6 +214,8 @@ class Terms(BaseModel):
 class Published(BaseModel):
     limits: dict[str, float]
     deadlines: dict[str, float | dict[str, float]]
+    intervals_ladder: list[float] = Field(description="The levels at which an answer's "
+                                          "noise_quantiles are given.")
 
 
 class Health(BaseModel):

@@ -6,6 +6,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
 from .. import problems
+from ..dp.intervals import LADDER
 from .models import Health, Published
 from .publication import NoPublication
 from .served import Served
@@ -19,6 +20,7 @@ def add_public_routes(app: FastAPI, served: Served) -> None:
     def published_limits() -> JSONResponse:
         """The limits every request is checked against, and when replies leave."""
         return JSONResponse({"limits": limits.as_dict() | {"rank_in_flight_per_token": 1},
+                             "intervals_ladder": list(LADDER),
                              "deadlines": deadlines.schedule(limits)})
 
     @app.get("/health", response_model=Health, responses=problems.documented(503))
