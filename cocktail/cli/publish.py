@@ -12,7 +12,7 @@ import click
 from ..anonymity import METHODS
 from ..dataset import (FORMATS, InputOptions, format_by_name, load, skipped_text, write_fimi,
                        write_parquet)
-from ..publish import DEFAULT_KEEP, PublishParams, publish
+from ..publish import DEFAULT_KEEP, PublishParams, publish, timed_from
 from ..store import open_store
 from ..synthetic import SyntheticSpec, generate
 from ..extras import require
@@ -166,17 +166,18 @@ def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
         if fixed:
             raise click.UsageError(f"--append keeps the store's own parameters; drop "
                                    f"{', '.join(fixed)}")
+    started = time.perf_counter()  # the seconds reported count the input's load too
     if engine == "spark" and appending:
-        _print_appended(_append_on_spark(input_path, store_spec, master, spark_conf,
+        _print_appended(timed_from(_append_on_spark(input_path, store_spec, master, spark_conf,
                                          input_format, skip_bad_lines, options, min_new,
-                                         as_json), as_json)
+                                         as_json), started), as_json)
         return
     if engine == "spark":
-        report = _publish_on_spark(input_path, store_spec, params, master, spark_conf,
-                                   input_format, skip_bad_lines, options, rebase, as_json)
+        report = timed_from(_publish_on_spark(input_path, store_spec, params, master,
+                                              spark_conf, input_format, skip_bad_lines,
+                                              options, rebase, as_json), started)
         _print_published(report, report.as_dict(), as_json)
         return
-    started = time.perf_counter()
     with progress_bars("append" if appending else "publish", True, not as_json) as update:
         dataset = load(Path(input_path), input_format, skip_bad_lines=skip_bad_lines,
                        progress=update, **asdict(options))
@@ -190,8 +191,9 @@ def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
                              rebase=rebase)
     _report_skipped(dataset)
     if appending:
-        _print_appended(added, as_json)
+        _print_appended(timed_from(added, started), as_json)
         return
+    report = timed_from(report, started)
     payload = report.as_dict()
     payload["phase_seconds"] = {"load": loading, **report.phase_seconds}
     _print_published(report, payload, as_json)
