@@ -407,7 +407,7 @@ class _Lines:
             except UnicodeDecodeError as e:
                 self.bad(number, f"not valid {_encoding_name(self._encoding)} (byte "
                                  f"0x{raw[e.start]:02x} at column {e.start + 1})",
-                         _encoding_hint(self._encoding))
+                         encoding_hint(self._encoding))
         progress("load", len(lines), len(lines))
 
     @property
@@ -444,7 +444,7 @@ def _read_bytes(path: PathLike) -> bytes:
     return data.removeprefix(codecs.BOM_UTF8)
 
 
-def _encoding_hint(encoding: str) -> str:
+def encoding_hint(encoding: str) -> str:
     """What to do about a byte the file's encoding does not decode."""
     if encoding == "utf-8":
         return ("; give the file's encoding (--encoding cp1252, latin-1, ...), re-encode it "

@@ -14,9 +14,9 @@ from pyspark import StorageLevel
 
 from ...dataset import (NUMBERED_FORMATS, CsvLayout, Dataset, HeaderCheck, InputError,
                         InputOptions, MalformedLine, PackedIds, Records, RecordsBuilder,
-                        detect_format, fimi_lines, first_csv_layout, format_by_name, from_frame,
-                        line_range, load, parse_line, read_fimi_lines, reading, sniff_format,
-                        spmf_item_name)
+                        detect_format, encoding_hint, fimi_lines, first_csv_layout,
+                        format_by_name, from_frame, line_range, load, parse_line,
+                        read_fimi_lines, reading, sniff_format, spmf_item_name)
 from .blocks import Block
 
 NOT_UTF8 = "not valid UTF-8"
@@ -62,8 +62,10 @@ def read_records(sc, source: str, data_format: str | None, skip_bad_lines: bool,
     if first_bad:
         if not skip_bad_lines:
             number, message = first_bad[0]
-            if message == NOT_UTF8:
+            if message == NOT_UTF8:  # Spark's reader replaced the bytes: read them again
                 message = _utf8_error(sc, source, number)
+            if message.startswith(NOT_UTF8):  # with what to do, as the loader says it
+                message += encoding_hint("utf-8")
             raise InputError(f"{source}:{number}: {message}")
         skipped = sum(tally[3] for tally in tallies) + len(bad_names)
     counts = [tally[1] for tally in tallies]
