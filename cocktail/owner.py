@@ -92,12 +92,16 @@ class OwnerStore:
                        rebase=rebase)
 
     def append(self, data, *, format: str | None = None, skip_bad_lines: bool = False,
-               min_new: int | None = None, progress: Progress | None = None) -> AppendReport:
+               min_new: int | None = None, progress: Progress | None = None,
+               allow_duplicate: bool = False) -> AppendReport:
         """Add ``data``'s records (as :meth:`publish` takes them) to the current release, as
         a new release that cannot compose with the earlier ones; ``min_new``: the records
-        needed to form new clusters (fewer wait in the private buffer)."""
+        needed to form new clusters (fewer wait in the private buffer).  A FIMI or SPMF batch
+        an earlier release added already is refused (``DuplicateBatch``, a
+        :class:`cocktail.Refused`) unless ``allow_duplicate``."""
         dataset = as_dataset(data, format, skip_bad_lines=skip_bad_lines)
-        return append(dataset, self.backend, min_new, progress=progress)
+        return append(dataset, self.backend, min_new, progress=progress,
+                      allow_duplicate=allow_duplicate)
 
     def audit(self, *, releases: bool = False, version: str | None = None,
               k: int | None = None, m: int | None = None,

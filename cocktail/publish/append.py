@@ -281,11 +281,34 @@ def cluster_pool(writer: VersionWriter, ids: dict[int, str], pool: list[int],
     return NewClusters(layout.tree, units_manifest(layout, where), leaf_unit, root_pool, totals)
 
 
+class DuplicateBatch(releases.Refused):
+    """A batch whose content an earlier release added already (exit status 3)."""
+
+
+def _batches(head: dict, dataset: Dataset, version: str, allow_duplicate: bool
+             ) -> dict[str, str]:
+    """The publication's batch digests with this one's; a batch without ids (FIMI, SPMF)
+    that an earlier release added already is refused unless ``allow_duplicate``: its records
+    would get new ids, and every count would double."""
+    known = dict(head.get("batches", {}))
+    digest = dataset.content_digest
+    if digest is None:
+        return known
+    if digest in known and not allow_duplicate:
+        raise DuplicateBatch(f"{dataset.source}: release {known[digest]} added the same "
+                             f"records already ({len(dataset):,} records, content SHA-256 "
+                             f"{digest[:16]}…); nothing written. Append it again with "
+                             "--allow-duplicate if that is meant")
+    return known | {digest: version}
+
+
 def append(dataset: Dataset, store: Store, min_new: int | None = None,
            progress: PhaseProgress | None = None,
-           clusters: ClusterPool = cluster_pool) -> AppendReport:
+           clusters: ClusterPool = cluster_pool, allow_duplicate: bool = False
+           ) -> AppendReport:
     """Add ``dataset``'s records to the current release of ``store`` as a new release;
-    ``clusters``: the engine that lays out and writes the new clusters."""
+    ``clusters``: the engine that lays out and writes the new clusters;
+    ``allow_duplicate``: accept a FIMI or SPMF batch an earlier release added already."""
     started = time.perf_counter()
     with releases.begin(store) as out, collector_paused():
         if out.current is None:
@@ -293,7 +316,7 @@ def append(dataset: Dataset, store: Store, min_new: int | None = None,
                              "(`cocktail publish FILE`), then append to it")
         refuse_derived(store, out.current)
         log_legacy_release(store, out.current)
-        run = _Append(out, store, dataset)
+        run = _Append(out, store, dataset, allow_duplicate)
         run.place(min_new, clusters, progress)
         return run.commit(started)
 
@@ -301,9 +324,11 @@ def append(dataset: Dataset, store: Store, min_new: int | None = None,
 class _Append:
     """One append: where each new record goes, what is written, the commit."""
 
-    def __init__(self, out: releases.Release, store: Store, dataset: Dataset) -> None:
+    def __init__(self, out: releases.Release, store: Store, dataset: Dataset,
+                 allow_duplicate: bool = False) -> None:
         self.out, self.dataset = out, dataset
         self.publication = Publication.open(store, out.current)
+        self.batches = _batches(self.publication.head, dataset, out.version, allow_duplicate)
         self.params = PublishParams(**self.publication.head["params"])
         self.writer = VersionWriter(out, owner_key(store), releases.ReleaseBuilder("append"),
                                     self.params.index_shard)
@@ -397,6 +422,7 @@ class _Append:
             "params": head["params"], "source": head["source"],
             "appended": {"path": dataset.source, "format": dataset.format,
                          "records": len(dataset), "skipped_lines": dataset.skipped_lines},
+            "batches": self.batches,
             "tree": self.tree.to_manifest(), "roots": self.tree.roots,
             "units": writer.homed_units(self.units), "aggregation": head["aggregation"],
             "chunks": writer.chunks,
