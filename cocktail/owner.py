@@ -20,6 +20,7 @@ from .inputs import as_dataset
 from .private_config import require_set_up
 from .publish import PublishParams, PublishReport, publish
 from .publish.append import AppendReport, append
+from .publish.forget import ErasureReport, forget, retract
 from .query import Engine, Publication
 from .query.engine import ExactAnswers
 from .querylang import parse_batch
@@ -102,6 +103,19 @@ class OwnerStore:
         dataset = as_dataset(data, format, skip_bad_lines=skip_bad_lines)
         return append(dataset, self.backend, min_new, progress=progress,
                       allow_duplicate=allow_duplicate)
+
+    def forget(self, record_ids: Iterable[str], *, reason: str, keep: int = 1
+               ) -> ErasureReport:
+        """Erase the records named by ``record_ids`` as a new release (``cocktail forget``):
+        nothing of them stays in either zone, and no two consecutive versions can be diffed to
+        re-associate their terms; ``keep``: versions kept afterwards (1: every older file that
+        held them is deleted on return).  The receipt counts, never names."""
+        return forget(self.backend, record_ids, reason, keep)
+
+    def retract(self, version: str, *, reason: str, keep: int = 1) -> ErasureReport:
+        """Take back every record release ``version`` added, as :meth:`forget` erases them
+        (``cocktail retract``)."""
+        return retract(self.backend, version, reason, keep)
 
     def audit(self, *, releases: bool = False, version: str | None = None,
               k: int | None = None, m: int | None = None,

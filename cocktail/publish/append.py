@@ -423,6 +423,7 @@ class _Append:
             "appended": {"path": dataset.source, "format": dataset.format,
                          "records": len(dataset), "skipped_lines": dataset.skipped_lines},
             "batches": self.batches,
+            **({"erased_records": head["erased_records"]} if "erased_records" in head else {}),
             "tree": self.tree.to_manifest(), "roots": self.tree.roots,
             "units": writer.homed_units(self.units), "aggregation": head["aggregation"],
             "chunks": writer.chunks,

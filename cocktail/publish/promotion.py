@@ -66,8 +66,9 @@ def old_tops(publication: Publication, tree: Tree) -> Pool:
             continue  # an emptied buffer's node
         pool.lifted.append(node)
         unit = tree.nodes[node].aggregate
-        held = [c for c in publication.unit_chunk_infos(unit) if c.private] \
-            if unit is not None else []
+        held = [c for c in publication.unit_chunk_infos(unit) if c.private
+                and not publication.chunk_entry(c.id).get("retired")] \
+            if unit is not None else []  # a retired chunk's pairs were public: never again
         part = []
         if held:  # a private chunk's map names its records (one written before, not)
             rows = publication.map_rows(unit, [c.id for c in held])

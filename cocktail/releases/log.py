@@ -30,7 +30,8 @@ from ..store import Store
 from .layout import Refused
 
 LOG_DIR = "releases"
-KINDS = ("fresh", "append", "rebase", "imported", "derived")
+KINDS = ("fresh", "append", "rebase", "imported", "derived", "forget", "retract")
+ERASURES = ("forget", "retract")  # releases that take records back (publish.forget)
 
 
 DIGEST = np.dtype((np.void, 16))  # a record id's digest: the first 128 bits of its SHA-256
@@ -127,8 +128,9 @@ def read_log(store: Store, up_to: str | None = None) -> list[dict]:
 
 
 def _filled(before: dict, entry: dict) -> dict:
+    retired = set(entry.get("retired", ()))  # an erasure's: they left the public zone
     chunks = {c: chunk | {"carried_sha256": chunk["sha256"], "added": []}
-              for c, chunk in before["chunks"].items()}
+              for c, chunk in before["chunks"].items() if c not in retired}
     units = {u: unit | {"added_members": []} for u, unit in before["units"].items()}
     return entry | {"chunks": chunks | entry["chunks"], "units": units | entry["units"]}
 
