@@ -268,6 +268,11 @@ def index_without(data: bytes, chunk_id: str, pseudonyms: set[str]) -> bytes:
     return encode_index(chunk_id, kept)
 
 
+def index_pairs(data: bytes) -> int:
+    """The (subrecord, term) pairs a chunk's inverted index holds, counted in its bytes."""
+    return sum(line.rsplit(b"\t", 1)[1].count(b" ") + 1 for line in data.split(b"\n")[:-1])
+
+
 def merge_index(old: bytes, chunk_id: str, added: bytes) -> bytes:
     """A chunk's inverted index with the postings of ``added`` (the index of the lines added
     to it) merged in: the lines of the terms it does not name are kept as they are."""

@@ -123,11 +123,20 @@ def _positions_of(publication: Publication, wanted: list[str]) -> dict[int, tupl
     found: dict[int, tuple[str, int]] = {}
     left = {json.encoder.encode_basestring(i).encode("utf-8"): i for i in wanted}
     for segment in _old_segments(publication, publication.record_count):
-        lines = _segment_bytes(publication, segment).split(b"\n")[:-1]
-        for offset, line in enumerate(lines):
-            quoted = line[1:line.rindex(b", ")]
-            if quoted in left:
-                found[segment["start"] + offset] = (left.pop(quoted), json.loads(line)[1])
+        data = _segment_bytes(publication, segment)
+        if len(left) <= 64:  # a few ids: found by searching the bytes
+            for quoted in list(left):
+                needle = b"[" + quoted + b", "
+                at = 0 if data.startswith(needle) else data.find(b"\n" + needle) + 1
+                if at > 0 or data.startswith(needle):
+                    line = data[at:data.index(b"\n", at)]
+                    found[segment["start"] + data.count(b"\n", 0, at)] = \
+                        (left.pop(quoted), json.loads(line)[1])
+        else:
+            for offset, line in enumerate(data.split(b"\n")[:-1]):
+                quoted = line[1:line.rindex(b", ")]
+                if quoted in left:
+                    found[segment["start"] + offset] = (left.pop(quoted), json.loads(line)[1])
         if not left:
             return found
     raise ValueError(f"record id {next(iter(left.values()))!r} is not in the publication (never "
@@ -145,6 +154,17 @@ def _rows_at(publication: Publication, positions: range) -> dict[int, tuple[str,
             if segment["start"] + offset in positions and rid is not None:
                 found[segment["start"] + offset] = (rid, unit)
     return found
+
+
+def _placeholders(data: bytes, lines: list[int]) -> bytes:
+    """A segment's bytes with ``[null, null]`` for each of ``lines`` (numbered from 0)."""
+    ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n"))
+    pieces, at = [], 0
+    for line in sorted(lines):
+        start = int(ends[line - 1]) + 1 if line else 0
+        pieces += [data[at:start], b"[null, null]"]
+        at = int(ends[line])
+    return b"".join([*pieces, data[at:]])
 
 
 def _segment_bytes(publication: Publication, segment: dict) -> bytes:
@@ -249,10 +269,9 @@ class _Erasure:
         self.out.put("private", f"{fmt.INDEX_DIR}/{chunk.id}.tsv", index)
         entry = self.publication.chunk_entry(chunk.id)
         left = len(fmt.chunk_pseudonyms(data))
-        pairs = sum(len(terms) for _, terms in fmt.decode_chunk(data))
-        before = sum(len(terms) for _, terms in fmt.decode_chunk(old_chunk))
-        self.totals["public_pairs" if not chunk.private else "private_pairs"] -= before
-        self.totals["private_pairs"] += pairs
+        self.totals["public_pairs" if not chunk.private else "private_pairs"] -= \
+            fmt.index_pairs(old_index)
+        self.totals["private_pairs"] += fmt.index_pairs(index)
         self.writer.chunks[chunk.id] = {
             "unit": chunk.unit, "priLabel": True, "terms": sorted(chunk.terms),
             "subrecords": left,
@@ -283,11 +302,10 @@ class _Erasure:
             if not inside:
                 writer.carry_records(segment)
                 continue
-            lines = _segment_bytes(publication, segment).split(b"\n")
-            for p in inside:
-                lines[p - segment["start"]] = b"[null, null]"
-            keys = self._keys_without(segment, inside)
-            writer.write_records(segment["start"], segment["stop"], b"\n".join(lines), keys)
+            keys = self._keys_without(segment, inside) if "keys" in segment else None
+            writer.write_records(segment["start"], segment["stop"],
+                                 _placeholders(_segment_bytes(publication, segment),
+                                               [p - segment["start"] for p in inside]), keys)
             writer.superseded.append(("private", f"{segment['home']}/"
                                                  f"{fmt.records_name(segment['start'])}"))
             if "keys" in segment:
@@ -295,16 +313,10 @@ class _Erasure:
                                                      f"{fmt.record_keys_name(segment['start'])}"))
 
     def _keys_without(self, segment: dict, inside: list[int]) -> bytes:
-        """The segment's sorted keys without those of its erased ids (computed from the ids
-        left for a segment written before keys)."""
-        publication = self.publication
-        if "keys" in segment:
-            path = f"{segment['keys']}/{fmt.record_keys_name(segment['start'])}"
-            keys = fmt.decode_record_keys(publication.store.read("private", path), path)
-        else:
-            keys = np.fromiter((releases.member_key(rid) for rid, _ in
-                                publication.segment_rows(segment) if rid is not None),
-                               dtype=np.uint64)
+        """The segment's sorted keys without those of its erased ids (a segment written before
+        keys has none: an append makes them from the ids left)."""
+        path = f"{segment['keys']}/{fmt.record_keys_name(segment['start'])}"
+        keys = fmt.decode_record_keys(self.publication.store.read("private", path), path)
         keep = np.ones(len(keys), dtype=bool)
         for p in inside:
             hits = np.flatnonzero((keys == releases.member_key(self.erased[p][0])) & keep)
