@@ -46,3 +46,114 @@ def test_a_fimi_batch_appended_twice_is_refused_unless_meant(tmp_path):
     assert json.loads(meant.stdout)["appended_records"] == 800
     assert CliRunner().invoke(main, ["publish", str(day2), "--store", str(store.root),
                                      "--allow-duplicate"]).exit_code == 2
+
+
+# -- forgetting and retracting ---------------------------------------------------------------
+
+import os  # noqa: E402
+import random  # noqa: E402
+import re  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+from cocktail import chunkformat as fmt  # noqa: E402
+from cocktail.attacks.version_diff import mean_success, public_view  # noqa: E402
+from cocktail.audit import audit, audit_releases  # noqa: E402
+from cocktail.dataset import Dataset  # noqa: E402
+from cocktail.publish.forget import forget, retract  # noqa: E402
+from cocktail.query import Engine, Publication  # noqa: E402
+from cocktail.querylang import CountQuery  # noqa: E402
+from cocktail.releases import current_version, member_hash  # noqa: E402
+from cocktail.synthetic import random_conjunctions  # noqa: E402
+
+from .conftest import dataset_path  # noqa: E402
+
+HEX = re.compile(rb"[0-9a-f]{16,20}")
+QUOTED = re.compile(rb'"(?:[^"\\\n]|\\.)*"')
+
+
+def traces(store: LocalStore, positions: list[int]) -> dict[str, set]:
+    """What the current version holds of the records at ``positions``: their ids, the log's
+    names for them, and their pseudonyms in every chunk (from the private maps)."""
+    publication = Publication.open(store)
+    ids = publication.record_ids_at(positions)
+    pseudonyms = set()
+    wanted = set(positions)
+    for unit in range(len(publication.units)):
+        pseudonyms |= {p for _, p, at, *_ in publication.map_rows(unit) if at in wanted}
+    return {"ids": {f'"{i}"'.encode() for i in ids.values()},
+            "names": {member_hash(i).encode() for i in ids.values()},
+            "pseudonyms": {p.encode() for p in pseudonyms}}
+
+
+def assert_gone(store: LocalStore, found: dict[str, set], positions: list[int]) -> None:
+    """No file of either zone holds an erased record's id, log name or pseudonym; the current
+    version maps nothing to its positions and indexes nothing there."""
+    for path in store.root.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            tokens = set(HEX.findall(data))
+            assert not tokens & found["pseudonyms"], path
+            assert not tokens & found["names"], path
+            assert not set(QUOTED.findall(data)) & found["ids"], path
+    publication = Publication.open(store)
+    held = set(positions)
+    for unit in range(len(publication.units)):
+        assert not {at for _, _, at, *_ in publication.map_rows(unit)} & held
+    assert not any(held & set(bitmap) for bitmap in publication.term_record_positions().values())
+    assert set(publication.record_ids_at(positions).values()) == {None}
+
+
+def remaining(records: list[frozenset[str]], erased: set[int]) -> Dataset:
+    left = tuple(r for p, r in enumerate(records) if p not in erased)
+    return Dataset(tuple(map(str, range(len(left)))), left, "memory", "jsonl")
+
+
+def assert_sound(store: LocalStore, records: list[frozenset[str]], erased: set[int],
+                 seed: int) -> None:
+    """Both audits pass; 200 random conjunctions (and the count of all records) equal brute
+    force over the records that remain."""
+    assert audit(store).ok
+    history = audit_releases(store)
+    assert history.ok, history.violations[:3]
+    left = remaining(records, erased)
+    queries = [CountQuery(q) for q in random_conjunctions(left.records, 200, seed=seed)]
+    queries.append(CountQuery(()))
+    assert Engine(Publication.open(store)).counts(queries) == \
+        [left.count_containing(q.terms) for q in queries]
+
+
+def test_forgetting_1_10_and_1000_records_and_retracting_a_release_of_bms_webview_2(tmp_path):
+    read = load(dataset_path("bms-webview-2.dat"))  # ids unlike any term, for the grep
+    whole = Dataset(tuple(f"person-{i}" for i in read.ids), read.records, "memory", "jsonl")
+    store = LocalStore(tmp_path / "s")
+    cut = len(whole) - 5000
+    publish(Dataset(whole.ids[:cut], whole.records[:cut], "memory", "jsonl"), store,
+            PublishParams(k=5, m=3))
+    append(Dataset(whole.ids[cut:], whole.records[cut:], "memory", "jsonl"), store)
+    records = Publication.open(store).owner_records()
+    assert records == list(whole.records)
+    rng, erased = random.Random(65), set()
+    for count in (1, 10, 1000):
+        positions = rng.sample(sorted(set(range(cut)) - erased), count)
+        found = traces(store, positions)
+        ids = [i.decode()[1:-1] for i in found["ids"]]
+        receipt = forget(store, ids, "erasure request")
+        erased |= set(positions)
+        assert receipt.records_erased == count and receipt.kept_versions == [receipt.version]
+        assert receipt.files_pending == 0 and receipt.files_removed > 0
+        assert_gone(store, found, positions)
+        assert_sound(store, records, erased, seed=count)
+    found = traces(store, list(range(cut, len(whole))))
+    receipt = retract(store, "v000002", "wrong file appended")
+    assert receipt.records_erased == 5000 and receipt.retracted == "v000002"
+    erased |= set(range(cut, len(whole)))
+    assert_gone(store, found, list(range(cut, len(whole))))
+    assert_sound(store, records, erased, seed=5000)
+    entries = {e["version"]: e for e in read_log(store)}
+    assert [e["kind"] for e in entries.values()] == \
+        ["fresh", "append", "forget", "forget", "forget", "retract"]
+    assert entries["v000006"]["erased"] == {"records": 5000, "reason": "wrong file appended"}
+    with pytest.raises(ValueError, match="no record left to erase"):
+        retract(store, "v000002", "again")

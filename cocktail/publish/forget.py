@@ -367,6 +367,8 @@ class _Erasure:
                            if e.get("retired") == out.version),
             **({"retracted": retracted} if retracted else {}))
         superseded = list(writer.superseded)
+        releases.forget_members(publication.store,
+                                (releases.member_key(rid) for rid, _ in self.erased.values()))
         writer.finish(public_manifest, private_manifest, None, self.records, entry, keep, {},
                       carried)
         store = publication.store

@@ -99,6 +99,31 @@ def write_entry(store: Store, entry: dict) -> None:
         store.write("private", entry_path(entry["version"]), spool, pri_label=True)
 
 
+def forget_members(store: Store, keys: Iterable[int]) -> int:
+    """Take the member names ``keys`` out of every entry of the log (an erasure: the log keeps
+    no name of an erased record); each entry is replaced whole.  Returns the entries changed."""
+    names = [f'"{key:016x}"'.encode("ascii") for key in keys]
+    changed = 0
+    for name in sorted(n for n in store.list("private", LOG_DIR) if n.endswith(".json")):
+        path = f"{LOG_DIR}/{name}"
+        data = store.read("private", path)
+        if len(names) <= 64:
+            kept = data
+            for hexed in names:  # a list's element: before a comma, last, or alone
+                kept = kept.replace(hexed + b",", b"").replace(b"," + hexed + b"]", b"]") \
+                    .replace(b"[" + hexed + b"]", b"[]")
+        else:
+            entry, gone = fmt.decode_json(data, path), {n.decode()[1:-1] for n in names}
+            for unit in entry.get("units", {}).values():
+                unit["added_members"] = [m for m in unit["added_members"] if m not in gone]
+            kept = fmt.encode_json(entry, compact=True)
+        if kept != data:
+            store.write("private", path + ".tmp", kept, pri_label=True)
+            store.rename("private", path + ".tmp", path)
+            changed += 1
+    return changed
+
+
 def _hex_list(keys: np.ndarray) -> bytes:
     """``"<16 hex digits>",...`` for 64-bit keys, without a Python string per key."""
     if not len(keys):
