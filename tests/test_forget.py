@@ -53,6 +53,7 @@ def test_a_fimi_batch_appended_twice_is_refused_unless_meant(tmp_path):
 import os  # noqa: E402
 import random  # noqa: E402
 import re  # noqa: E402
+import shutil  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -157,3 +158,65 @@ def test_forgetting_1_10_and_1000_records_and_retracting_a_release_of_bms_webvie
     assert entries["v000006"]["erased"] == {"records": 5000, "reason": "wrong file appended"}
     with pytest.raises(ValueError, match="no record left to erase"):
         retract(store, "v000002", "again")
+
+
+# -- the public cloud's version-diff attacker ------------------------------------------------
+
+def parts(store: LocalStore, positions) -> list[dict[str, tuple[str, ...]]]:
+    """Each record's public subrecords in the current version: chunk -> its terms there."""
+    publication = Publication.open(store)
+    wanted, found = set(positions), {p: {} for p in positions}
+    for chunk in publication.chunks.values():
+        if chunk.private:
+            continue
+        names = publication.record_positions(chunk.id)
+        for pseudonym, terms in publication.subrecords(chunk.id):
+            if names[pseudonym] in wanted:
+                found[names[pseudonym]][chunk.id] = tuple(sorted(terms))
+    return [found[p] for p in positions]
+
+
+def dropped(view: dict, records: list[dict]) -> dict:
+    """The naive erasure as the public cloud would see it: the same chunks, the erased
+    records' lines gone (renaming or reordering the rest changes no multiset)."""
+    after = {chunk: lines.copy() for chunk, lines in view.items()}
+    for record in records:
+        for chunk, sub in record.items():
+            after[chunk][sub] -= 1
+    return {chunk: +lines for chunk, lines in after.items()}
+
+
+def test_the_version_diff_attacker_does_no_better_on_erasures_than_on_an_append(tmp_path):
+    """200 records erased, 10 a release, each release from the same publication: diffing each
+    pair of consecutive versions re-associates none of their parts, against its success on
+    the records an append added; dropping their lines (the naive design) gives them away."""
+    day1, day2 = generated(tmp_path, "a.dat", 20000, 1), generated(tmp_path, "b.dat", 2000, 2)
+    origin = LocalStore(tmp_path / "s")
+    publish(load(day1), origin, PublishParams(k=4, m=2))
+    before = public_view(origin, "v000001")
+    appended = append(load(day2), origin)
+    added = parts(origin, range(20000, 22000))
+    baseline = mean_success([(before, public_view(origin, appended.version), added)])
+    view, version = public_view(origin, appended.version), appended.version
+    publication = Publication.open(origin)
+    steps, naive, one_by_one = [], [], []
+    candidates = random.Random(7).sample(range(20000), 200)
+    for start in range(0, 200, 10):
+        positions = candidates[start:start + 10]
+        records = parts(origin, positions)
+        store = LocalStore(shutil.copytree(origin.root, tmp_path / f"copy{start}"))
+        receipt = forget(store, publication.record_ids_at(positions).values(), "erasure")
+        steps.append((view, public_view(store, receipt.version), records))
+        naive.append((view, dropped(view, records), records))
+        one_by_one += [(view, dropped(view, [record]), [record]) for record in records]
+        if start == 0:
+            assert audit_releases(store).ok
+        shutil.rmtree(store.root)
+    linkable = sum(len(r) >= 2 for *_, records in steps for r in records)
+    assert linkable >= 100  # records whose parts a diff could link, had it shown them
+    ours = mean_success(steps)
+    print(f"\nversion-diff attacker: append baseline {baseline:.3f}, retiring {ours:.3f}, "
+          f"naive {mean_success(naive):.3f} (10 a release), "
+          f"{mean_success(one_by_one):.3f} (one a release); {linkable} linkable of 200")
+    assert ours <= baseline + 0.01
+    assert mean_success(one_by_one) > 0.9 and mean_success(naive) > baseline + 0.2
