@@ -220,3 +220,49 @@ def test_the_version_diff_attacker_does_no_better_on_erasures_than_on_an_append(
           f"{mean_success(one_by_one):.3f} (one a release); {linkable} linkable of 200")
     assert ours <= baseline + 0.01
     assert mean_success(one_by_one) > 0.9 and mean_success(naive) > baseline + 0.2
+
+
+KILLED_FORGET = """
+import os, signal, sys
+from cocktail.store import LocalStore
+from cocktail.publish.forget import forget
+calls, target = [0], int(sys.argv[3])
+for name in ("write", "rename", "remove", "stamp"):
+    def wrapped(self, *args, _original=getattr(LocalStore, name), **kwargs):
+        calls[0] += 1
+        if calls[0] == target:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return _original(self, *args, **kwargs)
+    setattr(LocalStore, name, wrapped)
+forget(LocalStore(sys.argv[1]), open(sys.argv[2]).read().split(), "erasure request")
+print(calls[0])
+"""
+
+
+def test_a_forget_killed_at_any_step_leaves_the_previous_release_current(tmp_path):
+    """SIGKILL at the n-th change to the store, for n spread over the whole run: before the
+    commit point the previous release is current, whole, and a re-run lands; after it, the
+    erasure holds and the next release finishes the prune."""
+    origin = LocalStore(tmp_path / "s")
+    publish(load(generated(tmp_path, "a.dat", 3000, 1)), origin, PublishParams(k=4, m=2))
+    ids = tmp_path / "ids.txt"
+    positions = random.Random(3).sample(range(3000), 5)
+    ids.write_text("\n".join(Publication.open(origin).record_ids_at(positions).values()))
+
+    def run(target: int, where) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", KILLED_FORGET, str(where), str(ids),
+                               str(target)], capture_output=True, text=True)
+
+    whole = run(0, shutil.copytree(origin.root, tmp_path / "whole"))
+    changes = int(whole.stdout)
+    for target in sorted({1, 2, *range(3, changes, max(1, changes // 9)), changes - 1, changes}):
+        store = LocalStore(shutil.copytree(origin.root, tmp_path / f"killed{target}"))
+        assert run(target, store.root).returncode == -signal.SIGKILL
+        if current_version(store) == "v000001":
+            assert audit(store).ok and audit_releases(store).ok, target
+            assert run(0, store.root).returncode == 0
+        assert current_version(store) == "v000002", target
+        append(load(generated(tmp_path, "b.dat", 500, 2)), store)  # prunes what was left
+        assert audit(store).ok and audit_releases(store).ok, target
+        assert Publication.open(store).live_records == 3000 - 5 + 500
+        shutil.rmtree(store.root)
