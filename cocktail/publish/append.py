@@ -299,7 +299,7 @@ def _batches(head: dict, dataset: Dataset, version: str, allow_duplicate: bool
                              f"records already ({len(dataset):,} records, content SHA-256 "
                              f"{digest[:16]}…); nothing written. Append it again with "
                              "--allow-duplicate if that is meant")
-    return known | {digest: version}
+    return {digest: version} | known  # a repeat allowed keeps the first release's name
 
 
 def append(dataset: Dataset, store: Store, min_new: int | None = None,

@@ -62,7 +62,8 @@ class ErasureReport:
     rewritten_private_chunks: int
     public_chunks: int
     public_coverage: float | None
-    files_removed: int         # files that held erased records, deleted from both zones
+    files_removed: int         # files of earlier versions this release superseded (those that
+    #                            held erased records among them), deleted from both zones
     files_pending: int         # such files a kept older version still references
     kept_versions: list[str]   # the versions that remain (files_pending is theirs)
     seconds: float
@@ -181,6 +182,9 @@ class _Erasure:
         self.parts = layout_from_manifest(self.publication.version,
                                           self.publication.head["term_index"]).parts
         self.postings: dict[IndexPart, dict[str, BitMap]] = {}  # the parts erased from
+        if "term_index" not in self.publication.head:
+            raise StoreError(f"{store.url}: {out.current} was written before the term index; "
+                             "append to it once (that writes one), then erase")
         self.units = _carried_units(self.publication)
         self.records = self.publication.record_count
         self.erased: dict[int, tuple[str, int]] = {}
