@@ -119,6 +119,8 @@ def assert_sound(store: LocalStore, records: list[frozenset[str]], erased: set[i
     history = audit_releases(store)
     assert history.ok, history.violations[:3]
     left = remaining(records, erased)
+    pairs = Publication.open(store).head["pairs"]
+    assert pairs["public"] + pairs["private"] == sum(len(r) for r in left.records)
     queries = [CountQuery(q) for q in random_conjunctions(left.records, 200, seed=seed)]
     queries.append(CountQuery(()))
     assert Engine(Publication.open(store)).counts(queries) == \

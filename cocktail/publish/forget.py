@@ -129,7 +129,7 @@ def _positions_of(publication: Publication, wanted: list[str]) -> dict[int, tupl
             for quoted in list(left):
                 needle = b"[" + quoted + b", "
                 at = 0 if data.startswith(needle) else data.find(b"\n" + needle) + 1
-                if at > 0 or data.startswith(needle):
+                if at or data.startswith(needle):  # at 0: the first line, or not found
                     line = data[at:data.index(b"\n", at)]
                     found[segment["start"] + data.count(b"\n", 0, at)] = \
                         (left.pop(quoted), json.loads(line)[1])
@@ -174,17 +174,19 @@ def _segment_bytes(publication: Publication, segment: dict) -> bytes:
 
 
 class _Erasure:
+    """One erasure: what it retires and rewrites, the commit and the receipt."""
+
     def __init__(self, out: releases.Release, store: Store, kind: str) -> None:
         self.out, self.kind = out, kind
         self.publication = Publication.open(store, out.current)
         self.writer = VersionWriter(out, owner_key(store), releases.ReleaseBuilder(kind),
                                     self.publication.head["params"]["index_shard"])
-        self.parts = layout_from_manifest(self.publication.version,
-                                          self.publication.head["term_index"]).parts
-        self.postings: dict[IndexPart, dict[str, BitMap]] = {}  # the parts erased from
         if "term_index" not in self.publication.head:
             raise StoreError(f"{store.url}: {out.current} was written before the term index; "
                              "append to it once (that writes one), then erase")
+        self.parts = layout_from_manifest(self.publication.version,
+                                          self.publication.head["term_index"]).parts
+        self.postings: dict[IndexPart, dict[str, BitMap]] = {}  # the parts erased from
         self.units = _carried_units(self.publication)
         self.records = self.publication.record_count
         self.erased: dict[int, tuple[str, int]] = {}
@@ -193,6 +195,8 @@ class _Erasure:
         self.totals = _pairs(self.publication)
 
     def erase(self, erased: dict[int, tuple[str, int]]) -> None:
+        """Retire every unit an erased record had a public line in, rewrite the private chunks
+        that held one, and write the maps, record ids and term index without them."""
         publication, writer = self.publication, self.writer
         self.erased = erased
         lines = self._lines(erased)  # chunk -> erased pseudonyms in it
@@ -208,7 +212,7 @@ class _Erasure:
                 retiring = uid in self.retired and not chunk.private
                 if not retiring and chunk.id not in lines:
                     continue
-                self._rewrite(chunk, unit["kind"], lines.get(chunk.id, set()), retiring)
+                self._rewrite(chunk, lines.get(chunk.id, set()), retiring)
                 gone |= lines.get(chunk.id, set())
             writer.close_unit(uid, fmt.map_without_rows(publication.map_bytes(uid), gone),
                               replaces=publication.map_home(uid))
@@ -251,7 +255,6 @@ class _Erasure:
             raise StoreError(f"the erased records hold {indexed} (record, term) pairs in the "
                              f"term index and {pairs} in the chunks found: nothing written "
                              "(`cocktail audit --releases`)")
-        self.erased_pairs = pairs
         return lines
 
     def _postings(self, positions: BitMap) -> dict[IndexPart, dict[str, BitMap]]:
@@ -262,7 +265,7 @@ class _Erasure:
                 self.postings[part] = part_postings(self.publication.store, part)
         return self.postings
 
-    def _rewrite(self, chunk, unit_kind: str, gone: set[str], retiring: bool) -> None:
+    def _rewrite(self, chunk, gone: set[str], retiring: bool) -> None:
         """A chunk without the erased lines, in the private zone (a retired public chunk, or a
         private one), under its own id; its public files superseded."""
         old_chunk, old_index = self.publication.chunk_files(chunk.id)
@@ -347,7 +350,6 @@ class _Erasure:
                ) -> ErasureReport:
         publication, writer, out, kind = self.publication, self.writer, self.out, self.kind
         head = publication.head
-        self.totals["private_pairs"] -= self.erased_pairs
         params = head["params"]
         public_manifest = writer.public_manifest(out.created, params["k"], params["m"])
         carried = _carried_lines(publication, self.replaced)
