@@ -583,6 +583,7 @@ def audit_releases(store: Store, max_itemsets: int = DEFAULT_MAX_ITEMSETS) -> Re
     _check_files(store, log, report)
     report.violations += audit_term_indexes(store)
     report.violations += audit_record_segments(store)
+    report.violations += audit_references(store)
     history.attack()
     return report
 
@@ -868,6 +869,26 @@ def audit_record_segments(store: Store) -> list[Violation]:
         if counted is not None and counted != at:
             found.append(Violation("integrity", f"private/{fmt.manifest_path(version)}",
                                    f"counts {counted} records, its segments hold {at}"))
+    return found
+
+
+def audit_references(store: Store) -> list[Violation]:
+    """Owner check: every file a committed version's private manifest names by its home (each
+    chunk's file and index, each unit's pseudonym map) is there. A prune that deletes a file a
+    later version still names leaves that version unreadable in part, which nothing else
+    reads until an append or a query needs it (a map of an emptied buffer once dangled so)."""
+    found = []
+    for version in releases.committed_versions(store):
+        publication = Publication(store, version)
+        named = [("private", fmt.pseudonym_map_path(publication.map_home(u["id"]), u["id"]))
+                 for u in publication.units]
+        for chunk in publication.chunks.values():
+            zone = "private" if chunk.private else "public"
+            named += [(zone, fmt.chunk_path(chunk.home, chunk.id)),
+                      (zone, fmt.index_path(chunk.home, chunk.id))]
+        found += [Violation("integrity", f"{zone}/{path}", f"{version}'s manifest names it; "
+                            "the store lacks it (a dangling reference)")
+                  for zone, path in named if not store.exists(zone, path)]
     return found
 
 

@@ -691,9 +691,9 @@ def _valid_now(cert: str) -> datetime.datetime:
 
 
 class Server:
-    """`cocktail serve`: the socket bound first (a port in use is one clear error, exit
-    status 5, rather than a server that logs it and exits), then the rankings opened and the
-    app made; :meth:`run` serves until Ctrl-C, over HTTPS when given :class:`Tls`."""
+    """`cocktail serve`: on a socket already listening (:func:`cocktail.daemon.listen`), the
+    rankings opened and the app made; :meth:`run` serves until Ctrl-C, over HTTPS when given
+    :class:`Tls`."""
 
     def __init__(self, app: FastAPI, listening: socket.socket, tls: Tls | None = None) -> None:
         self.app, self._listening, self._tls = app, listening, tls
@@ -702,14 +702,15 @@ class Server:
         self.url = f"{'https' if tls else 'http'}://{host}:{bound[1]}"
 
     @classmethod
-    def start(cls, store: Store, runner: str, deadlines: Deadlines, host: str,
-              port: int, tls: Tls | None = None) -> Server:
-        listening = _listen(host, port)
+    def start(cls, store: Store, runner: str, deadlines: Deadlines, listening: socket.socket,
+              tls: Tls | None = None) -> Server:
+        """``listening``: :func:`cocktail.daemon.listen`'s socket, which queues clients
+        while this opens and warms the publication."""
         logging.basicConfig(level=logging.INFO,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         if tls is None and not ipaddress.ip_address(listening.getsockname()[0]).is_loopback:
             log.warning("serving plain HTTP on %s: tokens and answers cross the network in "
-                        "the clear (give --tls-cert and --tls-key)", host)
+                        "the clear (give --tls-cert and --tls-key)", listening.getsockname()[0])
         if tls is not None and tls.expires - datetime.datetime.now(datetime.timezone.utc) < \
                 EXPIRY_WARNING:
             log.warning("the TLS certificate %s expires on %s UTC: renew it before then, or "
@@ -730,15 +731,3 @@ class Server:
                                 ssl_keyfile=self._tls.key if self._tls else None,
                                 ssl_keyfile_password=self._tls.password if self._tls else None)
         uvicorn.Server(config).run(sockets=[self._listening])
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listening = socket.socket(family, socket.SOCK_STREAM)
-    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        listening.bind((host, port))
-    except OSError as exc:
-        listening.close()
-        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    return listening

@@ -573,3 +573,65 @@ def test_serve_opens_an_encrypted_key_with_its_passphrase_file_and_warns_of_expi
         budget = httpx.get(url + "/v1/budget", headers=auth(token), verify=str(cert))
         assert budget.status_code == 200
     assert f"WARNING cocktail.serve: the TLS certificate {cert} expires on " in log.read_text()
+
+
+def test_serve_detach_returns_once_it_answers_and_fails_in_the_foreground(tmp_path):
+    """`cocktail serve --detach` (issue 66, item 1): the command returns once the service
+    answers, so the next line of a script is answered with no wait of its own; its logs go to
+    --log-file; a service that cannot start fails in the foreground with its status."""
+    store, token = small_store(tmp_path)
+    port = free_port()
+    command = [sys.executable, "-m", "cocktail.cli", "serve", "--store", str(store), "--port",
+               str(port), "--detach", "--log-file", str(tmp_path / "serve.log"), "--json"]
+    started = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert started.returncode == 0, started.stderr
+    shown = json.loads(started.stdout)
+    try:
+        assert shown["url"] == f"http://127.0.0.1:{port}"
+        budget = httpx.get(shown["url"] + "/v1/budget", headers=auth(token))  # no retry
+        assert budget.status_code == 200 and budget.json()["spent"] == 0
+        assert Path(f"/proc/{shown['pid']}").exists()
+        again = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        assert again.returncode == 5 and "cannot listen" in json.loads(again.stdout)["error"]
+    finally:
+        subprocess.run(["kill", str(shown["pid"])], check=True)
+    assert "rankings open" not in started.stdout
+    missing = subprocess.run([*command[:5], str(tmp_path / "nothing"), *command[6:]],
+                             capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and "no publication" in json.loads(missing.stdout)["error"]
+
+
+def test_a_client_that_comes_while_serve_starts_is_queued_and_answered(tmp_path):
+    """`cocktail serve` listens before it loads its libraries and warms the publication
+    (seconds; issue 66, item 1): a client connecting meanwhile is not refused, and its request
+    is answered once the service runs. Connected before serve said it serves (its --json line
+    not out yet), the request still gets 200."""
+    import select
+    import socket
+    import time
+
+    store, _ = small_store(tmp_path)
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "cocktail.cli", "serve", "--store",
+                                str(store), "--port", str(port), "--json"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                client = socket.create_connection(("127.0.0.1", port), timeout=120)
+                break
+            except ConnectionRefusedError:
+                assert process.poll() is None and time.monotonic() < deadline
+                time.sleep(0.01)
+        assert not select.select([process.stdout], [], [], 0)[0], "connected only once ready"
+        with client:
+            client.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            reply = b""
+            while chunk := client.recv(65536):
+                reply += chunk
+        assert reply.startswith(b"HTTP/1.1 200") and b'"status":"ok"' in reply, reply
+        assert json.loads(process.stdout.readline())["url"] == f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(30)
