@@ -368,11 +368,17 @@ def test_the_objective_is_the_analysts_choice_over_http_and_the_cli(server, tmp_
     assert bad.status_code == 422
     path = tmp_path / "batch.txt"
     path.write_text("\n".join(batch))
-    status, body = cli("query", "--batch", str(path), "--url", url, "--token", token,
-                       "--objective", "total")  # two objectives, two charges: all 0.2 spent
+    # "total" is the default: two objectives, two charges, all 0.2 spent, and these reuse it
+    status, body = cli("query", "--batch", str(path), "--url", url, "--token", token)
     assert status == 0 and body["reused"] and body["answers"] == bodies["total"]["answers"]
-    wrapped = subprocess.run([str(WRAPPER), "--url", url, "--token", token, "--objective", "total",
-                              "--batch", str(path)], capture_output=True, text=True, timeout=60)
+    default = httpx.post(url + "/v1/query", headers=auth(token), json={"batch": batch}).json()
+    assert default["reused"] and default["answers"] == bodies["total"]["answers"]
+    wrapped = subprocess.run([str(WRAPPER), "--url", url, "--token", token, "--objective",
+                              "per-query", "--batch", str(path)],
+                             capture_output=True, text=True, timeout=60)
+    assert json.loads(wrapped.stdout)["answers"] == bodies["per-query"]["answers"], wrapped.stderr
+    wrapped = subprocess.run([str(WRAPPER), "--url", url, "--token", token, "--batch", str(path)],
+                             capture_output=True, text=True, timeout=60)
     assert json.loads(wrapped.stdout)["answers"] == bodies["total"]["answers"], wrapped.stderr
     wrong = subprocess.run([str(WRAPPER), "--url", url, "--token", token, "--objective", "mean",
                             "--batch", str(path)], capture_output=True, text=True, timeout=60)
@@ -573,6 +579,56 @@ def test_serve_opens_an_encrypted_key_with_its_passphrase_file_and_warns_of_expi
         budget = httpx.get(url + "/v1/budget", headers=auth(token), verify=str(cert))
         assert budget.status_code == 200
     assert f"WARNING cocktail.serve: the TLS certificate {cert} expires on " in log.read_text()
+
+
+
+def test_a_preview_shows_the_strategy_errors_intervals_and_charge_and_spends_nothing(server):
+    """The preview says what the answer will: the same strategy and expected errors,
+    intervals as wide as the answer's, the charge; nothing is charged (one query, whose
+    strategy is NOQ: a batch's search may be cut short by a loaded machine's clock, and then
+    the preview's and the answer's differ, as two cut answers' may).  Over HTTP, the
+    client and the CLI alike; past a user's 2 a minute, or the server's 3, refused (429),
+    free, as a malformed one or an unknown token are before the gate counts them."""
+    from cocktail.client import Client
+    from .test_rank import cli
+    url, _, dataset, ledger_path = server
+    ledger = Ledger(ledger_path)
+    ledger.add_role("previewer", alpha=0.1, budget=0.1)
+    token, other, third = (ledger.add_user(name, "previewer") for name in ("pia", "pete", "pat"))
+    top = sorted(dataset.terms(), key=lambda t: (-dataset.count_containing([t]), t))[:3]
+    batch = [f"count({top[0]}) - 3*count({top[1]} & {top[2]})", f"count({top[0]} & {top[1]})",
+             f"4*count({top[1]}) + count({top[2]})"]
+    assert httpx.post(url + "/v1/preview", headers=auth(token),
+                      json={"query": "count(a) +"}).status_code == 400
+    assert httpx.post(url + "/v1/preview", json={"query": "count(a)"}).status_code == 401
+    shown = httpx.post(url + "/v1/preview", headers=auth(token), timeout=SEARCHED,
+                       json={"query": batch[0], "level": 0.9}).json()
+    assert shown["charge"] == 0.1 and shown["budget"]["spent"] == 0 and shown["alpha"] == 0.1
+    assert shown["objective"] == "total" and len(shown["intervals"]["half_width"]) == 1
+    assert shown["intervals"]["level"] == 0.9 and shown["strategy"] == "NOQ"
+    answered = httpx.post(url + "/v1/query", headers=auth(token), timeout=SEARCHED,
+                          json={"query": batch[0], "level": 0.9}).json()
+    assert answered["charged"] == 0.1 and answered["strategy"] == shown["strategy"]
+    assert answered["expected_squared_error"] == shown["expected_squared_error"]
+    widths = [(h - lo) / 2 for lo, h in zip(answered["intervals"]["low"],
+                                            answered["intervals"]["high"])]
+    assert widths == pytest.approx(shown["intervals"]["half_width"])
+    assert answered["intervals"]["method"] == shown["intervals"]["method"]
+    with Client(url, token) as client:  # spent: still previewed, and the budget says so
+        rows = client.preview("\n".join(batch), level=0.9)
+    assert len(rows) == 3 and len(rows.reply["intervals"]["method"]) == 3
+    assert all(row["ci_half_width"] > 0 for row in rows) and rows.reply["charge"] == 0.1
+    assert rows.reply["budget"]["remaining"] == 0
+    status, body = cli("query", "--preview", batch[1], "--url", url, "--token", token)
+    assert status == 4 and body["http_status"] == 429  # pia's 2 of the minute
+    problem = httpx.post(url + "/v1/preview", headers=auth(token), json={"batch": batch}).json()
+    assert problem["status"] == 429 and problem["limit"] == "previews_per_minute"
+    status, body = cli("query", "--preview", batch[1], "--url", url, "--token", other)
+    assert status == 0 and body["charge"] == 0.1  # the server's third of the minute
+    problem = httpx.post(url + "/v1/preview", headers=auth(third), json={"batch": batch}).json()
+    assert problem["status"] == 429 and problem["limit"] == "previews_all_per_minute"
+    assert ledger.budget_status(ledger.authenticate(token))["spent"] == 0.1
+    assert ledger.budget_status(ledger.authenticate(other))["spent"] == 0
 
 
 def test_serve_detach_returns_once_it_answers_and_fails_in_the_foreground(tmp_path):
