@@ -11,9 +11,9 @@ lines, and places each new record in one of three ways:
   subrecords that a chunk receives must be k^m-anonymous on their own (the residual rule):
   records that make a residual violate it are peeled off until every residual holds.
 * **Join a new cluster.** Every record that does not extend a cluster goes to a pool, together
-  with the records buffered before.  A pool of at least ``min_new`` records is published like a
-  first release: its own overlay tree, clusters, aggregation, chunks.  That tree is added to the
-  publication's forest; it holds new records only.
+  with the records buffered before.  A pool of at least ``min_new`` records (default: k) is
+  published like a first release: its own overlay tree, clusters, aggregation, chunks.  That
+  tree is added to the publication's forest; it holds new records only.
 * **Wait in the buffer.** A smaller pool waits in the private zone: one private chunk of whole
   records, counted exactly by queries, retried at the next append.
 
@@ -338,7 +338,9 @@ class _Append:
         remainders.add_fresh(extension.pooled)
         writer.supersede_version(publication.version, publication.head)
         writer.carry_term_index(publication)  # the old records' index parts, by reference
-        threshold = max(params.k, params.cluster_size // 4) if min_new is None else min_new
+        # k records make a cluster: what its partition keeps private goes up to the
+        # promotion, while a buffered record keeps every pair private until the next append.
+        threshold = params.k if min_new is None else min_new
         if pool and len(pool) >= threshold:
             where = Placement(pool, units=len(self.units), nodes=len(self.tree.nodes))
             self.new = clusters(writer, self.ids, pool, [terms_of[p] for p in pool], params,
