@@ -18,6 +18,7 @@ from cocktail.anonymity import Partition
 from cocktail.audit import audit, audit_releases
 from cocktail.dataset import Dataset, load
 from cocktail.publish import PublishParams, promotion, publish
+from cocktail.publish import append as append_module
 from cocktail.publish.append import append
 from cocktail.query import Engine, Publication
 from cocktail.querylang import CountQuery
@@ -257,3 +258,28 @@ def test_a_tail_is_promoted_once_k_of_its_term_meet_across_appends(tmp_path):
     history = audit_releases(store)
     assert history.ok and history.pinned == [], history.violations[:3]
     assert differencing_attack(store, k, 2) == []
+
+
+def test_records_that_would_extend_a_cluster_complete_a_tail(tmp_path, monkeypatch):
+    """t is public in one old cluster (ta x4) and has a tail of one above the trees (from tb).
+    Three new {t, a} records would extend the first cluster, its residual holding k = 3 of t,
+    and the tail would wait; instead just enough of them go to a new cluster, the last one
+    follows (its residual alone is below k), and the tail goes public with them.  Exact
+    counts, both audits and the differencing attacker hold."""
+    store = LocalStore(tmp_path / "s")
+    records = ["ta"] * 4 + ["tb"] + ["b"] * 3
+    publish(dataset(records, [f"r{i}" for i in range(len(records))]), store,
+            PublishParams(k=3, m=2, cluster_size=4, keep=KEEP_ALL))
+    assert private_terms(store)["t"] == 1
+    sent = []
+    completing = append_module._completing
+    monkeypatch.setattr(append_module, "_completing",
+                        lambda *args: sent.append(completing(*args)) or sent[-1])
+    report = append(dataset(["ta"] * 3, ["n0", "n1", "n2"]), store)
+    assert len(sent[0]) == 2 and report.extended_records == 0 and report.new_clusters == 1
+    assert private_terms(store)["t"] == 0
+    assert exact_counts_hold(store, [f(r) for r in records + ["ta"] * 3])
+    assert audit(store).ok
+    history = audit_releases(store)
+    assert history.ok and history.pinned == [], history.violations[:3]
+    assert differencing_attack(store, 3, 2) == []
