@@ -11,8 +11,8 @@ Each dataset is published once (k=5, m=3), then appended to in slices:
 * ``retail``: synthetic data of the Retail dataset's shape (88,162 baskets, 16,470 items,
   10.3 items per basket): the first 50%, then 10 appends of 5%;
 * ``1m``: 1,000,000 synthetic records (``cocktail generate --seed 1``), then 10 appends of 5,000
-  drawn like them; ``1m-unlike``: the same first release, then 10 appends of 5,000 drawn
-  unlike it (``--seed 99``: other terms, other patterns);
+  drawn like them; ``1m-unlike``: 1,000,000 records of the same generator and seed, then 10
+  appends of 5,000 drawn unlike them (``--seed 99``: another draw of the patterns);
 * ``10m``, ``10m-unlike``: 10,000,000 synthetic records published with ``--engine spark``, then
   one append of 5,000, like or unlike (about 20 minutes to prepare; needs ``--data``).
 
