@@ -236,7 +236,8 @@ def plans(scale: float, files: dict[str, Path], sequence: str) -> dict[str, Plan
 
         def make(copy: Path) -> None:
             if path is None or not path.exists():
-                raise SystemExit(f"{name}: no {path}; give its FIMI file with --file "
+                missing = f"no {path}" if path else "no file"
+                raise SystemExit(f"{name}: {missing}; give its FIMI file with --file "
                                  f"{name}=PATH (benchmarks/real_data.py makes it)")
             shutil.copyfile(path, copy)
         said, cuts = SEQUENCES[sequence]
