@@ -6,7 +6,7 @@
 A small AST mutator (mutmut 3 first runs every test under its trampolines to map tests to
 functions, and cosmic-ray runs one test command for a whole session: neither runs a sampled
 mutant against only the tests that cover its file).  Every site of these operators in
-anonymity/, audit.py, dp/, releases/ and publish/promotion.py is listed:
+anonymity/, audit/, dp/, releases/ and publish/promotion.py is listed:
 
     compare     a comparison flipped (< and >=, <= and >, == and !=, is and is not, in and not in)
     constant    an integer constant off by one (n + 1)
@@ -37,16 +37,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-TARGETS = ("cocktail/anonymity/", "cocktail/audit.py", "cocktail/dp/", "cocktail/releases/",
+TARGETS = ("cocktail/anonymity/", "cocktail/audit/", "cocktail/dp/", "cocktail/releases/",
            "cocktail/publish/promotion.py")
 # The tests that cover each target, by the longest prefix of its path; quick files first, so
 # that -x ends a killed mutant's run early.
 COVERING = {
     "cocktail/anonymity/": ["tests/test_anonymity.py"],
-    "cocktail/audit.py": ["tests/test_audit.py", "tests/test_releases.py"],
+    "cocktail/audit/": ["tests/test_audit.py", "tests/test_releases.py"],
     "cocktail/dp/": ["tests/test_dp.py", "tests/test_dp_zcdp.py", "tests/test_dp_marginals.py",
                      "tests/test_dp_strategies.py"],
-    "cocktail/dp/ledger.py": ["tests/test_ledger.py", "tests/test_dp_spend.py"],
+    "cocktail/dp/ledger/": ["tests/test_ledger.py", "tests/test_dp_spend.py"],
     "cocktail/dp/session.py": [
         "tests/test_ledger.py", "tests/test_dp_spend.py", "tests/test_dp_zcdp.py",
         *(f"tests/test_analyst_attacks.py::test_{name}" for name in (

@@ -18,15 +18,15 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from .dp.intervals import check_level, interval
-from .dp.noise import PURE
+from .dp.intervals import DEFAULT_LEVEL, check_level, of_answer
 from .errors import HTTP_EXIT, ExitCode
 from .querylang import parse_batch
 
 TIMEOUT = 900  # seconds: a batch on a cluster runner may take minutes
-LEVEL = 0.95
+LEVEL = DEFAULT_LEVEL
 ANSWER_COLUMNS = ("query", "answer", "rms_error", "ci_low", "ci_high", "ci_method")
 QUERY_COLUMNS = (*ANSWER_COLUMNS, "spent", "reused", "answer_id")
+PREVIEW_COLUMNS = ("query", "rms_error", "ci_half_width", "ci_method", "above_fixed")
 HISTORY_COLUMNS = ("at", *ANSWER_COLUMNS, "spent", "version")
 
 
@@ -101,7 +101,7 @@ class Client:
         release), charged to the caller's budget unless reused: one row per query with its
         expected RMS error and a confidence interval at ``level`` (docs/dp.md, "Confidence
         intervals").  ``alpha`` (``rho`` under zCDP) spends less than the role's,
-        ``objective`` is ``per-query`` (the default) or ``total``; a term in no public chunk is
+        ``objective`` is ``total`` (the default) or ``per-query``; a term in no public chunk is
         refused, free, unless ``allow_unlisted`` (then it is answered and charged)."""
         return self._answers({"query": text}, alpha, rho, objective, level, allow_unlisted)
 
@@ -113,13 +113,35 @@ class Client:
         return self._answers({"batch": list(texts)}, alpha, rho, objective, level,
                              allow_unlisted)
 
-    def _answers(self, asked: dict, alpha: float | None, rho: float | None,
-                 objective: str | None, level: float, allow_unlisted: bool) -> Result:
+    def preview(self, text: str, alpha: float | None = None, rho: float | None = None,
+                objective: str | None = None, level: float = LEVEL,
+                allow_unlisted: bool = False) -> Result:
+        """What :meth:`query` would do with ``text``, before spending: a row per query with
+        its expected RMS error and interval half-width at ``level``; the reply says the
+        ``strategy`` and the ``charge``.  Reads no data and charges nothing; the service
+        admits a few a minute (429, ``ServiceRefused``, past them: docs/dp.md, "Previews")."""
+        reply = self._ask("/v1/preview", {"query": text}, alpha, rho, objective, level,
+                          allow_unlisted)
+        queries = [str(q) for q in parse_batch(reply["workload"]).queries]
+        intervals = reply["intervals"]
+        return Result([{"query": q, "rms_error": rms, "ci_half_width": half, "ci_method": how,
+                        "above_fixed": worse} for q, rms, half, how, worse in zip(
+                            queries, reply["expected_rms_error"], intervals["half_width"],
+                            intervals["method"], reply["above_fixed"], strict=True)],
+                      PREVIEW_COLUMNS, reply)
+
+    def _ask(self, path: str, asked: dict, alpha: float | None, rho: float | None,
+             objective: str | None, level: float, allow_unlisted: bool) -> dict:
         check_level(level)  # before anything is charged
         options = {"alpha": alpha, "rho": rho, "objective": objective,
-                   "allow_unlisted": allow_unlisted or None}
-        reply = self._send("POST", "/v1/query", json=asked | {
+                   "allow_unlisted": allow_unlisted or None,
+                   "level": None if level == LEVEL else level}  # the reply's intervals
+        return self._send("POST", path, json=asked | {
             name: value for name, value in options.items() if value is not None})
+
+    def _answers(self, asked: dict, alpha: float | None, rho: float | None,
+                 objective: str | None, level: float, allow_unlisted: bool) -> Result:
+        reply = self._ask("/v1/query", asked, alpha, rho, objective, level, allow_unlisted)
         return Result(_answer_rows(reply, level, spent=reply["charged"], reused=reply["reused"],
                                   answer_id=reply["answer_id"]), QUERY_COLUMNS, reply)
 
@@ -197,13 +219,8 @@ def _answer_rows(answer: dict, level: float, **common) -> list[dict]:
     """One row per query of a noisy answer (as served, or as the ledger stored it), with its
     interval at ``level``, and ``common`` in each."""
     queries = [str(q) for q in parse_batch(answer["workload"]).queries]
-    draws = answer.get("noise_draws") or [None] * len(queries)  # older answers: not said
-    definition = answer.get("definition", PURE)
-    rows = []
-    for text, value, variance, rms, count in zip(
-            queries, answer["answers"], answer["expected_squared_error"],
-            answer["expected_rms_error"], draws, strict=True):
-        low, high, how = interval(value, variance, level, definition, count)
-        rows.append({"query": text, "answer": value, "rms_error": rms, "ci_low": low,
-                     "ci_high": high, "ci_method": how, **common})
-    return rows
+    return [{"query": text, "answer": value, "rms_error": rms, "ci_low": low, "ci_high": high,
+             "ci_method": how, **common}
+            for text, value, rms, (low, high, how) in zip(
+                queries, answer["answers"], answer["expected_rms_error"],
+                of_answer(answer, level), strict=True)]

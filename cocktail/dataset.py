@@ -76,6 +76,11 @@ class Records(Sequence[frozenset[str]]):
         return builder.build()
 
     @classmethod
+    def of(cls, records: Sequence[frozenset[str]]) -> Records:
+        """``records`` held compactly (as they are if they already are)."""
+        return records if isinstance(records, Records) else cls.build(records)
+
+    @classmethod
     def of_pairs(cls, names: Sequence[str], rows: np.ndarray, ids: np.ndarray,
                  records: int) -> tuple[Records, int]:
         """``records`` records from (record, term id) pairs in any order, and how many pairs

@@ -10,6 +10,7 @@ would end with.  docs/python-api.md has an example of each.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from .audit import (DEFAULT_MAX_ITEMSETS, AuditReport, ReleaseAuditReport, Store
                     audit_as_asked)
 from .inputs import as_dataset
 from .private_config import require_set_up
-from .publish import PublishParams, PublishReport, publish
+from .publish import PublishParams, PublishReport, publish, timed_from
 from .publish.append import AppendReport, append
 from .query import Engine, Publication
 from .query.engine import ExactAnswers
@@ -87,17 +88,19 @@ class OwnerStore:
         partition (:class:`cocktail.Refused`, exit status 3) unless ``rebase=True``:
         :meth:`append` adds records safely.
         """
+        started = time.perf_counter()  # its seconds count reading ``data`` too
         dataset = as_dataset(data, format, skip_bad_lines=skip_bad_lines)
-        return publish(dataset, self.backend, PublishParams(**params), progress,
-                       rebase=rebase)
+        return timed_from(publish(dataset, self.backend, PublishParams(**params), progress,
+                                  rebase=rebase), started)
 
     def append(self, data, *, format: str | None = None, skip_bad_lines: bool = False,
                min_new: int | None = None, progress: Progress | None = None) -> AppendReport:
         """Add ``data``'s records (as :meth:`publish` takes them) to the current release, as
         a new release that cannot compose with the earlier ones; ``min_new``: the records
         needed to form new clusters (fewer wait in the private buffer)."""
+        started = time.perf_counter()
         dataset = as_dataset(data, format, skip_bad_lines=skip_bad_lines)
-        return append(dataset, self.backend, min_new, progress=progress)
+        return timed_from(append(dataset, self.backend, min_new, progress=progress), started)
 
     def audit(self, *, releases: bool = False, version: str | None = None,
               k: int | None = None, m: int | None = None,

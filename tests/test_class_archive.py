@@ -84,7 +84,8 @@ def publish_cli(source, store, env) -> tuple[dict, str]:
 
 MAPS = """
 import sys
-from cocktail.publish.spark import SparkSettings, _driver_archive, spark_context
+from cocktail.publish.spark import SparkSettings, spark_context
+from cocktail.publish.spark.context import _driver_archive
 archive = _driver_archive(SparkSettings("local[2]"))
 assert archive is not None and archive.making is None, archive
 sc = spark_context(SparkSettings("local[2]"), archive)

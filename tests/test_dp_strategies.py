@@ -86,15 +86,16 @@ def test_the_optimizers_objectives_are_the_matrix_formula(seed):
 
 def test_the_search_reaches_hdmm_on_its_own_workloads():
     # Issue 31's HDMM totals: the paper's batch 209, the prefix chain 42, 1-way counts of 8: 320.
-    paper = choose(Matrices(parse_batch(PAPER)))
+    paper = choose(Matrices(parse_batch(PAPER)), objective="per-query")
     assert paper.fixed.expected_error(1.0) == pytest.approx(560)
     assert paper.optimized.name.startswith("cells: p-identity")
     assert paper.optimized.expected_error(1.0) <= 207  # refined past scipy's default stop (208.3)
-    prefix = choose(Matrices(parse_batch(PREFIX)))
+    prefix = choose(Matrices(parse_batch(PREFIX)), objective="per-query")
     assert prefix.fixed.expected_error(1.0) == pytest.approx(126)
     assert prefix.optimized.name.startswith("cells: p-identity")
     assert prefix.optimized.expected_error(1.0) <= 42 + 1e-6
-    one_way = choose(Matrices(parse_batch("; ".join(f"count(t{i})" for i in range(8)))))
+    one_way = choose(Matrices(parse_batch("; ".join(f"count(t{i})" for i in range(8)))),
+                     objective="per-query")
     assert one_way.fixed.expected_error(1.0) == pytest.approx(1024)
     assert one_way.optimized.name.startswith("cells: weighted marginals")
     assert one_way.optimized.expected_error(1.0) <= 320
@@ -112,8 +113,8 @@ def test_extreme_weights_are_searched_like_their_scaled_workload(text):
 
 def never_worse_than_fixed(m: Matrices, rel: float) -> strategies.Choice:
     """The choice for ``m``: its Δ and variances as brute force gives them (to ``rel``), and
-    no query worse than under the best fixed candidate."""
-    choice = choose(m)
+    no query worse than under the best fixed candidate (under "per-query")."""
+    choice = choose(m, objective="per-query")
     delta, variances = brute_force(choice.optimized.A, m)
     assert choice.optimized.sensitivity == pytest.approx(delta, rel=rel * 1e-3)
     assert variances == pytest.approx(choice.optimized.variances(1.0), rel=rel)
@@ -172,7 +173,8 @@ def test_the_search_is_bounded_by_the_published_limit(monkeypatch):
     assert spent and sum(spent) <= 500
     monkeypatch.setattr(optimize, "minimise", lambda *args: (np.inf, args[1]))  # spends nothing
     spent.clear()
-    choose(Matrices(random_workload(16)), search_units=2000)  # the bounded search runs
+    # the bounded search runs (under "per-query")
+    choose(Matrices(random_workload(16)), search_units=2000, objective="per-query")
     assert spent and 1000 < sum(spent) <= 2000
 
 
@@ -349,7 +351,7 @@ def test_the_bounded_problem_improves_a_workload_the_penalised_search_left_on_th
     # The penalised optimum leaves a query over the histogram's variance; SLSQP on the bounded
     # problem finds 218 (all 5 queries at or under the histogram's, total 252).
     m = Matrices(random_workload(16))
-    choice = choose(m)
+    choice = choose(m, objective="per-query")
     assert choice.fixed.name == "cells: histogram" and choice.fixed.expected_error(1.0) == 252
     assert choice.optimized.name.startswith("cells: p-identity bounded")
     assert choice.optimized.expected_error(1.0) <= 218 + 1e-6
@@ -363,7 +365,7 @@ def test_a_lower_unpenalised_optimum_within_the_bound_is_taken():
     # Intel CPU and 295.4 on an AMD EPYC: OpenBLAS picks other kernels, whose roundings move
     # L-BFGS-B's path.
     m = Matrices(random_workload(12))
-    choice = choose(m)
+    choice = choose(m, objective="per-query")
     assert choice.optimized.name.startswith("cells: p-identity unpenalised")
     assert choice.optimized.expected_error(1.0) <= 300
     _, variances = brute_force(choice.optimized.A, m)
@@ -385,14 +387,15 @@ def test_the_jacobian_of_the_variances_is_their_derivative():
 
 def test_the_total_objective_takes_the_lowest_total_and_says_which_queries_pay_for_it():
     m = Matrices(random_workload(9))
-    per_query = SEARCHES.choose(m)
+    per_query = SEARCHES.choose(m, objective="per-query")
     total = SEARCHES.choose(m, objective="total")  # the same shape: kept apart, by objective
     assert total.optimized.expected_error(1.0) < 0.9 * per_query.optimized.expected_error(1.0)
     above = total.optimized.variances(1.0) > total.fixed.variances(1.0) * (1 + 1e-9)
     assert above.any() and not above.all()
     assert np.all(per_query.optimized.variances(1.0) <= per_query.fixed.variances(1.0) * (1 + 1e-9))
-    assert SEARCHES.choose(m) is per_query and SEARCHES.choose(m, objective="total") is total
-    answer = prepare(random_workload(9), objective="total").noisy(np.zeros(1 << len(m.terms)), 1.0)
+    assert SEARCHES.choose(m, objective="per-query") is per_query
+    assert SEARCHES.choose(m) is total  # "total" is the default
+    answer = prepare(random_workload(9)).noisy(np.zeros(1 << len(m.terms)), 1.0)
     reply = answer.as_dict()
     assert reply["objective"] == "total" and reply["above_fixed"] == above.tolist()
     assert reply["fixed_expected_squared_error"] == pytest.approx(total.fixed.variances(1.0))
@@ -411,14 +414,14 @@ def test_another_objective_is_another_charge_never_a_second_answer_for_free(tmp_
     source = session.Source("v1", lambda queries: computed.append(1) or [5] * len(queries))
     text = "\n".join(str(q) for q in random_workload(9).queries)
     once = ledger.add_user("ann", "once")
-    first = session.ask(ledger, source, once, text).body
+    first = session.ask(ledger, source, once, text, objective="per-query").body
     with pytest.raises(BudgetExhausted):
-        session.ask(ledger, source, once, text, objective="total")
-    again = session.ask(ledger, source, once, text).body
+        session.ask(ledger, source, once, text)  # the default, "total"
+    again = session.ask(ledger, source, once, text, objective="per-query").body
     assert again["answers"] == first["answers"] and again["reused"] and len(computed) == 1
     twice = ledger.add_user("bob", "twice")
-    per_query = session.ask(ledger, source, twice, text).body
-    total = session.ask(ledger, source, twice, text, objective="total").body
+    per_query = session.ask(ledger, source, twice, text, objective="per-query").body
+    total = session.ask(ledger, source, twice, text).body
     assert not total["reused"] and total["charged"] == 1.0 and len(computed) == 3
     assert (per_query["objective"], total["objective"]) == ("per-query", "total")
     assert total["strategy"] != per_query["strategy"] and any(total["above_fixed"])

@@ -251,3 +251,20 @@ def test_the_service_module_names_its_extra_when_fastapi_is_missing(monkeypatch)
     with pytest.raises(MissingExtra) as missing:
         importlib.import_module("cocktail.service")
     assert str(missing.value) == f"this needs fastapi: {install_command('serve')}"
+
+
+@pytest.mark.parametrize("origin", [("/home/ann/cocktail", True), None])
+def test_the_missing_extra_line_docs_cli_shows_is_the_one_printed(origin, tmp_path,
+                                                                   monkeypatch):
+    """docs/cli.md's example (issue 66, item 4: it once showed another line than the program
+    prints): `--engine spark` without pyspark, from a checkout installed as the README says
+    and from the package index, prints a line the doc holds verbatim."""
+    monkeypatch.setattr(extras, "_installed_from", lambda: origin)
+    monkeypatch.setitem(sys.modules, "pyspark", None)  # not installed
+    monkeypatch.chdir(tmp_path)
+    Path("baskets.dat").write_text("1 2\n2 3\n")
+    result = CliRunner().invoke(main, ["publish", "baskets.dat", "--engine", "spark"])
+    assert result.exit_code == 2, result.output
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("error: this needs pyspark: pip install")
+    assert line in (ROOT / "docs" / "cli.md").read_text().splitlines(), line

@@ -235,7 +235,7 @@ def test_a_users_history_is_read_through_its_index_once_migrated(tmp_path):
     """The analyst's page reads one user's newest charges through `charges_by_user`, and a
     version-7 ledger (no index) gets it when opened: without it, every page read and sorted
     everyone's charges (72 ms at a million)."""
-    from cocktail.dp.ledger import HISTORY
+    from cocktail.dp.ledger.answers import HISTORY
 
     path = tmp_path / "ledger.sqlite"
     ledger = Ledger(path)
@@ -685,7 +685,7 @@ def test_a_ledger_of_a_newer_schema_is_refused_not_used(tmp_path):
     from click.testing import CliRunner
 
     from cocktail.cli import main
-    from cocktail.dp.ledger import SCHEMA_VERSION
+    from cocktail.dp.ledger.schema import SCHEMA_VERSION
 
     run = CliRunner()
     store = tmp_path / "s"

@@ -42,7 +42,7 @@ def served(built):
 def test_schemathesis_finds_nothing_over_every_operation(served, tmp_path):
     url, tokens = served
     listed = httpx.get(url + "/openapi.json").json()["paths"]
-    assert {"/v1/query", "/v1/rank", "/v1/budget", "/v1/history", "/v1/rankings",
+    assert {"/v1/query", "/v1/preview", "/v1/rank", "/v1/budget", "/v1/history", "/v1/rankings",
             "/v1/terms", "/v1/limits", "/health", "/owner/state"} == set(listed)
     run = subprocess.run(
         [sys.executable, "-m", "schemathesis.cli", "--config-file", str(CONFIG), "run",
@@ -125,6 +125,8 @@ def test_the_document_names_every_status_in_one_model(served):
                     assert "WWW-Authenticate" in response["headers"]
     query = document["paths"]["/v1/query"]["post"]["responses"]
     assert set(query) == {"200", "400", "401", "403", "413", "422", "429", "500", "503"}
+    preview = document["paths"]["/v1/preview"]["post"]["responses"]
+    assert set(preview) == set(query)
 
 
 def test_a_routes_bug_is_a_problem_with_the_security_headers(built):
@@ -163,7 +165,7 @@ def test_every_operation_that_takes_a_body_documents_the_413_of_the_body_limit(s
         for method, operation in methods.items():
             assert ("413" in operation["responses"]) == ("requestBody" in operation), path
             takes_a_body |= {path} if "requestBody" in operation else set()
-    assert takes_a_body == {"/v1/query", "/v1/rank", "/v1/later"}
+    assert takes_a_body == {"/v1/query", "/v1/preview", "/v1/rank", "/v1/later"}
 
 
 def test_the_servers_own_400_carries_the_security_headers(served):

@@ -7,6 +7,8 @@ from itertools import combinations
 
 import pytest
 
+from cocktail.dataset import Records
+from cocktail.overlay.layout import LayoutParams, cut_clusters, leaf_clusters
 from cocktail.overlay.tree import Tree, best_split, grow_tree
 from cocktail.synthetic import SyntheticSpec, generate
 
@@ -14,11 +16,11 @@ from cocktail.synthetic import SyntheticSpec, generate
 @pytest.mark.parametrize("leaf_size", [50, 300, 5000])
 def test_records_land_in_one_leaf_along_their_patterns(leaf_size):
     records = generate(SyntheticSpec(records=4000, items=300, seed=9))
-    tree = grow_tree(records, leaf_size)
-    seen = sorted(p for leaf in tree.leaves() for cluster in leaf.clusters for p in cluster)
+    tree, clusters, _ = leaf_clusters(Records.of(records), LayoutParams(cluster_size=leaf_size))
+    seen = sorted(p for _, cluster in clusters for p in cluster)
     assert seen == list(range(len(records)))
     parents = tree.parents()
-    leaf_of = {p: leaf.id for leaf in tree.leaves() for c in leaf.clusters for p in c}
+    leaf_of = {p: leaf for leaf, cluster in clusters for p in cluster}
     for position, record in enumerate(records):
         node = leaf_of[position]
         while node in parents:  # walk up: each step's pattern must describe the record
@@ -26,8 +28,7 @@ def test_records_land_in_one_leaf_along_their_patterns(leaf_size):
             pattern = "".join("1" if t in record else "0" for t in parent.split)
             assert parent.children[pattern] == node
             node = parent.id
-    for leaf in tree.leaves():
-        assert all(0 < len(c) <= leaf_size for c in leaf.clusters)
+    assert all(0 < len(cluster) <= leaf_size for _, cluster in clusters)
     if leaf_size >= len(records):
         assert len(tree.nodes) == 1
 
@@ -75,7 +76,7 @@ def test_small_pattern_groups_share_a_child():
     records = ([frozenset({"x"})] * 300 + [frozenset({"y"})] * 300 + [frozenset()] * 300
                + [frozenset({"x", "y"})] * 6 + [frozenset({"z"})] * 6)
     tree = grow_tree(records, 400)
-    sizes = [len(c) for leaf in tree.leaves() for c in leaf.clusters]
+    sizes = [len(c) for leaf in tree.leaves() for c in cut_clusters(leaf.positions, 400)]
     assert min(sizes) >= 100
     assert any(len(set(n.children.values())) < len(n.children) for n in tree.nodes)
 

@@ -368,13 +368,13 @@ def test_the_worker_pool_partitions_as_this_process_does(monkeypatch):
     partition must be the one the publishing process computes itself, and the one its records
     given as sets get."""
     from cocktail.anonymity import partition
-    from cocktail.overlay.layout import cluster_records
+    from cocktail.overlay.layout import cluster_records, cut_clusters
     from cocktail.overlay.tree import grow_tree
     from cocktail.publish import writer
 
     records = load(dataset_path("bms-webview-1.dat")).head(8000).records
     clusters = [cluster_records(records, positions) for leaf in grow_tree(records, 500).leaves()
-                for positions in leaf.clusters]
+                for positions in cut_clusters(leaf.positions, 500)]
     params = PublishParams(k=5, m=3)
     monkeypatch.setattr(writer, "PARALLEL_FROM_RECORDS", 0)
     pooled = [split for split, _ in writer.partitions(clusters, params, 2, len(records))]
@@ -549,3 +549,112 @@ def test_partition_workers_hold_no_descriptor_of_the_locked_store(tmp_path, monk
                    if os.path.realpath(fd) == str(store.root.resolve())]
         assert len(list(results)) == len(clusters) - 1
     assert len(processes) >= 2 and holders == []
+
+
+def test_a_store_read_by_the_format_doc_alone(tmp_path):
+    """Issue 66, items 24-26 and 28: a second reader written from docs/publication-format.md
+    once found the doc out of step with the files. This one reads a store (a release, then an
+    append that buffers records) by the doc's rules alone, with hashlib, cryptography,
+    pyroaring and json: the owner key, the record segments and their keys, the units of
+    records.jsonl, every pseudonym recomputed, and the term index's parts. The doc states each
+    rule used here."""
+    doc = " ".join((REPO / "docs" / "publication-format.md").read_text().split())
+    for rule in ("`records` is an object", "`[record id, unit]`", "read **big-endian**",
+                 "8 bytes **little-endian**", "(hex-decoded)", "its 16 ASCII characters",
+                 "its first 10 bytes, written as 20 lower-case hex digits",
+                 "`terms/<a>-<b>.roaring`", "`terms/<a>-<b>.order`", "`terms/parts.json`",
+                 "the record at index position `i` is `order[i - a]`"):
+        assert rule in doc, rule
+    import hashlib
+    import struct
+
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+    from pyroaring import BitMap
+
+    from cocktail.publish.append import append
+
+    whole = load(dataset_path("bms-webview-1.dat"))
+    records = list(whole.records[:3030])
+    store = LocalStore(tmp_path / "s")
+    publish(Dataset(whole.ids[:3000], whole.records[:3000], "memory", "jsonl"), store,
+            PublishParams(k=5, m=2))
+    assert append(Dataset(whole.ids[3000:3030], whole.records[3000:3030], "memory", "jsonl"),
+                  store, min_new=500).buffered_records  # pools under 500 records wait
+    private = tmp_path / "s" / "private"
+    version = (tmp_path / "s" / "public" / "CURRENT").read_text().strip()
+    manifest = json.loads((private / version / "manifest.json").read_text())
+
+    # the owner key: 64 hex digits and a newline, the 32 bytes they encode
+    text = (private / "owner.key").read_text()
+    assert len(text) == 65 and text.endswith("\n")
+    owner_key = bytes.fromhex(text)
+
+    # records: an object, count and segments; records.jsonl: [record id, unit]
+    assert set(manifest["records"]) == {"count", "segments"}
+    ids, units = [], {u["id"]: u for u in manifest["units"]}
+    for segment in manifest["records"]["segments"]:
+        name = "records.jsonl" if segment["start"] == 0 else f"records.{segment['start']}.jsonl"
+        rows = [json.loads(line) for line in
+                (private / segment["home"] / name).read_text().splitlines()]
+        assert len(rows) == segment["stop"] - segment["start"]
+        ids += [rid for rid, _ in rows]
+        kinds = {units[unit]["kind"] for _, unit in rows}
+        assert kinds <= {"leaf", "new", "buffer"}, kinds
+        if segment["start"] == 3000:
+            assert "buffer" in kinds  # a buffered record names the buffer's unit
+        if "keys" in segment:  # big-endian numbers of 8 digest bytes, stored little-endian
+            data = (private / segment["keys"] / f"records.{segment['start']}.keys").read_bytes()
+            magic = b"cocktail-record-keys/1\n"
+            assert data.startswith(magic)
+            body = data[len(magic):]
+            stored = list(struct.unpack(f"<{len(body) // 8}Q", body))
+            assert stored == sorted(int.from_bytes(hashlib.sha256(rid.encode()).digest()[:8],
+                                                   "big") for rid, _ in rows)
+    assert len(ids) == manifest["records"]["count"] == 3030
+    assert ids == list(whole.ids[:3030])
+
+    # every pseudonym, from the owner key, the chunk id's ASCII and the id's SHA-256
+    checked = 0
+    for unit in manifest["units"]:
+        home = unit.get("map", version)
+        for row in (private / home / "pseudonyms" / f"{unit['id']}.tsv").read_text().splitlines():
+            chunk_id, pseudonym, position = row.split("\t")[:3]
+            chunk_key = hashlib.blake2b(chunk_id.encode("ascii"), key=owner_key,
+                                        digest_size=16, person=b"chunk key").digest()
+            block = hashlib.sha256(ids[int(position)].encode("utf-8")).digest()[:16]
+            encryptor = Cipher(algorithms.AES(chunk_key), modes.ECB()).encryptor()
+            assert (encryptor.update(block) + encryptor.finalize())[:10].hex() == pseudonym
+            checked += 1
+    assert checked == sum(chunk["subrecords"] for chunk in manifest["chunks"].values())
+
+    # the term index: parts.json is the manifest's term_index; the parts tile the records
+    listed = json.loads((private / version / "terms" / "parts.json").read_text())
+    assert listed == manifest["term_index"] and listed["records"] == 3030
+    assert {part["home"] for part in listed["parts"]} == {"v000001", version}  # by reference
+    at = 0
+    for part in listed["parts"]:
+        a, b = part["start"], part["stop"]
+        assert a == at and part["files"] == [f"terms/{a}-{b}.roaring"]
+        assert part["order"] == f"terms/{a}-{b}.order"
+        home = private / part["home"]
+        data, order = (home / part["files"][0]).read_bytes(), (home / part["order"]).read_bytes()
+        assert [hashlib.sha256(data).hexdigest()] == part["sha256"]
+        assert hashlib.sha256(order).hexdigest() == part["order_sha256"]
+        assert order.startswith(b"cocktail-terms-order/1\n")
+        body = order[len(b"cocktail-terms-order/1\n"):]
+        numbering = struct.unpack(f"<{b - a}I", body)
+        assert sorted(numbering) == list(range(a, b))
+        magic, header_line, rest = data.split(b"\n", 2)
+        assert magic == b"cocktail-terms/1"
+        header = json.loads(header_line)
+        assert (header["start"], header["stop"]) == (a, b)
+        assert [t for t, _ in header["terms"]] == sorted(t for t, _ in header["terms"])
+        offset = 0
+        for term, size in header["terms"]:
+            index_positions = BitMap.deserialize(rest[offset:offset + size])
+            offset += size
+            held = {numbering[i - a] for i in index_positions}
+            assert held == {p for p in range(a, b) if term in records[p]}, term
+        assert offset == len(rest)
+        at = b
+    assert at == listed["records"]

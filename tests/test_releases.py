@@ -405,3 +405,30 @@ def test_a_prune_cut_short_is_finished_by_the_next_one(tmp_path, monkeypatch):
     assert len(finished) < len(leftover)
     assert not any(p.endswith("manifest.json") for p in finished)
     assert audit(store).ok and audit_releases(store).ok
+
+
+def test_an_emptied_buffer_leaves_no_reference_to_dangle_and_the_audit_finds_one(tmp_path):
+    """Issue 66, item 28: the map of a buffer an append emptied was superseded (so pruning
+    deleted it) while later manifests still named it, and both audits passed. Through five
+    releases, a buffer filled and emptied and versions pruned: every file a version names is
+    there and `audit --releases` passes; then a file the current version names is removed
+    and the release audit names it."""
+    whole = load(dataset_path("bms-webview-1.dat"))
+    cuts = [0, 3000, 3030, 8000, 12000, 16000]
+    parts = [Dataset(whole.ids[a:b], whole.records[a:b], "memory", "jsonl")
+             for a, b in zip(cuts, cuts[1:])]
+    store = LocalStore(tmp_path / "s")
+    publish(parts[0], store, PublishParams(k=5, m=2))
+    # pools under 500 records wait: the 30 records of the first append fill the buffer
+    added = [append(part, store, min_new=500) for part in parts[1:]]
+    assert added[0].buffered_records and added[2].buffered_records == 0  # filled, emptied
+    assert committed_versions(store)[0] != "v000001"  # pruned since
+    report = audit_releases(store)
+    assert report.ok, report.violations
+    publication = Publication(store, current_version(store))
+    buffer = next(u for u in publication.units if u["kind"] == "buffer" and not u["members"])
+    path = fmt.pseudonym_map_path(publication.map_home(buffer["id"]), buffer["id"])
+    assert store.exists("private", path)
+    (tmp_path / "s" / "private" / path).unlink()
+    dangling = [v for v in audit_releases(store).violations if v.where == f"private/{path}"]
+    assert dangling and "dangling" in dangling[0].detail

@@ -52,3 +52,21 @@ def test_unknown_option_fails_clearly(script):
     result = subprocess.run([str(script), "--no-such-option"], capture_output=True, text=True,
                             timeout=30)
     assert result.returncode == 2 and "--no-such-option" in result.stderr
+
+
+def test_provision_checks_its_host_before_installing_anything(tmp_path):
+    """A host the cluster file does not name is refused first, exit 2 (issue 66, item 6: it
+    once installed for minutes before checking), whoever runs it; a stub apt-get and
+    dpkg-query first on the PATH would record an install had one begun."""
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    for name in ("apt-get", "dpkg-query", "useradd"):
+        (stubs / name).write_text(f"#!/bin/sh\necho {name} >> {tmp_path}/ran\nexit 1\n")
+        (stubs / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{stubs}{os.pathsep}{os.environ['PATH']}"}
+    result = subprocess.run([str(REPO / "scripts" / "provision"), "--host", "ck-private",
+                             "--spec", str(REPO / "hadoop_conf" / "cluster.yaml")],
+                            capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 2, result.stderr
+    assert "no host named ck-private in" in result.stderr
+    assert not (tmp_path / "ran").exists()

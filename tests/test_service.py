@@ -368,11 +368,17 @@ def test_the_objective_is_the_analysts_choice_over_http_and_the_cli(server, tmp_
     assert bad.status_code == 422
     path = tmp_path / "batch.txt"
     path.write_text("\n".join(batch))
-    status, body = cli("query", "--batch", str(path), "--url", url, "--token", token,
-                       "--objective", "total")  # two objectives, two charges: all 0.2 spent
+    # "total" is the default: two objectives, two charges, all 0.2 spent, and these reuse it
+    status, body = cli("query", "--batch", str(path), "--url", url, "--token", token)
     assert status == 0 and body["reused"] and body["answers"] == bodies["total"]["answers"]
-    wrapped = subprocess.run([str(WRAPPER), "--url", url, "--token", token, "--objective", "total",
-                              "--batch", str(path)], capture_output=True, text=True, timeout=60)
+    default = httpx.post(url + "/v1/query", headers=auth(token), json={"batch": batch}).json()
+    assert default["reused"] and default["answers"] == bodies["total"]["answers"]
+    wrapped = subprocess.run([str(WRAPPER), "--url", url, "--token", token, "--objective",
+                              "per-query", "--batch", str(path)],
+                             capture_output=True, text=True, timeout=60)
+    assert json.loads(wrapped.stdout)["answers"] == bodies["per-query"]["answers"], wrapped.stderr
+    wrapped = subprocess.run([str(WRAPPER), "--url", url, "--token", token, "--batch", str(path)],
+                             capture_output=True, text=True, timeout=60)
     assert json.loads(wrapped.stdout)["answers"] == bodies["total"]["answers"], wrapped.stderr
     wrong = subprocess.run([str(WRAPPER), "--url", url, "--token", token, "--objective", "mean",
                             "--batch", str(path)], capture_output=True, text=True, timeout=60)
@@ -573,3 +579,115 @@ def test_serve_opens_an_encrypted_key_with_its_passphrase_file_and_warns_of_expi
         budget = httpx.get(url + "/v1/budget", headers=auth(token), verify=str(cert))
         assert budget.status_code == 200
     assert f"WARNING cocktail.serve: the TLS certificate {cert} expires on " in log.read_text()
+
+
+
+def test_a_preview_shows_the_strategy_errors_intervals_and_charge_and_spends_nothing(server):
+    """The preview says what the answer will: the same strategy and expected errors,
+    intervals as wide as the answer's, the charge; nothing is charged (one query, whose
+    strategy is NOQ: a batch's search may be cut short by a loaded machine's clock, and then
+    the preview's and the answer's differ, as two cut answers' may).  Over HTTP, the
+    client and the CLI alike; past a user's 2 a minute, or the server's 3, refused (429),
+    free, as a malformed one or an unknown token are before the gate counts them."""
+    from cocktail.client import Client
+    from .test_rank import cli
+    url, _, dataset, ledger_path = server
+    ledger = Ledger(ledger_path)
+    ledger.add_role("previewer", alpha=0.1, budget=0.1)
+    token, other, third = (ledger.add_user(name, "previewer") for name in ("pia", "pete", "pat"))
+    top = sorted(dataset.terms(), key=lambda t: (-dataset.count_containing([t]), t))[:3]
+    batch = [f"count({top[0]}) - 3*count({top[1]} & {top[2]})", f"count({top[0]} & {top[1]})",
+             f"4*count({top[1]}) + count({top[2]})"]
+    assert httpx.post(url + "/v1/preview", headers=auth(token),
+                      json={"query": "count(a) +"}).status_code == 400
+    assert httpx.post(url + "/v1/preview", json={"query": "count(a)"}).status_code == 401
+    shown = httpx.post(url + "/v1/preview", headers=auth(token), timeout=SEARCHED,
+                       json={"query": batch[0], "level": 0.9}).json()
+    assert shown["charge"] == 0.1 and shown["budget"]["spent"] == 0 and shown["alpha"] == 0.1
+    assert shown["objective"] == "total" and len(shown["intervals"]["half_width"]) == 1
+    assert shown["intervals"]["level"] == 0.9 and shown["strategy"] == "NOQ"
+    answered = httpx.post(url + "/v1/query", headers=auth(token), timeout=SEARCHED,
+                          json={"query": batch[0], "level": 0.9}).json()
+    assert answered["charged"] == 0.1 and answered["strategy"] == shown["strategy"]
+    assert answered["expected_squared_error"] == shown["expected_squared_error"]
+    widths = [(h - lo) / 2 for lo, h in zip(answered["intervals"]["low"],
+                                            answered["intervals"]["high"])]
+    assert widths == pytest.approx(shown["intervals"]["half_width"])
+    assert answered["intervals"]["method"] == shown["intervals"]["method"]
+    with Client(url, token) as client:  # spent: still previewed, and the budget says so
+        rows = client.preview("\n".join(batch), level=0.9)
+    assert len(rows) == 3 and len(rows.reply["intervals"]["method"]) == 3
+    assert all(row["ci_half_width"] > 0 for row in rows) and rows.reply["charge"] == 0.1
+    assert rows.reply["budget"]["remaining"] == 0
+    status, body = cli("query", "--preview", batch[1], "--url", url, "--token", token)
+    assert status == 4 and body["http_status"] == 429  # pia's 2 of the minute
+    problem = httpx.post(url + "/v1/preview", headers=auth(token), json={"batch": batch}).json()
+    assert problem["status"] == 429 and problem["limit"] == "previews_per_minute"
+    status, body = cli("query", "--preview", batch[1], "--url", url, "--token", other)
+    assert status == 0 and body["charge"] == 0.1  # the server's third of the minute
+    problem = httpx.post(url + "/v1/preview", headers=auth(third), json={"batch": batch}).json()
+    assert problem["status"] == 429 and problem["limit"] == "previews_all_per_minute"
+    assert ledger.budget_status(ledger.authenticate(token))["spent"] == 0.1
+    assert ledger.budget_status(ledger.authenticate(other))["spent"] == 0
+
+
+def test_serve_detach_returns_once_it_answers_and_fails_in_the_foreground(tmp_path):
+    """`cocktail serve --detach` (issue 66, item 1): the command returns once the service
+    answers, so the next line of a script is answered with no wait of its own; its logs go to
+    --log-file; a service that cannot start fails in the foreground with its status."""
+    store, token = small_store(tmp_path)
+    port = free_port()
+    command = [sys.executable, "-m", "cocktail.cli", "serve", "--store", str(store), "--port",
+               str(port), "--detach", "--log-file", str(tmp_path / "serve.log"), "--json"]
+    started = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert started.returncode == 0, started.stderr
+    shown = json.loads(started.stdout)
+    try:
+        assert shown["url"] == f"http://127.0.0.1:{port}"
+        budget = httpx.get(shown["url"] + "/v1/budget", headers=auth(token))  # no retry
+        assert budget.status_code == 200 and budget.json()["spent"] == 0
+        assert Path(f"/proc/{shown['pid']}").exists()
+        again = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        assert again.returncode == 5 and "cannot listen" in json.loads(again.stdout)["error"]
+    finally:
+        subprocess.run(["kill", str(shown["pid"])], check=True)
+    assert "rankings open" not in started.stdout
+    missing = subprocess.run([*command[:5], str(tmp_path / "nothing"), *command[6:]],
+                             capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and "no publication" in json.loads(missing.stdout)["error"]
+
+
+def test_a_client_that_comes_while_serve_starts_is_queued_and_answered(tmp_path):
+    """`cocktail serve` listens before it loads its libraries and warms the publication
+    (seconds; issue 66, item 1): a client connecting meanwhile is not refused, and its request
+    is answered once the service runs. Connected before serve said it serves (its --json line
+    not out yet), the request still gets 200."""
+    import select
+    import socket
+    import time
+
+    store, _ = small_store(tmp_path)
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "cocktail.cli", "serve", "--store",
+                                str(store), "--port", str(port), "--json"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                client = socket.create_connection(("127.0.0.1", port), timeout=120)
+                break
+            except ConnectionRefusedError:
+                assert process.poll() is None and time.monotonic() < deadline
+                time.sleep(0.01)
+        assert not select.select([process.stdout], [], [], 0)[0], "connected only once ready"
+        with client:
+            client.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            reply = b""
+            while chunk := client.recv(65536):
+                reply += chunk
+        assert reply.startswith(b"HTTP/1.1 200") and b'"status":"ok"' in reply, reply
+        assert json.loads(process.stdout.readline())["url"] == f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(30)

@@ -71,16 +71,16 @@ def synthetic_40k(tmp_path_factory):
 # of CI).
 @pytest.mark.parametrize("source", ["bms-webview-1", "bms-webview-2", "synthetic-40k"])
 def test_both_engines_publish_the_same(source, tmp_path, request, monkeypatch):
-    from cocktail.publish import spark as engine
+    from cocktail.publish.spark import run, tree
 
     levels = []  # tree levels split on the cluster
-    choices = engine._choices
-    monkeypatch.setattr(engine, "_choices", lambda *a: levels.append(a) or choices(*a))
+    choices = tree._choices
+    monkeypatch.setattr(tree, "_choices", lambda *a: levels.append(a) or choices(*a))
     if source == "synthetic-40k":
         path = request.getfixturevalue("synthetic_40k")
-        monkeypatch.setattr(engine, "LOCAL_SUBTREE", 8_000)
+        monkeypatch.setattr(tree, "LOCAL_SUBTREE", 8_000)
         # five report partitions, read one after another: as millions of records are read
-        monkeypatch.setattr(engine, "RECORDS_PER_REPORT", 8_000)
+        monkeypatch.setattr(run, "RECORDS_PER_REPORT", 8_000)
     else:
         path = dataset_path(f"{source}.dat")
     on_spark = publish_spark(path, tmp_path / "spark")
@@ -123,12 +123,14 @@ def test_both_engines_aggregate_inside_the_tree_the_same(tmp_path):
 @pytest.mark.parametrize("local_subtree", [3_000, 10**9])
 def test_the_tree_grown_on_spark_is_the_single_machine_tree(local_subtree, spark,
                                                             monkeypatch):
+    from cocktail.overlay.layout import cut_clusters
     from cocktail.overlay.tree import SplitSearch, grow_tree
-    from cocktail.publish import spark as engine
+    from cocktail.publish.spark import reading
+    from cocktail.publish.spark import tree as engine
 
     monkeypatch.setattr(engine, "LOCAL_SUBTREE", local_subtree)
     records = load(dataset_path("bms-webview-1.dat")).records[:12_000]
-    blocks = engine.driver_input(spark, [f"r{p}" for p in range(len(records))], records).records
+    blocks = reading.driver_input(spark, [f"r{p}" for p in range(len(records))], records).records
     tree, leaf_of, leaves, starts, _ = engine.grow_tree_distributed(
         spark, blocks, tuple(records.names), len(records), 400, SplitSearch())
     single = grow_tree(records, 400)
@@ -136,13 +138,13 @@ def test_the_tree_grown_on_spark_is_the_single_machine_tree(local_subtree, spark
     assert len(single.nodes) > 15  # a tree of several levels
     assert sorted((position, leaf) for block in leaf_of.collect()
                   for position, leaf in zip(block.positions.tolist(), block.node.tolist())) == \
-        sorted((p, node.id) for node in single.nodes for c in node.clusters for p in c)
-    assert leaves == {node.id: sum(map(len, node.clusters)) for node in single.nodes
+        sorted((p, node.id) for node in single.nodes for p in node.positions)
+    assert leaves == {node.id: len(node.positions) for node in single.nodes
                       if not node.children}
     # every leaf grown in a task, so each knows where its clusters start: no counting job
     assert {leaf: first.tolist() for leaf, first in starts.items()} == \
-        {node.id: [cluster[0] for cluster in node.clusters] for node in single.nodes
-         if not node.children}
+        {node.id: [cluster[0] for cluster in cut_clusters(node.positions, 400)]
+         for node in single.nodes if not node.children}
 
 
 def test_both_engines_cut_the_term_index_into_the_same_parts(tmp_path):
@@ -205,7 +207,7 @@ def test_fimi_partitions_read_with_arrays_or_by_line_give_the_loaders_records(sp
     non-ASCII terms); with comments, an empty line, CRLF breaks and repeated terms, the ids
     and records are the loader's, whether a local file is read by byte ranges (of ``split``
     bytes: a range may hold no line start) or a URL by Spark's text reader."""
-    from cocktail.publish import spark as engine
+    from cocktail.publish.spark import reading as engine
 
     monkeypatch.setattr(engine, "INPUT_SPLIT", split)
     ascii_lines = "# a comment\n" + "".join(
@@ -228,7 +230,7 @@ def test_a_bad_line_in_a_later_byte_range_is_numbered_in_the_file(spark, tmp_pat
     """A bad line in a byte range past the first is numbered in the whole file (the lines of
     the ranges before it added), as the loader numbers it; skipped, the ids stay the
     loader's."""
-    from cocktail.publish import spark as engine
+    from cocktail.publish.spark import reading as engine
 
     monkeypatch.setattr(engine, "INPUT_SPLIT", 16)
     path = tmp_path / "late.dat"
@@ -276,7 +278,8 @@ def test_every_input_format_reads_the_same_records(tmp_path):
 ])
 def test_csv_options_read_as_the_loader_reads_them(spark, tmp_path, text, options):
     from cocktail.dataset import InputOptions
-    from cocktail.publish import spark as engine
+    from cocktail.publish.spark import reading
+    from cocktail.publish.spark.context import _Borrowed
 
     path = tmp_path / "r.csv"
     path.write_text(text)
@@ -285,9 +288,9 @@ def test_csv_options_read_as_the_loader_reads_them(spark, tmp_path, text, option
             expected = load(path, skip_bad_lines=skip, **options)
         except InputError as error:
             expected = str(error)
-        context = engine._Borrowed(spark)  # left as found: a later test counts its RDDs
+        context = _Borrowed(spark)  # left as found: a later test counts its RDDs
         try:
-            found = engine.collect_dataset(engine.read_records(
+            found = reading.collect_dataset(reading.read_records(
                 context, str(path), None, skip, InputOptions(**options)))
         except InputError as error:
             found = str(error)
@@ -359,9 +362,9 @@ def test_the_write_job_joins_its_shuffles_partition_by_partition(spark):
     partitioner: Spark must join them partition by partition (each write task then writes
     both shuffles' files in one keyed order).  Joined end to end instead (a union of 2n
     partitions), the aggregated units' files would all be written after the leaves'."""
-    from cocktail.publish.spark import _Carrier
+    from cocktail.publish.spark.writer import Carrier
 
-    carrier = _Carrier(writers=4, readers=2)
+    carrier = Carrier(writers=4, readers=2)
     keys = [i.to_bytes(8, "big") for i in range(40)] + list(range(6))
     shuffles = [spark.parallelize([(key, n) for key in keys], 3).partitionBy(
         carrier.partitions, carrier) for n in (1, 2)]

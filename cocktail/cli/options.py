@@ -17,8 +17,21 @@ if TYPE_CHECKING:
 
 OWNER = "Owner command: it reads the store's private zone; analysts never run it."
 
+
+
+def _not_empty(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """Before any work (publish reads its input first): an empty --store is bad usage."""
+    from ..store import StoreError, not_empty
+
+    try:
+        return not_empty(value)
+    except StoreError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
 store_option = click.option(
     "--store", "store_spec", default="cocktail-store", envvar="COCKTAIL_STORE", show_default=True,
+    callback=_not_empty,
     help="Where the publication lives: a directory (the embedded local store), local:PATH, or "
     "webhdfs://NAMENODE:9870/PATH?fs=hdfs://NAMENODE:8020 for HDFS (docs/hadoop.md); "
     "default $COCKTAIL_STORE, else ./cocktail-store.")

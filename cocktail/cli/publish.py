@@ -11,7 +11,7 @@ import click
 
 from ..anonymity import METHODS
 from ..dataset import FORMATS, InputOptions, format_by_name, load, write_fimi, write_parquet
-from ..publish import DEFAULT_KEEP, PublishParams, publish
+from ..publish import DEFAULT_KEEP, PublishParams, publish, timed_from
 from ..store import open_store
 from ..synthetic import SyntheticSpec, generate
 from ..extras import require
@@ -165,17 +165,18 @@ def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
         if fixed:
             raise click.UsageError(f"--append keeps the store's own parameters; drop "
                                    f"{', '.join(fixed)}")
+    started = time.perf_counter()  # the seconds reported count the input's load too
     if engine == "spark" and appending:
-        _print_appended(_append_on_spark(input_path, store_spec, master, spark_conf,
+        _print_appended(timed_from(_append_on_spark(input_path, store_spec, master, spark_conf,
                                          input_format, skip_bad_lines, options, min_new,
-                                         as_json), as_json)
+                                         as_json), started), as_json)
         return
     if engine == "spark":
-        report = _publish_on_spark(input_path, store_spec, params, master, spark_conf,
-                                   input_format, skip_bad_lines, options, rebase, as_json)
+        report = timed_from(_publish_on_spark(input_path, store_spec, params, master,
+                                              spark_conf, input_format, skip_bad_lines,
+                                              options, rebase, as_json), started)
         _print_published(report, report.as_dict(), as_json)
         return
-    started = time.perf_counter()
     dataset = load(Path(input_path), input_format, skip_bad_lines=skip_bad_lines,
                    **asdict(options))
     loading = round(time.perf_counter() - started, 3)
@@ -186,11 +187,11 @@ def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
 
         with progress_bars("append", True, not as_json) as update:
             added = append(dataset, open_store(store_spec), min_new, progress=update)
-        _print_appended(added, as_json)
+        _print_appended(timed_from(added, started), as_json)
         return
     with progress_bars("publish", True, not as_json) as update:
-        report = publish(dataset, open_store(store_spec), params, progress=update,
-                         rebase=rebase)
+        report = timed_from(publish(dataset, open_store(store_spec), params,
+                                    progress=update, rebase=rebase), started)
     payload = report.as_dict()
     payload["phase_seconds"] = {"load": loading, **report.phase_seconds}
     _print_published(report, payload, as_json)

@@ -8,7 +8,7 @@ import click
 
 from ..client import LEVEL, Client, Result
 from ..dp.noise import PURE, SYMBOL, ZCDP
-from ..dp.objectives import OBJECTIVES, PER_QUERY
+from ..dp.objectives import DEFAULT_OBJECTIVE, OBJECTIVES
 from ..extras import require
 from ..query.names import BACKEND_NAMES
 from ..querylang import Workload, parse_batch
@@ -22,21 +22,29 @@ from .options import json_option, need_service, read_token, store_option, token_
               help="A file of linear queries, one per line (or ';'-separated): one release.")
 @url_option
 @token_options
-@click.option("--objective", type=click.Choice(OBJECTIVES), default=PER_QUERY,
+@click.option("--objective", type=click.Choice(OBJECTIVES), default=DEFAULT_OBJECTIVE,
               show_default=True,
-              help="Analysts: 'per-query' answers no query less accurately than the best fixed "
-              "strategy; 'total' takes the lowest total error, which may answer some queries "
-              "less accurately (the reply says which). Each objective is its own charge.")
+              help="Analysts: 'total' takes the lowest total error, which may answer some "
+              "queries less accurately than the best fixed strategy (the reply says which); "
+              "'per-query' answers none less accurately. Each objective is its own charge.")
 @click.option("--alpha", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Analysts: the α this query spends, up to the role's α per query (the "
               "default) and down to a published share of it: less budget, more noise. Each α "
               "is its own charge.")
 @click.option("--rho", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Analysts of a role under zCDP: the ρ this query spends, as --alpha.")
+@click.option("--level", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              default=LEVEL, show_default=True,
+              help="Analysts: the confidence level of each answer's interval (free: the same "
+              "answer at any level).")
 @click.option("--allow-unlisted", is_flag=True,
               help="Analysts: answer, and charge, a query naming a term that occurs in no "
               "public chunk (the service's GET /v1/terms lists those that do); without it "
               "such a query is refused, free (exit 2): docs/dp.md, \"Unlisted terms\".")
+@click.option("--preview", is_flag=True,
+              help="Analysts: show what answering would do — the strategy, each query's "
+              "expected error and interval, and the charge — without spending or reading "
+              "any data (the service admits a few a minute).")
 @click.option("--exact", is_flag=True,
               help="Owner command: exact answers read from the store's private zone, without "
               "noise (one query, or a --batch in one job). They must not be given to analysts.")
@@ -49,8 +57,8 @@ from .options import json_option, need_service, read_token, store_option, token_
 @json_option
 def query_cmd(expression: str | None, batch_file, url: str | None, token: str | None,
               token_file, objective: str, alpha: float | None, rho: float | None,
-              allow_unlisted: bool, exact: bool, store_spec: str, runner: str, verbose: bool,
-              as_json: bool) -> None:
+              level: float, allow_unlisted: bool, preview: bool, exact: bool, store_spec: str,
+              runner: str, verbose: bool, as_json: bool) -> None:
     """Answer a query: 'count(a & b)', '2*count(a) - count(b)', or a --batch file.
 
     \b
@@ -71,10 +79,16 @@ def query_cmd(expression: str | None, batch_file, url: str | None, token: str | 
     if not exact:
         url = need_service(url, token, "exact answers are the owner's (--exact)")
         with Client(url, token) as service:
-            answered = service.query(text, alpha, rho, objective,
+            if preview:
+                shown = service.preview(text, alpha, rho, objective, level, allow_unlisted)
+                emit(as_json, shown.reply, lambda: _print_preview(shown, level))
+                return
+            answered = service.query(text, alpha, rho, objective, level,
                                      allow_unlisted=allow_unlisted)
-        emit(as_json, answered.reply, lambda: _print_noisy(answered))
+        emit(as_json, answered.reply, lambda: _print_noisy(answered, level))
         return
+    if preview:
+        raise click.UsageError("--preview is the analyst's: it asks the service, not --exact")
     if alpha is not None or rho is not None or allow_unlisted:
         raise click.UsageError("--alpha, --rho and --allow-unlisted are the analyst's; "
                                "--exact answers have no noise and no charge")
@@ -85,13 +99,14 @@ def query_cmd(expression: str | None, batch_file, url: str | None, token: str | 
                                             runner, verbose, as_json)
 
 
-def _print_noisy(answered: Result) -> None:
+def _print_noisy(answered: Result, level: float) -> None:
     result = answered.reply
     above = result.get("above_fixed") or [False] * len(answered)  # older answers
     for row, worse in zip(answered, above):
         note = ", above the best fixed strategy's" if worse else ""
         out.print(f"{row['query']} ≈ {row['answer']:.1f}  (± {row['rms_error']:.1f} RMS "
-                  f"expected{note}; {LEVEL:.0%} in [{row['ci_low']:.1f}, {row['ci_high']:.1f}])",
+                  f"expected{note}; {level * 100:g}% in [{row['ci_low']:.1f}, "
+                  f"{row['ci_high']:.1f}])",
                   highlight=False, markup=False)
     budget = result["budget"]
     symbol = SYMBOL[ZCDP if "rho" in result else PURE]
@@ -99,3 +114,16 @@ def _print_noisy(answered: Result) -> None:
     out.print(f"[dim]{result['strategy']}; {note}; {budget['remaining']:g} of "
               f"{budget['budget']:g} left[/]", highlight=False)
 
+
+
+def _print_preview(shown: Result, level: float) -> None:
+    for row in shown:
+        note = ", above the best fixed strategy's" if row["above_fixed"] else ""
+        out.print(f"{row['query']}  ± {row['rms_error']:.1f} RMS expected{note}; "
+                  f"{level * 100:g}% interval ± {row['ci_half_width']:.1f}",
+                  highlight=False, markup=False)
+    reply = shown.reply
+    symbol = SYMBOL[reply["definition"]]
+    out.print(f"[dim]{reply['strategy']}; would charge {symbol}={reply['charge']:g} (nothing "
+              f"charged now); {reply['budget']['remaining']:g} of "
+              f"{reply['budget']['budget']:g} left[/]", highlight=False)

@@ -6,6 +6,8 @@ import os
 
 import click
 
+from ..daemon import detach as detached
+from ..daemon import listen
 from ..dp.deadline import DEFAULT_DEADLINES, Deadlines
 from ..extras import require
 from ..private_config import require_set_up
@@ -14,6 +16,8 @@ from ..query.backends import check_backend
 from ..store import open_store
 from .contract import confirm
 from .options import OWNER, json_option, store_option
+
+DETACHED_LOG = "cocktail-serve.log"
 
 
 @click.command("serve", help="Serve the analysts' HTTP API: token auth, JSON, noisy answers "
@@ -51,20 +55,32 @@ from .options import OWNER, json_option, store_option
               help="A file (the owner's only) whose first line is the passphrase of an "
                    "encrypted --tls-key; serve never asks for it on the terminal.")
 @click.option("--access-log", is_flag=True, help="Log every request.")
+@click.option("--detach", is_flag=True,
+              help="Return once the service answers, leaving it running in the background "
+                   "(its pid in the confirmation; `kill PID` stops it); a service that cannot "
+                   "start fails here, with its exit status.")
+@click.option("--log-file", type=click.Path(dir_okay=False),
+              help=f"With --detach: where its logs are appended once it answers (until then "
+                   f"they show here); default ./{DETACHED_LOG}.")
 @json_option
 def serve_cmd(store_spec: str, host: str, port: int, runner: str,
               deadline_base_ms: float | None, deadline_count_ms: float | None,
               deadline_rank_ms: float, deadline_search_ms: float, rank_slots: int,
               tls_cert: str | None, tls_key: str | None, tls_key_password_file: str | None,
-              access_log: bool, as_json: bool) -> None:
+              access_log: bool, detach: bool, log_file: str | None, as_json: bool) -> None:
     if (tls_cert is None) != (tls_key is None):
         raise click.UsageError("--tls-cert and --tls-key go together")
     if tls_key_password_file and not tls_key:
         raise click.UsageError("--tls-key-password-file is the passphrase of --tls-key")
-    require("uvicorn")
-    from ..service import Server, Tls  # names the [serve] extra if it is missing
+    if log_file and not detach:
+        raise click.UsageError("--log-file is where a --detach'ed service logs: give --detach")
+    log_file = log_file or DETACHED_LOG
+    ready = detached(log_file) if detach else lambda: None  # the caller exits in detached()
+    tls = None
+    if tls_cert:  # refused before anything listens (docs/dp.md, "TLS")
+        from ..service import Tls  # names the [serve] extra if it is missing
 
-    tls = Tls.load(tls_cert, tls_key, tls_key_password_file) if tls_cert else None
+        tls = Tls.load(tls_cert, tls_key, tls_key_password_file)
     default = DEFAULT_DEADLINES[runner]
     deadlines = Deadlines(deadline_base_ms or default.base_ms,
                           default.count_ms if deadline_count_ms is None else deadline_count_ms,
@@ -72,7 +88,16 @@ def serve_cmd(store_spec: str, host: str, port: int, runner: str,
     store = open_store(store_spec)
     require_set_up(store, can_create=False)  # a mistyped --store would answer 503 forever
     check_backend(runner, store)
-    server = Server.start(store, runner, deadlines, host, port, tls)
+    # Listening before the server's libraries load and it warms the publication (seconds): a
+    # client that comes meanwhile is queued and answered once it runs, not refused.
+    listening = listen(host, port)
+    require("uvicorn")
+    from ..service import Server  # names the [serve] extra if it is missing
+
+    server = Server.start(store, runner, deadlines, listening, tls)
     confirm(as_json, {"url": server.url, "store": store.url, "runner": runner,
-                      "pid": os.getpid()}, f"serving {store.url} at {server.url} (Ctrl-C stops)")
+                      "pid": os.getpid()}, f"serving {store.url} at {server.url} " +
+            (f"(pid {os.getpid()}, logs in {log_file}; kill {os.getpid()} stops it)"
+             if detach else "(Ctrl-C stops)"))
+    ready()
     server.run(access_log)

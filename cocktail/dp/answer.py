@@ -20,7 +20,8 @@ from ..querylang import CountQuery, Workload, parse_batch
 from .noise import DEFINITIONS, epsilon
 from .limits import LIMITS
 from .search import SEARCHES, Searches
-from .strategies import PER_QUERY, PURE, Choice, Strategy, above
+from .objectives import DEFAULT_OBJECTIVE
+from .strategies import PURE, Choice, Strategy, above
 from .workload import Matrices
 
 # The δ at which a zCDP release's (ε, δ) is reported beside its ρ.
@@ -44,6 +45,7 @@ class NoisyAnswer:
     fixed_variances: list[float]  # each query's under the best fixed candidate
     definition: str = PURE        # "zcdp": ``alpha`` is ρ
     draws: tuple[int, ...] = ()   # noise draws each answer adds up (its interval's kind)
+    quantiles: tuple = ()         # a Laplace sum's half-widths at intervals.LADDER, or None
 
     def as_dict(self) -> dict:
         spent = {"alpha": self.alpha} if self.definition == PURE else {
@@ -52,7 +54,8 @@ class NoisyAnswer:
         return {"workload": self.workload, "answers": self.answers,
                 "expected_squared_error": self.variances,
                 "expected_rms_error": [float(np.sqrt(v)) for v in self.variances],
-                "noise_draws": list(self.draws), **spent, "strategy": self.strategy,
+                "noise_draws": list(self.draws), "noise_quantiles": list(self.quantiles),
+                **spent, "strategy": self.strategy,
                 "strategy_errors": self.expected_errors, "sensitivity": self.sensitivity,
                 "sensitivity_exact": self.sensitivity_exact, "objective": self.objective,
                 "fixed_expected_squared_error": self.fixed_variances,
@@ -114,7 +117,8 @@ class Prepared:
                            self.choice.report(alpha), strategy.sensitivity,
                            strategy.sensitivity_exact, self.objective,
                            [float(v) for v in self.choice.fixed.variances(alpha)],
-                           strategy.definition, tuple(map(int, strategy.draws())))
+                           strategy.definition, tuple(map(int, strategy.draws())),
+                           tuple(strategy.noise_quantiles(alpha)))
 
     def default(self, alpha: float) -> NoisyAnswer:
         """The release when the exact vector is not ready by the deadline: the same mechanism
@@ -123,13 +127,14 @@ class Prepared:
 
 
 def prepare(workload: Workload, search_units: int = LIMITS.search_units,
-            objective: str = PER_QUERY, *, searches: Searches = SEARCHES, user: str = "",
+            objective: str = DEFAULT_OBJECTIVE, *, searches: Searches = SEARCHES, user: str = "",
             until: float = math.inf, definition: str = PURE) -> Prepared:
     """Choose the strategy (:meth:`.search.Searches.choose`): data independent, so it costs
     no privacy."""
     matrices = Matrices(workload)
-    return Prepared(workload, matrices, searches.choose(matrices, search_units, objective, user,
-                                                        until, definition), objective)
+    choice = searches.choose(matrices, search_units, objective, user, until, definition)
+    choice.optimized.noise_quantiles(1.0)  # kept with it; here for a choice no search made
+    return Prepared(workload, matrices, choice, objective)
 
 
 def warm_up() -> None:

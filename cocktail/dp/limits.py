@@ -34,6 +34,10 @@ class Limits:
     # A request may spend less than its role's α per query, down to this share of it: each
     # fresh answer is work, and the floor bounds what one unit of budget can buy (100 answers).
     alpha_floor: float = 0.01
+    # Previews (dp/preview.py) admitted in any minute: each may make the server search, and
+    # reads nothing and charges nothing, so only these bound the work they buy.
+    previews_per_minute: int = 2      # a user's
+    previews_all_per_minute: int = 3  # the whole server's
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -14,6 +14,9 @@ c_i = 1 + 2μ max(0, v_i − b_i) / b_i, so each family needs only a weighted gr
   Walsh–Hadamard basis χ_T with eigenvalue λ_T = Σ_{S ⊇ T} θ_S² 2^(u−|S|), so
   ‖V A⁺‖² = Σ_T ‖V χ_T‖² / (N λ_T): O(u 2^u) per evaluation.
 
+Under zCDP the total needs no search: over the cells (or their groups) its optimum over every
+strategy is a convex problem with a certified solution, :func:`gaussian_factorization`.
+
 When the penalised optimum still leaves a query over its bound, :func:`bounded_p_identity`
 solves the bounded problem itself (SLSQP, each query's variance ≤ its bound a constraint with
 its analytic Jacobian), charged to the same budget.
@@ -425,3 +428,52 @@ def marginals_matrix(theta: np.ndarray, u: int) -> np.ndarray:
         values = np.unique(keys)
         blocks.append(theta[subset] * (keys[None, :] == values[:, None]))
     return np.vstack(blocks).astype(float)
+
+
+_GAP = 1e-4  # gaussian_factorization stops once its strategy is this close to the lower bound
+
+
+def gaussian_factorization(V: np.ndarray, budget: Budget  # noqa: N803
+                           ) -> tuple[np.ndarray, float, float] | None:
+    """The strategy over the columns of ``V`` (n x N, the groups of cells) of least total
+    variance under Gaussian noise of L2 sensitivity 1, among all strategies, and the lower
+    bound it is certified against (both in ‖V A⁺‖², without the Gaussian's ½).
+
+    The problem is min tr(VᵀV X⁻¹) over X = AᵀA with every X_jj ≤ 1 (Δ₂ = 1), which is
+    convex; its dual is max over λ in the simplex of (tr M^½)², M = V diag(λ) Vᵀ (n x n),
+    the factorization norm γ_F(V)² (Edmonds, Nikolov and Ullman, STOC 2020).  Stationarity
+    gives X = Vᵀ M^-½ V, that is A = M^-¼ V: the workload's own rows, re-weighted.  Any λ gives
+    a strategy, scaled to Δ₂ = 1 by its largest column norm g_j = v_jᵀ M^-½ v_j, of total
+    max(g) tr M^½, and a lower bound (tr M^½)² on every strategy; the multiplicative update
+    λ_j ← λ_j g_j (the dual's gradient) closes the gap (0.2% in 50 steps on the 2-way counts
+    of 10 terms).  Each step costs O(n² N), charged to ``budget``; None if it allows none.
+
+    Queries that are not linearly independent leave M singular: V is replaced by a basis of
+    its row space, S Vᵀ of its thin SVD (r x N), which has the same VᵀV and so the same
+    objective and optimum; the strategy then has r rows."""
+    _, singular, rows = np.linalg.svd(V, full_matrices=False)
+    rank = int((singular > 1e-10 * singular[0]).sum())
+    V = singular[:rank, None] * rows[:rank]  # noqa: N806
+    n, columns = V.shape
+    weights = np.full(columns, 1.0 / columns)
+    cost = _units(3 * n * n * columns + 10 * n ** 3, 0)
+    budget.spend(cost)  # the SVD
+    best, lower = None, 0.0
+    while True:
+        try:
+            budget.spend(cost)
+        except Exhausted:
+            return best
+        values, vectors = np.linalg.eigh((V * weights) @ V.T)
+        if values.min() <= 1e-12 * values.max():  # a weight that fell to 0 left M singular
+            return best
+        root = np.sqrt(values)
+        norms = (((vectors / np.sqrt(root)) @ vectors.T @ V) ** 2).sum(axis=0)  # g = ‖M^-¼ v‖²
+        total, lower = float(norms.max() * root.sum()), max(lower, float(root.sum() ** 2))
+        if best is None or total < best[1]:
+            A = (vectors / np.sqrt(root)) @ vectors.T @ V  # noqa: N806
+            best = (A / math.sqrt(norms.max()), total, lower)
+        best = (*best[:2], lower)
+        if best[1] <= lower * (1 + _GAP):
+            return best
+        weights = weights * norms / (weights @ norms)

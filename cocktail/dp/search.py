@@ -27,7 +27,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 
 from .limits import LIMITS
-from .strategies import PURE, PER_QUERY, Choice, check_objective, choose, noq, noT, searched
+from .objectives import DEFAULT_OBJECTIVE
+from .strategies import PURE, Choice, check_objective, choose, noq, noT, searched
 from .workload import Matrices
 
 log = logging.getLogger("cocktail.dp")
@@ -63,7 +64,7 @@ class Searches:
         self._users: Counter[str] = Counter()
 
     def choose(self, m: Matrices, search_units: int = LIMITS.search_units,
-               objective: str = PER_QUERY, user: str = "", until: float = math.inf,
+               objective: str = DEFAULT_OBJECTIVE, user: str = "", until: float = math.inf,
                definition: str = PURE) -> Choice:
         """The choice for ``m``'s shape under ``definition``: kept, being searched (waited
         on), or searched now for ``user``, by ``until`` (monotonic) at the latest."""
@@ -111,6 +112,7 @@ class Searches:
         try:  # queued past its time, a search would only compute what no one waits for
             choice = (fallback(m, definition) if time.monotonic() >= until
                       else choose(m, search_units, objective, until, definition))
+            choice.optimized.noise_quantiles(1.0)  # its intervals' ladder, kept with it
         except BaseException as exc:  # noqa: BLE001 - handed to every waiter
             error = exc
         else:  # what a search costs, for the owner: the shape's size, never its terms

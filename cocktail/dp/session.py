@@ -34,6 +34,7 @@ from .ledger import Ledger, Ticket, User
 from .limits import LIMITS, LimitExceeded, Limits
 from .search import SEARCHES, Searches
 from .noise import PARAMETER
+from .objectives import DEFAULT_OBJECTIVE
 from .strategies import PER_QUERY, check_objective, most_counts, searched
 from .workload import Matrices
 
@@ -89,7 +90,7 @@ class UnlistedTerms(LimitExceeded):
 
 
 def admit(ledger: Ledger, token: str | None, request: Workload | str,
-          limits: Limits = LIMITS, objective: str = PER_QUERY, alpha: float | None = None,
+          limits: Limits = LIMITS, objective: str = DEFAULT_OBJECTIVE, alpha: float | None = None,
           rho: float | None = None, listed: Container[str] | None = None
           ) -> tuple[User, Workload, float]:
     """Steps 1-2: who asks and what, within the limits and, given ``listed``, naming only
@@ -111,7 +112,7 @@ def admit(ledger: Ledger, token: str | None, request: Workload | str,
 def ask(ledger: Ledger, source: Source, token: str | None, request: Workload | str, *,
         limits: Limits = LIMITS, deadlines: Deadlines | None = None,
         pool: Executor | None = None, searches: Searches = SEARCHES,
-        arrival: float | None = None, objective: str = PER_QUERY,
+        arrival: float | None = None, objective: str = DEFAULT_OBJECTIVE,
         alpha: float | None = None, rho: float | None = None,
         allow_unlisted: bool = False) -> Answered:
     """The noisy answer for the token's user, charged to its budget (or reused for free),
@@ -131,7 +132,7 @@ def ask(ledger: Ledger, source: Source, token: str | None, request: Workload | s
 def begin(ledger: Ledger, source: Source, token: str | None, request: Workload | str, *,
           limits: Limits = LIMITS, deadlines: Deadlines | None = None,
           pool: Executor | None = None, searches: Searches = SEARCHES,
-          arrival: float | None = None, objective: str = PER_QUERY,
+          arrival: float | None = None, objective: str = DEFAULT_OBJECTIVE,
           alpha: float | None = None, rho: float | None = None, allow_unlisted: bool = False
           ) -> Answered | Callable[[], Answered]:
     """Steps 1-3 of :func:`ask`, which never wait: a refusal raises, a reused answer is
@@ -201,10 +202,11 @@ def due(m: Matrices, deadlines: Deadlines | None, arrival: float,
 
 def answer_key(workload: Workload, objective: str, alpha: float | None = None) -> str:
     """What the ledger reuses an answer by: the workload's canonical text, the objective
-    unless it is the default, and the α spent unless it is the role's (so earlier answers keep
-    their keys).  Another objective or another α is another release (another strategy, or
-    noise of another scale), so it is charged anew: keyed by text alone, its fresh answer would
-    come for the first one's charge — two noisy answers for one.  A workload's text ends with
+    unless it is "per-query" (the default before "total" was: answers stored then keep their
+    keys, and a "total" request never reuses one), and the α spent unless it is the role's.
+    Another objective or another α is another release (another strategy, or noise of another
+    scale), so it is charged anew: keyed by text alone, its fresh answer would come for the
+    first one's charge — two noisy answers for one.  A workload's text ends with
     ")", so no workload's key reads as another's."""
     key = str(workload) if objective == PER_QUERY else f"{workload} | objective {objective}"
     return key if alpha is None else f"{key} | alpha {alpha!r}"

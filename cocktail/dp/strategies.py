@@ -19,16 +19,18 @@ sensitivity is in that definition's norm, and the choice is made in its variance
   measurements), the workload itself (A = W C, NOQ's), and counting queries plus histogram
   stacked (the *fixed* candidates), and HDMM's p-Identity and weighted marginals searched for
   this workload (:mod:`.optimize`), penalised for any query above the best fixed candidate's
-  variance, and the bounded problem solved when the penalty leaves one above.  Under the
-  default objective ("per-query") a searched candidate may win only if no query's variance is
-  above the best fixed candidate's; under "total" any may (the search unbounded).  The lowest
+  variance, and the bounded problem solved when the penalty leaves one above.  Under
+  "per-query" a searched candidate may win only if no query's variance is above the best
+  fixed candidate's; under "total" (the default) any may (the search unbounded).  The lowest
   total wins.  As NOQ's and NOT's own measurements are candidates, the optimized error is never
   above theirs.  Past ``MAX_CELL_TERMS`` workload terms the fixed cell candidates cost too much
   (a pseudo-inverse over 2^u columns): the candidates are NOQ, NOT and weighted marginals
   searched over the conjunctive counts of term subsets (the "subsets" space, :mod:`.marginals`),
   while those subsets number at most ``marginals.MAX_SUBSETS``, and under pure DP up to
   ``MAX_GROUPED_CELL_TERMS`` p-Identity over the groups of cells, its least squares in closed
-  form; past that, the better of NOQ and NOT.
+  form; past that, the better of NOQ and NOT.  Under zCDP up to ``MAX_GROUPED_CELL_TERMS``
+  terms the least-total strategy over the cells is not searched but solved, certified against
+  its dual's bound (:func:`.optimize.gaussian_factorization`).
 """
 
 from __future__ import annotations
@@ -37,15 +39,17 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from ..blas import one_blas_thread
 from ..extras import MissingExtra
 from . import marginals, optimize
+from .intervals import laplace_sum_ladder
 from .limits import LIMITS
 from .noise import DEFINITIONS, PURE, ZCDP, gaussian, laplace
-from .objectives import OBJECTIVES, PER_QUERY
+from .objectives import DEFAULT_OBJECTIVE, OBJECTIVES, PER_QUERY
 from .sensitivity import satisfiable_sensitivity
 from .workload import Matrices
 
@@ -84,6 +88,19 @@ class Strategy:
         """How many noise draws each answer adds up (the non-zero entries of its row of R):
         one draw is exactly Laplace (or Gaussian), several are not (:mod:`.intervals`)."""
         return np.count_nonzero(self.R, axis=1)
+
+    @cached_property
+    def _unit_quantiles(self) -> list[list[float] | None]:
+        """Each Laplace sum's exact half-widths at the intervals' ladder, at a noise scale
+        of 1 (:mod:`.intervals`); None where one draw or Gaussian noise has a closed form.
+        Kept with the strategy: computed once, where it is chosen (:mod:`.search`)."""
+        return [laplace_sum_ladder(row) if self.definition == PURE and draws > 1 else None
+                for row, draws in zip(self.R, self.draws())]
+
+    def noise_quantiles(self, budget: float) -> list[list[float] | None]:
+        """Each answer's noise half-widths at the intervals' ladder, at ``budget``."""
+        scale = self.noise_scale(budget)
+        return [None if q is None else [h * scale for h in q] for q in self._unit_quantiles]
 
     def expected_error(self, budget: float) -> float:
         """Expected total squared error over the workload."""
@@ -142,11 +159,14 @@ def searched_candidates(m: Matrices, bound: np.ndarray | None, budget: optimize.
     terms (a third of the budget) and p-Identity over the groups of cells with equal columns
     (p in {G/16, n, q, 2q}: G groups, n queries, q counting queries); up to
     ``MAX_GROUPED_CELL_TERMS``, weighted marginals over term subsets and p-Identity over the
-    groups; past them, and under zCDP at any u, weighted marginals over term subsets
-    (:mod:`.marginals`).  Found for this
+    groups; under zCDP up to ``MAX_GROUPED_CELL_TERMS``, the least-total strategy over the
+    groups of cells (solved) and weighted marginals over term subsets; past them, weighted
+    marginals over term subsets (:mod:`.marginals`).  Found for this
     workload, their queries' variances (at a budget of 1) held under ``bound`` if given
     (penalised, then bounded or unpenalised with what the budget has left)."""
     with one_blas_thread():
+        if definition == ZCDP and m.groups_feasible:
+            return _searched_gaussian(m, bound, budget, seed)
         if definition == ZCDP or not m.groups_feasible:
             return _searched_subsets(m, bound, budget, seed, definition)
         if not m.cells_feasible:
@@ -188,6 +208,27 @@ def _over_subsets(m: Matrices, subsets) -> np.ndarray:
     W = np.zeros((len(m.W), len(position)))  # noqa: N806
     W[:, [position[mask] for mask in m.masks.tolist()]] = m.W
     return W
+
+
+def _searched_gaussian(m: Matrices, bound: np.ndarray | None, budget: optimize.Budget,
+                       seed: int) -> list[Strategy]:
+    """Up to ``MAX_GROUPED_CELL_TERMS`` terms under zCDP: the least-total strategy over the
+    groups of cells, certified (:func:`.optimize.gaussian_factorization`; half the budget),
+    and weighted marginals over term subsets (the rest): the least total may leave a query
+    above its bound under "per-query", where marginals may not."""
+    half_units = budget.units // 2
+    share = budget.portion(half_units)
+    groups, index = optimize.distinct_columns(m.W_cells)
+    found_optimum = optimize.gaussian_factorization(groups, share)
+    budget.settle(share, half_units)
+    found = _searched_subsets(m, bound, budget, seed, ZCDP)
+    if found_optimum is not None:
+        A = found_optimum[0]  # noqa: N806 - over the groups; each cell takes its group's column
+        lifted = np.hstack([A, np.zeros((len(A), 1))])[:, index]
+        strategy = _cell_strategy("cells: gaussian optimum", lifted, m, ZCDP,
+                                  R=groups @ np.linalg.pinv(A))
+        found += [strategy] if _unbiased(strategy, m) else []
+    return found
 
 
 # p-Identity's rows past the cell space: on 9 and 10 terms the best p found was 8 to 24
@@ -278,7 +319,7 @@ def within(strategy: Strategy, bound: np.ndarray) -> bool:
 
 
 def optimized(m: Matrices, fixed: Strategy, budget: optimize.Budget,
-              objective: str = PER_QUERY) -> Strategy:
+              objective: str = DEFAULT_OBJECTIVE) -> Strategy:
     """The lowest-total candidate among ``fixed`` and the searched ones (of ``fixed``'s
     definition); under "per-query" only those that keep every query's variance at or below
     ``fixed``'s (the search held under it), under "total" any (the search unbounded)."""
@@ -324,7 +365,7 @@ def most_counts(m: Matrices) -> int:
 
 
 def choose(m: Matrices, search_units: int = LIMITS.search_units,
-           objective: str = PER_QUERY, until: float = math.inf,
+           objective: str = DEFAULT_OBJECTIVE, until: float = math.inf,
            definition: str = PURE) -> Choice:
     """NOQ, NOT and the optimized strategy for a workload under ``definition`` (errors scale
     as 1/α² or 1/ρ, so the budget plays no part in the choice) and ``objective``

@@ -19,12 +19,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from .tree import Node, Tree
 
-
-def cloned_tree(records: Sequence[frozenset[str]], cluster_size: int,
-                sensitive: Iterable[str]) -> Tree:
-    """One root whose clusters are dealt in strata of the rarest sensitive term."""
+def cloned_clusters(records: Sequence[frozenset[str]], cluster_size: int,
+                    sensitive: Iterable[str]) -> list[list[int]]:
+    """The records' positions dealt to clusters in strata of the rarest sensitive term."""
     sensitive = frozenset(sensitive)
     support = Counter(t for record in records for t in record & sensitive)
     clusters = max(1, -(-len(records) // cluster_size))
@@ -37,7 +35,18 @@ def cloned_tree(records: Sequence[frozenset[str]], cluster_size: int,
         return (0, support[rarest], rarest, p)
 
     order = sorted(range(len(records)), key=stratum)
-    return Tree([Node(0, clusters=[sorted(order[c::clusters]) for c in range(clusters)])])
+    return [sorted(order[c::clusters]) for c in range(clusters)]
+
+
+def checked_rho(records: Sequence[frozenset[str]], clusters: list[list[int]],
+                sensitive: Iterable[str], max_rho: float) -> float:
+    """The clusters' ρ (rounded), refused above ``max_rho``."""
+    rho, term, cluster = cluster_rho(records, clusters, sensitive)
+    if rho > max_rho:
+        raise ValueError(f"the clusters are ρ-clones only for ρ = {rho:.4f} (term {term!r} in "
+                         f"cluster {cluster}), above --max-rho {max_rho:g}: use larger "
+                         f"clusters or fewer, more frequent sensitive terms; nothing written")
+    return round(rho, 6)
 
 
 def cluster_rho(records: Sequence[frozenset[str]], clusters: Sequence[Sequence[int]],

@@ -1,7 +1,10 @@
 """From records to partitioned units: leaf clusters of the overlay tree and aggregated clusters.
 
-A *unit* is what one EQI-partitioning works on.  Leaf units are the clusters of the tree's
-leaves (whole records).  With aggregation (paper 5.2), the private part of every leaf cluster is
+The tree grows (:mod:`.tree`); the layout decides what becomes a cluster and a unit.  A leaf's
+records are cut into clusters of ``cluster_size`` in input order (without the overlay, one
+root leaf holds every record; with sensitive terms the root's clusters are dealt as ρ-clones,
+:mod:`.cloning`).  A *unit* is what one EQI-partitioning works on.  Leaf units are the leaf
+clusters (whole records).  With aggregation (paper 5.2), the private part of every leaf cluster is
 passed up the tree.  A node pools what it receives; once the pool reaches the volume threshold
 (``aggregate_volume`` subrecords) and comes from two or more sources, it becomes an aggregated
 unit and is re-partitioned, and only what stays private goes further up.  Smaller pools go up whole: every
@@ -22,8 +25,8 @@ import numpy as np
 
 from ..anonymity import Partition, partition
 from ..dataset import Records
-from .cloning import cloned_tree, cluster_rho
-from .tree import Node, Tree, as_records, grow_tree
+from .cloning import checked_rho, cloned_clusters
+from .tree import Node, Tree, grow_tree
 
 Subrecords = list[tuple[int, frozenset[str]]]  # (record position, the terms to partition)
 PhaseProgress = Callable[[str, int, int], None]  # (phase, done, total): what a publish reports
@@ -107,10 +110,28 @@ class LayoutParams:
     max_rho: float = 1.0             # refuse a cloning whose measured ρ is larger
 
 
-def flat_tree(n_records: int, cluster_size: int) -> Tree:
-    """No overlay: one root leaf cut into fixed-size clusters in input order."""
-    return Tree([Node(0, clusters=[list(range(s, min(s + cluster_size, n_records)))
-                                   for s in range(0, n_records, cluster_size)])])
+def leaf_clusters(records: Records, params: LayoutParams
+                  ) -> tuple[Tree, list[tuple[int, list[int]]], float | None]:
+    """The tree, its leaf clusters ((leaf, record positions) each) and their ρ: the overlay
+    tree's leaves cut in input order (:func:`cut_clusters`), one root leaf cut so without the
+    overlay, or with sensitive terms the root's ρ-cloned clusters, their ρ checked (else
+    None)."""
+    size = params.cluster_size
+    if params.sensitive:
+        clusters = cloned_clusters(records, size, params.sensitive)
+        rho = checked_rho(records, clusters, params.sensitive, params.max_rho)
+        return Tree([Node(0)]), [(0, cluster) for cluster in clusters], rho
+    if params.overlay:
+        tree = grow_tree(records, size)
+    else:  # one root leaf
+        tree = Tree([Node(0, positions=list(range(len(records))))])
+    return tree, [(leaf.id, cluster) for leaf in tree.leaves()
+                  for cluster in cut_clusters(leaf.positions, size)], None
+
+
+def cut_clusters(positions: list[int], size: int) -> list[list[int]]:
+    """A leaf's records, in input order, cut into clusters of ``size``."""
+    return [positions[i:i + size] for i in range(0, len(positions), size)]
 
 
 def _private_parts(members: LeafMembers | Subrecords, private: frozenset[str]) -> Subrecords:
@@ -145,17 +166,11 @@ def build_layout(records: Sequence[frozenset[str]], params: LayoutParams,
     progress = progress or (lambda phase, done, total: None)
     started = time.perf_counter()
     progress("tree", 0, 1)
-    records = as_records(records)
-    if params.sensitive:
-        tree = cloned_tree(records, params.cluster_size, params.sensitive)
-    elif params.overlay:
-        tree = grow_tree(records, params.cluster_size)
-    else:
-        tree = flat_tree(len(records), params.cluster_size)
-    leaves = [(leaf.id, positions) for leaf in tree.leaves() for positions in leaf.clusters]
+    records = Records.of(records)
+    tree, leaves, rho = leaf_clusters(records, params)
     layout = Layout(tree, [], params.aggregate)
-    if params.sensitive:
-        layout.stats["rho"] = _checked_rho(records, [p for _, p in leaves], params)
+    if rho is not None:
+        layout.stats["rho"] = rho
     layout.seconds["tree"] = time.perf_counter() - started
     progress("tree", 1, 1)
     started = time.perf_counter()
@@ -182,16 +197,6 @@ def build_layout(records: Sequence[frozenset[str]], params: LayoutParams,
             if u.keeps_private]
     layout.stats["after"] = _stats(kept)
     return layout
-
-
-def _checked_rho(records: Sequence[frozenset[str]], clusters: list[list[int]],
-                 params: LayoutParams) -> float:
-    rho, term, cluster = cluster_rho(records, clusters, params.sensitive)
-    if rho > params.max_rho:
-        raise ValueError(f"the clusters are ρ-clones only for ρ = {rho:.4f} (term {term!r} in "
-                         f"cluster {cluster}), above --max-rho {params.max_rho:g}: use larger "
-                         f"clusters or fewer, more frequent sensitive terms; nothing written")
-    return round(rho, 6)
 
 
 def partitions_pool(is_root: bool, sources: int, pooled: int, volume: int) -> bool:

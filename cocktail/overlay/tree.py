@@ -11,9 +11,9 @@ Children smaller than ``leaf_size / 4`` are merged into one child that carries a
 patterns (a child may answer to several patterns; the planner follows it if any pattern fits
 the query), so the tree does not shatter rare patterns into clusters too small to publish.
 A node becomes a leaf when it holds at most ``leaf_size`` records, or when no split sends less
-than ``max_share`` of its records to one child ("no useful split").  A leaf larger than
-``leaf_size`` is cut into fixed-size clusters in input order.  Leaves' clusters are what
-EQI-partitioning works on.  The tree is private: it lives in the private manifest only.
+than ``max_share`` of its records to one child ("no useful split").  What becomes a cluster
+and a unit of a leaf's records is the layout's (:mod:`cocktail.overlay.layout`).  The tree is
+private: it lives in the private manifest only.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class Node:
     id: int
     split: tuple[str, ...] = ()                           # empty for a leaf
     children: dict[Pattern, int] = field(default_factory=dict)
-    clusters: list[list[int]] = field(default_factory=list)  # while publishing: positions
+    positions: list[int] = field(default_factory=list)    # grown leaf: its records, in order
     units: list[int] = field(default_factory=list)         # leaf: its clusters' unit ids
     aggregate: int | None = None                           # its aggregated unit, if any
     lifted: list[int] = field(default_factory=list)        # a promotion node: the tops it pools
@@ -123,7 +123,7 @@ def _entropies(sizes: np.ndarray) -> np.ndarray:
 def best_split(records: Sequence[frozenset[str]], max_terms: int = 3, pool: int = 32,
                combo_pool: int = 12) -> tuple[tuple[str, ...], float, list[int]] | None:
     """The candidate term set with the most balanced branching: (terms, entropy, child sizes)."""
-    records = as_records(records)
+    records = Records.of(records)
     found = _best_split(records, np.arange(len(records)), SplitSearch(max_terms, pool,
                                                                       combo_pool))
     if found is None:
@@ -131,11 +131,6 @@ def best_split(records: Sequence[frozenset[str]], max_terms: int = 3, pool: int 
     choice = found[0]
     return (tuple(records.names[t] for t in choice.terms), choice.entropy,
             [s for s in choice.sizes if s])
-
-
-def as_records(records: Sequence[frozenset[str]]) -> Records:
-    """``records`` held compactly (as they are if they already are)."""
-    return records if isinstance(records, Records) else Records.build(records)
 
 
 @dataclass(frozen=True)
@@ -319,13 +314,13 @@ def grow_tree(records: Sequence[frozenset[str]], leaf_size: int, *, max_terms: i
         raise ValueError(f"leaf size must be at least 1, got {leaf_size}")
     if not 1 <= max_terms <= 3:
         raise ValueError(f"a split uses 1 to 3 terms, got {max_terms}")
-    records = as_records(records)
+    records = Records.of(records)
     nodes = [Node(0)]
     for grown in grow(records, np.arange(len(records)), leaf_size,
                       SplitSearch(max_terms, pool, combo_pool), max_share):
         node = nodes[grown.id]
         if grown.split is None:
-            node.clusters = cut_clusters(grown.positions.tolist(), leaf_size)
+            node.positions = grown.positions.tolist()
             continue
         node.split = tuple(records.names[t] for t in grown.split)
         for patterns, child in grown.children:
@@ -367,7 +362,3 @@ def grow(records: Records, positions: np.ndarray, leaf_size: int, search: SplitS
             count += 1
         yield grown
 
-
-def cut_clusters(positions: list[int], leaf_size: int) -> list[list[int]]:
-    """A leaf's records, in input order, cut into clusters of ``leaf_size``."""
-    return [positions[i:i + leaf_size] for i in range(0, len(positions), leaf_size)]

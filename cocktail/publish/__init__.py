@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import BinaryIO
 
 from .. import chunkformat as fmt
@@ -72,12 +72,19 @@ class PublishReport:
     private_before_aggregation: dict  # the same counts for the leaf clusters' private parts
     skipped_lines: int
     partition_seconds: float  # CPU time of the partitioner, summed over clusters
-    seconds: float            # wall time of the whole publish
+    seconds: float            # wall time of the whole publish, reading the input included
     phase_seconds: dict       # wall time of tree, partition, aggregate, write, term_index, commit
     rho: float | None = None  # with sensitive terms: the clusters' measured ρ
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+def timed_from(report, started: float):
+    """``report`` (a publish's or an append's) with its ``seconds`` counted from ``started``:
+    from before its input was read, which a caller that loads it times (the owner waits for
+    the load too)."""
+    return replace(report, seconds=round(time.perf_counter() - started, 3))
 
 
 def refuse_derived(store: Store, current: str) -> None:

@@ -14,7 +14,8 @@ lines, and places each new record in one of three ways:
 * **Join a new cluster.** Every record that does not extend a cluster goes to a pool, together
   with the records buffered before.  A pool of at least ``min_new`` records (default: k) is
   published like a first release: its own overlay tree, clusters, aggregation, chunks.  That
-  tree is added to the publication's forest; it holds new records only.
+  tree is added to the publication's forest; it holds only records no earlier release made
+  public.
 * **Wait in the buffer.** A smaller pool waits in the private zone: one private chunk of whole
   records, counted exactly by queries, retried at the next append.
 
@@ -71,7 +72,7 @@ class AppendReport:
     private_pool_pairs: int | None  # what the promotion kept private (None: no promotion)
     public_chunks: int
     public_coverage: float | None  # share of (record, term) pairs in public chunks
-    seconds: float
+    seconds: float  # wall time of the whole append, reading the input included
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -577,8 +578,8 @@ def _rewrite_touched(writer: VersionWriter, publication: Publication, units: lis
             else:
                 continue
             replaced.add(chunk.id)
-        if buffer:  # its records are placed anew
-            writer.superseded.append(("private", fmt.pseudonym_map_path(home, uid)))
+        if buffer:  # its records are placed anew: its map, empty now, is this version's own
+            writer.close_unit(uid, replaces=home)  # (no later version names the old one)
             continue
         own = emptied.intersection(c.id for c in publication.unit_chunk_infos(uid))
         writer.close_unit(uid, fmt.map_without(publication.map_bytes(uid), own), replaces=home)

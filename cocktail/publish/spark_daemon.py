@@ -12,6 +12,8 @@ as before.  It also loads PySpark from the installed package when that is the ve
 Spark ships beside itself: Spark puts its ``pyspark.zip`` first on the workers' path, and
 Python compiles a zipped module's source at every import, as it writes no cache into a zip
 (the daemon's imports: 0.9 s of CPU from the zips, 0.3 s from the installed packages).
+It stands beside the engine's package, not in it: importing a module of the package runs the
+package's ``__init__``, which loads PySpark before the daemon has put the installed copy first.
 """
 
 from __future__ import annotations

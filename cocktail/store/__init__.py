@@ -15,8 +15,19 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def not_empty(spec: str) -> str:
+    """``spec``, unless it is empty (an unset variable, often), which would make the current
+    directory a store: then a :class:`StoreError` (bad usage)."""
+    if not spec.removeprefix("local:").strip():
+        raise StoreError(f"the store {spec!r} is empty (an unset variable?): give its "
+                         "directory (`.` for this one) or its webhdfs:// URL")
+    return spec
+
+
 def open_store(spec: str) -> Store:
-    """``path`` or ``local:path`` opens the embedded local store; ``webhdfs://...`` HDFS."""
+    """``path`` or ``local:path`` opens the embedded local store; ``webhdfs://...`` HDFS.
+    An empty one is refused (:func:`not_empty`)."""
+    not_empty(spec)
     if spec.startswith("webhdfs://"):
         from .webhdfs import WebHdfsStore
         return WebHdfsStore(spec)
@@ -28,4 +39,4 @@ def open_store(spec: str) -> Store:
 
 
 __all__ = ["ZONES", "LocalStore", "Prefixed", "PrivacyViolation", "Store", "StoreError",
-           "StoreUnavailable", "WebHdfsStore", "ZoneReader", "open_store"]
+           "StoreUnavailable", "WebHdfsStore", "ZoneReader", "not_empty", "open_store"]
