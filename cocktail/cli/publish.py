@@ -84,7 +84,7 @@ def generate_cmd(output: Path, records: int, items: int, avg_len: float, pattern
               "m, method and cluster size.")
 @click.option("--min-new", type=click.IntRange(1),
               help="With --append: records needed to form new clusters; fewer wait in the "
-              "private buffer (default: the larger of k and a quarter of the cluster size).")
+              "private buffer (default: k).")
 @click.option("--allow-duplicate", is_flag=True,
               help="With --append: accept a FIMI or SPMF batch whose content an earlier "
               "release added already (refused otherwise, exit status 3: its records would be "

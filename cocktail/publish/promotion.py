@@ -18,6 +18,7 @@ private pairs only, and each pair leaves it at most once, into one public chunk
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -49,6 +50,10 @@ class Pool:
         if part:
             self.parts.append(part)
             self.fresh = True
+
+    def tails(self) -> Counter:
+        """term -> its occurrences in the old tops' private remainders (the tails)."""
+        return Counter(term for part in self.parts for _, terms in part for term in terms)
 
     def subrecords(self) -> Subrecords:
         return [item for part in self.parts for item in part]
