@@ -167,15 +167,22 @@ def test_tokens_names_and_disabled_users(tmp_path):
 
 
 def test_the_ledger_is_owner_only_and_stores_a_workload_once(tmp_path):
-    path = tmp_path / "ledger.sqlite"
-    ledger = Ledger(path)
+    """The ledger's new directory and files are the owner's alone, even under a umask of 0
+    (a directory others may enter or list exposes whatever file in it is not locked down)."""
+    path = tmp_path / "state" / "ledger.sqlite"
+    previous = os.umask(0)
+    try:
+        ledger = Ledger(path)
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     ledger.add_role("analyst", alpha=0.1, budget=1.0)
     user = ledger.authenticate(ledger.add_user("alice", "analyst"))
     big = "count(" + "x" * 5000 + ")"
     ask(ledger, user, "v1", big)
     for name in ("ledger.sqlite", "ledger.sqlite-wal", "ledger.sqlite-shm"):
-        if (tmp_path / name).exists():
-            assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600, name
+        if (path.parent / name).exists():
+            assert stat.S_IMODE((path.parent / name).stat().st_mode) == 0o600, name
     with sqlite3.connect(path) as db:
         charges = db.execute("SELECT * FROM charges").fetchall()
         assert all("x" * 100 not in str(row) for row in charges)  # a hash, not the text
@@ -448,6 +455,7 @@ def test_a_backup_is_a_consistent_private_copy_and_restores_onto_a_lost_ledger(t
     assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["backup.sqlite",
                                                                   "backup.sqlite.sig"]
     assert {stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "b").iterdir()} == {0o600}
+    assert stat.S_IMODE((tmp_path / "b").stat().st_mode) == 0o700  # made by the backup
     with pytest.raises(LedgerError, match="never overwrites"):
         ledger.backup(tmp_path / "b" / "backup.sqlite", key)
     # the ledger is lost: restored, ann has spent what she had, and her token still works
