@@ -269,6 +269,27 @@ def test_dense_cluster_is_refused_not_mined():
         mine_concepts(records, 5, 4, max_concepts=50_000)  # C(40, <=4) = 102,090 concepts
 
 
+def test_mining_holds_no_more_concepts_than_its_budget_and_refuses_none_that_fit(monkeypatch):
+    """The budget bounds what one cluster's mining holds at any step, its singletons counted,
+    and a cluster whose concepts fit it is mined: 10 triples of terms, each record twice, have
+    30 frequent singletons and 30 frequent pairs (k = m = 2); a budget of 30 refuses them after
+    mining no more than the singletons, one of 60 mines them all."""
+    from cocktail.anonymity import concepts
+    held = []
+
+    def eclat(*args):
+        found = real(*args)
+        held.append(len(found))
+        return found
+    real = concepts.eclat
+    monkeypatch.setattr(concepts, "eclat", eclat)
+    records = [frozenset({f"a{i}", f"b{i}", f"c{i}"}) for i in range(10)] * 2
+    with pytest.raises(concepts.ClusterTooDense):
+        mine_concepts(records, 2, 2, max_concepts=30)
+    assert held and max(held) <= 30
+    assert len(mine_concepts(records, 2, 2, max_concepts=60)) == 60
+
+
 def test_level_wise_mining_finds_the_same_concepts():
     # One long record of unique terms inflates the quick bound (C(30, <=3) / k = 2,247) but adds
     # no concept: a budget of 1,500 then forces the level-by-level path.
