@@ -160,6 +160,32 @@ def test_the_papers_expansion_finds_every_maximal_concept_and_reports_its_caps(s
     assert sorted(t for c in tight.public for t in c) == frequent
 
 
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("k,m", [(2, 2), (3, 3)])
+def test_testing_puts_each_term_in_the_first_chunk_that_stays_anonymous(seed, k, m):
+    """`testing` is VERPART's first-fit: terms by support descending (ties by term), each into
+    the first chunk that stays k^m-anonymous with it by the independent verifier. A chunk
+    passed over must have failed then (its terms so far plus the term): a stricter test than
+    k^m's would still give valid chunks, only more of them."""
+    records = random_cluster(seed)
+    counts = supports(records)
+    order = sorted((t for t in counts if counts[t] >= k), key=lambda t: (-counts[t], t))
+    chunks = partition("testing", records, k, m).public
+    assert sorted(t for c in chunks for t in c) == sorted(order)
+
+    def anonymous(group):
+        return km_violations([r & group for r in records if r & group], k, m, 10**7)[1] == []
+    passed_over = 0
+    for position, term in enumerate(order):
+        home = next(i for i, c in enumerate(chunks) if term in c)
+        for chunk in chunks[:home]:
+            so_far = {t for t in chunk if order.index(t) < position}
+            assert not anonymous(so_far | {term}), (term, sorted(so_far))
+            passed_over += 1
+        assert anonymous({t for t in chunks[home] if order.index(t) <= position})
+    assert passed_over
+
+
 def test_hand_example():
     records = [frozenset("ab"), frozenset("ab"), frozenset("ac"), frozenset("cd")]
     # supports a3 b2 c2 d1; pairs ab=2, ac=1, bc=0 (k=2, m=2)
