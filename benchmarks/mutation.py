@@ -54,6 +54,14 @@ COVERING = {
             "a_request_waiting_on_a_live_reserver_stores_nothing_at_its_deadline",
             "counts_that_fail_leave_the_paid_reservation_to_the_retry_at_once"))],
     "cocktail/dp/reshare.py": ["tests/test_reshare.py"],
+    # the deadlines' own tests live with the service's; the intervals' with the client's
+    "cocktail/dp/deadline.py": [
+        "tests/test_dp_marginals.py",
+        "tests/test_service.py::test_a_dp_top_k_is_due_when_its_public_size_says",
+        "tests/test_service.py::test_limits_and_response_times_are_published"],
+    "cocktail/dp/intervals.py": [
+        "tests/test_client.py::test_an_exact_interval_covers_at_its_level",
+        "tests/test_client.py::test_chebyshevs_interval_covers_at_least_its_level"],
     "cocktail/releases/": ["tests/test_releases.py", "tests/test_signing.py"],
     # the Spark engine alone writes a log entry with chunk_record's defaults
     "cocktail/releases/log.py": [
