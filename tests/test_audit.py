@@ -83,6 +83,17 @@ def test_raw_corruption_fails_integrity(published):
     assert "integrity" in kinds(audit(store))
 
 
+def test_a_pointer_to_a_missing_version_fails_integrity(published):
+    """A current pointer rewritten to name a version the public zone does not hold is a
+    finding, not a pass or a crash."""
+    store, version = published
+    store.write("public", fmt.POINTER, b"v999999\n", pri_label=False)
+    report = audit(store)
+    assert not report.ok and kinds(report) == {"integrity"}
+    assert any(v.where == fmt.POINTER and "'v999999'" in v.detail for v in report.violations)
+    assert audit(store, version=version).ok  # the version itself is untouched
+
+
 def test_linkable_pseudonym_fails(published):
     store, version = published
     a, b = (c["id"] for c in public_manifest(store, version)["chunks"][:2])
