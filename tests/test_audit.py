@@ -94,6 +94,37 @@ def test_a_pointer_to_a_missing_version_fails_integrity(published):
     assert audit(store, version=version).ok  # the version itself is untouched
 
 
+@pytest.mark.parametrize("public_replicas", [19, 21])
+def test_placement_counts_every_replica_and_names_those_off_the_private_racks(published,
+                                                                              public_replicas):
+    """An owner's audit reads where HDFS put each private block (a local store has no racks:
+    this one reports a fixed layout): every file, block and replica is counted, and each
+    replica outside the private racks is a finding naming its block and datanode, the first
+    20 of them, then how many more."""
+    store, _ = published
+
+    class Racked(LocalStore):
+        private_racks = "/private/"
+
+        def replicas(self, zone):
+            assert zone == "private"
+            yield "v000001/a", [["/private/r1/d1", "/private/r2/d2"], ["/public/r1/d3"]]
+            yield "v000001/b", [["/private/r1/d1"] +
+                                [f"/public/r2/d{n}" for n in range(public_replicas)]]
+    report = audit(Racked(store.root))
+    outside = 1 + public_replicas
+    assert report.placement == {"private_files": 2, "blocks": 3, "replicas": 4 + public_replicas,
+                                "replicas_outside_private_racks": outside,
+                                "private_racks": "/private/"}
+    shown = [v for v in report.violations if v.kind == "placement"]
+    assert (shown[0].where, shown[0].detail) == ("v000001/a", "block 1 has a replica on "
+                                                 "/public/r1/d3")
+    assert [v.where for v in shown[1:20]] == ["v000001/b"] * 19
+    more = ["... and 2 more such replicas"] if outside > 20 else []
+    assert [v.detail for v in shown[20:]] == more
+    assert kinds(report) == {"placement"}
+
+
 def test_linkable_pseudonym_fails(published):
     store, version = published
     a, b = (c["id"] for c in public_manifest(store, version)["chunks"][:2])
