@@ -166,6 +166,26 @@ def test_tokens_names_and_disabled_users(tmp_path):
     assert token not in (tmp_path / "ledger.sqlite").read_bytes().decode("latin-1")
 
 
+def test_only_the_latest_owner_credential_is_the_owners(tmp_path):
+    """`owner-token` shows a fresh credential once: it passes the owner's check, the one
+    before it stops working, and an analyst's token or none is refused."""
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.add_role("analyst", alpha=0.1, budget=1.0)
+    analyst = ledger.add_user("ann", "analyst")
+    with pytest.raises(Forbidden):  # no owner credential issued yet
+        ledger.check_owner(analyst)
+    first = ledger.new_owner_token()
+    ledger.check_owner(first)
+    second = ledger.new_owner_token()
+    assert len({first, second, analyst}) == 3
+    ledger.check_owner(second)
+    for other in (first, analyst, second + "x"):
+        with pytest.raises(Forbidden):
+            ledger.check_owner(other)
+    with pytest.raises(Unauthorized):
+        ledger.check_owner(None)
+
+
 def test_the_ledger_is_owner_only_and_stores_a_workload_once(tmp_path):
     """The ledger's new directory and files are the owner's alone, even under a umask of 0
     (a directory others may enter or list exposes whatever file in it is not locked down)."""
