@@ -43,8 +43,10 @@ TARGETS = ("cocktail/anonymity/", "cocktail/audit.py", "cocktail/dp/", "cocktail
 # that -x ends a killed mutant's run early.
 COVERING = {
     "cocktail/anonymity/": ["tests/test_anonymity.py"],
-    # verified_view, which a re-share derives from, is tested with the signatures it checks
-    "cocktail/audit.py": ["tests/test_audit.py", "tests/test_releases.py", "tests/test_signing.py"],
+    # verified_view, which a re-share derives from, is tested with the signatures it checks;
+    # the owner's checks of the term index with the index
+    "cocktail/audit.py": ["tests/test_audit.py", "tests/test_releases.py", "tests/test_signing.py",
+                          "tests/test_term_index.py"],
     "cocktail/dp/": ["tests/test_dp.py", "tests/test_dp_zcdp.py", "tests/test_dp_marginals.py",
                      "tests/test_dp_strategies.py"],
     "cocktail/dp/ledger.py": ["tests/test_ledger.py", "tests/test_dp_spend.py"],
