@@ -136,6 +136,9 @@ def test_rlf_growth_adds_the_candidate_most_in_conflict_with_the_shut_out_terms(
         remaining &= ~concept
         rounds += 1
     assert rounds > 2  # enough conflicts that the candidates' scores decide
+    result = partition("improved", records, 2, 2)  # its notes are in the owner's report
+    assert result.notes["grown_concepts"] == rounds
+    assert result.notes["dissolved"] == rounds - len(result.public)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -170,7 +173,8 @@ def test_testing_puts_each_term_in_the_first_chunk_that_stays_anonymous(seed, k,
     records = random_cluster(seed)
     counts = supports(records)
     order = sorted((t for t in counts if counts[t] >= k), key=lambda t: (-counts[t], t))
-    chunks = partition("testing", records, k, m).public
+    result = partition("testing", records, k, m)
+    chunks = result.public
     assert sorted(t for c in chunks for t in c) == sorted(order)
 
     def anonymous(group):
@@ -184,6 +188,10 @@ def test_testing_puts_each_term_in_the_first_chunk_that_stays_anonymous(seed, k,
             passed_over += 1
         assert anonymous({t for t in chunks[home] if order.index(t) <= position})
     assert passed_over
+    # the owner's report counts the extension tests: each chunk passed over, and the home
+    # chunk unless the term opened it
+    opened = len(chunks)
+    assert result.notes["extension_tests"] == passed_over + len(order) - opened
 
 
 def test_hand_example():
