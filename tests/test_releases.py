@@ -365,6 +365,27 @@ def test_ids_are_checked_against_every_segment_and_the_audit_checks_the_segments
     assert any("the manifest says 3" in d for d in details)
 
 
+def test_a_prune_never_removes_a_kept_versions_file_whatever_a_listing_names(tmp_path):
+    """The files a version superseded are removed by the listing it keeps in the private
+    zone; a listing that also names a file of a kept version (damaged, or written by another
+    build) removes only the older ones: the kept version stays whole."""
+    store = LocalStore(tmp_path / "s")
+    publish(COUNTEREXAMPLE, store, PublishParams(k=2, m=2))
+    append(dataset(["a", "b", "ab"], ["n1", "n2", "n3"]), store, min_new=1)
+    kept = sorted(p.relative_to(tmp_path / "s" / "public").as_posix()
+                  for p in (tmp_path / "s" / "public" / "v000002").rglob("*.tsv"))
+    assert kept
+    listing = f"v000002/{fmt.SUPERSEDED}"
+    listed = json.loads(store.read("private", listing)) if store.exists("private", listing) \
+        else {}
+    listed.setdefault("public", []).append(kept[0])
+    store.write("private", listing, fmt.encode_json(listed), pri_label=True)
+    prune(store, "v000002", 1)
+    assert committed_versions(store) == ["v000002"]
+    assert (tmp_path / "s" / "public" / kept[0]).exists()
+    assert audit(store).ok
+
+
 def test_a_prune_cut_short_is_finished_by_the_next_one(tmp_path, monkeypatch):
     whole = load(dataset_path("bms-webview-1.dat")).head(4000)
     store = LocalStore(tmp_path / "s")
