@@ -213,6 +213,18 @@ def test_support_zero_combinations_are_allowed():
     assert len(partition("basic", records, 2, 2).public) == 2  # basic chunks are concepts
 
 
+def test_a_set_of_four_no_record_holds_is_allowed_when_its_triples_are_frequent():
+    """Each triple of a, b, c, d in two records, the four together in none: {a, b, c, d} is
+    2^4-anonymous by the verifier, so one chunk (a forbidden-set search that leaves out a
+    term when intersecting the holders would find the four 'held' and split them)."""
+    records = [frozenset(t) for t in ("abc", "abd", "acd", "bcd")] * 2
+    assert km_violations(records, 2, 4, 10**7)[1] == []
+    space = find_conflicts(records, 2, 4)
+    assert space.larger == [] and space.valid(space.all)
+    for method in ("testing", "improved", "improved-paper"):
+        assert partition(method, records, 2, 4).public == (frozenset("abcd"),), method
+
+
 def literal_algorithm_1(concepts):
     """Algorithm 1 as printed: take the largest concept, reduce all others by it, re-sort.
 
