@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -384,6 +385,20 @@ def test_a_prune_never_removes_a_kept_versions_file_whatever_a_listing_names(tmp
     assert committed_versions(store) == ["v000002"]
     assert (tmp_path / "s" / "public" / kept[0]).exists()
     assert audit(store).ok
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, (1 << 20) + 1, 3 << 20])
+def test_a_staged_files_digest_covers_every_byte(tmp_path, size):
+    """What a version's signature covers is the digest of each staged file read back in
+    1 MiB pieces: every byte of it, a last piece of one byte included, and a file staged
+    after it does not leak in."""
+    from cocktail.releases.commit import Release
+    release = Release(LocalStore(tmp_path / "s"), None)
+    data = bytes(range(256)) * (size // 256) + b"\x07" * (size % 256)
+    release.put("public", "manifest.json", [data[:5], data[5:]])
+    release.put("public", "next.json", b"after")
+    assert release.staged_sha256("public", "manifest.json") == hashlib.sha256(data).hexdigest()
+    assert release.staged_sha256("public", "next.json") == hashlib.sha256(b"after").hexdigest()
 
 
 def test_a_prune_cut_short_is_finished_by_the_next_one(tmp_path, monkeypatch):
