@@ -738,3 +738,22 @@ def test_a_ledger_of_a_newer_schema_is_refused_not_used(tmp_path):
     assert restored.exit_code == 0, restored.output
     assert Ledger(path).roles() == [{"name": "analyst", "alpha": 0.1, "budget": 1.0,
                                      "definition": "pure"}]
+
+
+@pytest.mark.parametrize("schema", [0, 1, 4, 8])
+def test_a_ledgers_summary_reads_every_schema_from_the_first_and_refuses_a_bare_database(
+        tmp_path, schema):
+    """What a backup or restore checks a ledger file by: any ledger schema from 1 on (an old
+    backup restores, brought up to date), but a SQLite file of schema 0 is no ledger."""
+    from cocktail.dp.ledger import ledger_summary
+    ledger = Ledger(tmp_path / "l.sqlite")
+    ledger.add_role("analyst", alpha=0.1, budget=1.0)
+    spend(ledger, ledger.add_user("ann", "analyst"), 2, "a")
+    with sqlite3.connect(ledger.path) as db:
+        db.execute(f"PRAGMA user_version = {schema}")
+    if schema == 0:
+        with pytest.raises(LedgerError, match="not a ledger this version reads"):
+            ledger_summary(ledger.path)
+    else:
+        summary = ledger_summary(ledger.path)
+        assert summary["users"] == {"ann": pytest.approx(0.2)} and summary["charges"] == 2
