@@ -85,6 +85,18 @@ def test_a_fresh_re_partition_is_refused_and_a_rebase_is_caught(tmp_path, fixed_
                                      missing)
 
 
+def test_one_release_has_nothing_to_pair_or_attack(tmp_path):
+    """The release audit's counts say what it did: one release has no pair to check and no
+    cluster seen twice to attack; each chunk file the log lists is checked."""
+    store = LocalStore(tmp_path / "s")
+    publish(COUNTEREXAMPLE, store, PublishParams(k=2, m=2))
+    history = audit_releases(store)
+    assert history.ok and len(history.releases) == 1
+    assert (history.pairs_checked, history.clusters_attacked, history.clusters_too_large) == \
+        (0, 0, 0)
+    assert history.files_checked == len(read_log(store)[0]["chunks"]) > 0
+
+
 def test_the_cli_refuses_a_second_publish_without_rebase(tmp_path):
     data, store = tmp_path / "d.dat", tmp_path / "s"
     data.write_text("a b\na b\na c\nb c\na\nb\n" * 3)
