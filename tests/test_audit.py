@@ -74,6 +74,20 @@ def test_rare_combination_in_one_chunk_fails(published):
     assert any(str(list(combo)) in v.detail for v in report.violations)
 
 
+def test_a_chunk_with_many_rare_itemsets_names_five_then_counts_the_rest(published):
+    """A report shows the first EXAMPLES (5) rare itemsets of a chunk, then how many more."""
+    store, version = published
+    entry = max(public_manifest(store, version)["chunks"], key=lambda c: c["terms"])
+    rows = list(fmt.decode_chunk(store.read("public", fmt.chunk_path(version, entry["id"]))))
+    rows[0] = (rows[0][0], sorted({t for _, ts in rows for t in ts}))  # every term at once
+    rewrite_chunk(store, version, entry["id"], rows)
+    rare = km_violations([ts for _, ts in rows], 5, 3, 10**7)[1]
+    assert len(rare) > 6
+    found = [v.detail for v in audit(store).violations if v.kind == "km-anonymity"]
+    assert [d.startswith("itemset ") for d in found] == [True] * 5 + [False]
+    assert found[-1] == f"... and {len(rare) - 5} more rare itemsets"
+
+
 def test_raw_corruption_fails_integrity(published):
     store, version = published
     chunk_id = public_manifest(store, version)["chunks"][0]["id"]
