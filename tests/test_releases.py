@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -82,6 +83,18 @@ def test_a_fresh_re_partition_is_refused_and_a_rebase_is_caught(tmp_path, fixed_
     missing = [v["where"] for v in report["violations"] if "missing" in v["detail"]]
     assert len(missing) == 2 and all(w.startswith("v000001→v000002 cluster 0 chunk ") for w in
                                      missing)
+
+
+def test_one_release_has_nothing_to_pair_or_attack(tmp_path):
+    """The release audit's counts say what it did: one release has no pair to check and no
+    cluster seen twice to attack; each chunk file the log lists is checked."""
+    store = LocalStore(tmp_path / "s")
+    publish(COUNTEREXAMPLE, store, PublishParams(k=2, m=2))
+    history = audit_releases(store)
+    assert history.ok and len(history.releases) == 1
+    assert (history.pairs_checked, history.clusters_attacked, history.clusters_too_large) == \
+        (0, 0, 0)
+    assert history.files_checked == len(read_log(store)[0]["chunks"]) > 0
 
 
 def test_the_cli_refuses_a_second_publish_without_rebase(tmp_path):
@@ -365,6 +378,41 @@ def test_ids_are_checked_against_every_segment_and_the_audit_checks_the_segments
     details = [v.detail for v in audit_releases(store).violations]
     assert any("exactly the keys" in d for d in details)
     assert any("the manifest says 3" in d for d in details)
+
+
+def test_a_prune_never_removes_a_kept_versions_file_whatever_a_listing_names(tmp_path):
+    """The files a version superseded are removed by the listing it keeps in the private
+    zone; a listing that also names a file of a kept version (damaged, or written by another
+    build) removes only the older ones: the kept version stays whole."""
+    store = LocalStore(tmp_path / "s")
+    publish(COUNTEREXAMPLE, store, PublishParams(k=2, m=2))
+    append(dataset(["a", "b", "ab"], ["n1", "n2", "n3"]), store, min_new=1)
+    kept = sorted(p.relative_to(tmp_path / "s" / "public").as_posix()
+                  for p in (tmp_path / "s" / "public" / "v000002").rglob("*.tsv"))
+    assert kept
+    listing = f"v000002/{fmt.SUPERSEDED}"
+    listed = json.loads(store.read("private", listing)) if store.exists("private", listing) \
+        else {}
+    listed.setdefault("public", []).append(kept[0])
+    store.write("private", listing, fmt.encode_json(listed), pri_label=True)
+    prune(store, "v000002", 1)
+    assert committed_versions(store) == ["v000002"]
+    assert (tmp_path / "s" / "public" / kept[0]).exists()
+    assert audit(store).ok
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, (1 << 20) + 1, 3 << 20])
+def test_a_staged_files_digest_covers_every_byte(tmp_path, size):
+    """What a version's signature covers is the digest of each staged file read back in
+    1 MiB pieces: every byte of it, a last piece of one byte included, and a file staged
+    after it does not leak in."""
+    from cocktail.releases.commit import Release
+    release = Release(LocalStore(tmp_path / "s"), None)
+    data = bytes(range(256)) * (size // 256) + b"\x07" * (size % 256)
+    release.put("public", "manifest.json", [data[:5], data[5:]])
+    release.put("public", "next.json", b"after")
+    assert release.staged_sha256("public", "manifest.json") == hashlib.sha256(data).hexdigest()
+    assert release.staged_sha256("public", "next.json") == hashlib.sha256(b"after").hexdigest()
 
 
 def test_a_prune_cut_short_is_finished_by_the_next_one(tmp_path, monkeypatch):
