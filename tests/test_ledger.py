@@ -745,7 +745,7 @@ def test_a_ledgers_summary_reads_every_schema_from_the_first_and_refuses_a_bare_
         tmp_path, schema):
     """What a backup or restore checks a ledger file by: any ledger schema from 1 on (an old
     backup restores, brought up to date), but a SQLite file of schema 0 is no ledger."""
-    from cocktail.dp.ledger import ledger_summary
+    from cocktail.dp.ledger.backup import ledger_summary
     ledger = Ledger(tmp_path / "l.sqlite")
     ledger.add_role("analyst", alpha=0.1, budget=1.0)
     spend(ledger, ledger.add_user("ann", "analyst"), 2, "a")
