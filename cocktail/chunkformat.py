@@ -250,6 +250,29 @@ def chunk_pseudonyms(data: bytes) -> list[str]:
     return [line[:PSEUDONYM_HEX].decode("ascii") for line in data.split(b"\n")[:-1]]
 
 
+def chunk_without(data: bytes, pseudonyms: set[str]) -> bytes:
+    """A chunk file without the lines of ``pseudonyms``, the others as they are."""
+    gone = {p.encode("ascii") for p in pseudonyms}
+    return b"".join(line + b"\n" for line in data.split(b"\n")[:-1]
+                    if line[:PSEUDONYM_HEX] not in gone)
+
+
+def index_without(data: bytes, chunk_id: str, pseudonyms: set[str]) -> bytes:
+    """A chunk's inverted index without ``pseudonyms``; a term no line holds any more keeps
+    no line."""
+    kept = {}
+    for term, names in decode_index(data, chunk_id):
+        left = [p for p in names if p not in pseudonyms]
+        if left:
+            kept[term] = left
+    return encode_index(chunk_id, kept)
+
+
+def index_pairs(data: bytes) -> int:
+    """The (subrecord, term) pairs a chunk's inverted index holds, counted in its bytes."""
+    return sum(line.rsplit(b"\t", 1)[1].count(b" ") + 1 for line in data.split(b"\n")[:-1])
+
+
 def merge_index(old: bytes, chunk_id: str, added: bytes) -> bytes:
     """A chunk's inverted index with the postings of ``added`` (the index of the lines added
     to it) merged in: the lines of the terms it does not name are kept as they are."""
@@ -306,6 +329,34 @@ def _map_lines(data: bytes, chunks: Iterable[str], keep: bool) -> bytes:
     rows = re.compile(rb"^(?:%s)\t[^\n]*\n" % b"|".join(re.escape(c.encode("ascii"))
                                                         for c in chunks), re.MULTILINE)
     return b"".join(rows.findall(data)) if keep else rows.sub(b"", data)
+
+
+def map_rows_at(data: bytes, positions: Iterable[int]) -> list[tuple[str, str, int]]:
+    """(chunk id, pseudonym, position) of the map's rows at ``positions``, found in the bytes
+    (an aggregated cluster's map holds a row for each of its subrecords): a few positions by
+    one expression, many by a pass over the rows."""
+    wanted = set(positions)
+    if len(wanted) <= 64:
+        alternatives = b"|".join(str(p).encode("ascii") for p in sorted(wanted))
+        if not alternatives:
+            return []
+        rows = re.compile(rb"^([0-9a-f]+)\t([0-9a-f]+)\t(%s)(?=[\t\n])" % alternatives,
+                          re.MULTILINE)
+        found = rows.findall(data)
+    else:
+        found = [fields[:3] for fields in (line.split(b"\t", 3)
+                                            for line in data.split(b"\n")[:-1])
+                 if int(fields[2]) in wanted]
+    return [(c.decode("ascii"), p.decode("ascii"), int(at)) for c, p, at in found]
+
+
+def map_without_rows(data: bytes, pseudonyms: set[str]) -> bytes:
+    """A pseudonym map without the rows of ``pseudonyms`` (each names one subrecord)."""
+    if not pseudonyms:
+        return data
+    gone = {p.encode("ascii") for p in pseudonyms}
+    return b"".join(line + b"\n" for line in data.split(b"\n")[:-1]
+                    if line.split(b"\t", 2)[1] not in gone)
 
 
 def map_without(data: bytes, chunks: set[str]) -> bytes:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import hashlib
 import json
 import os
 import re
@@ -327,6 +328,25 @@ class Dataset:
         rows = np.repeat(np.arange(len(records)), np.diff(records.indptr))
         held = np.bincount(rows[np.isin(records.indices, ids)], minlength=len(records))
         return int(np.count_nonzero(held == len(ids)))
+
+    @property
+    def content_digest(self) -> str | None:
+        """The SHA-256 of the records' terms in input order (term ids follow name order, each
+        record's sorted): what tells a batch appended twice.  None when the input names its
+        records: a repeated id is refused already, and repeated content may be meant."""
+        if not self.numbered:
+            return None
+        records = self.records
+        indices = np.asarray(records.indices, dtype=np.int64)
+        used = np.unique(indices)  # a slice keeps every name: only the held ones count
+        indices = np.searchsorted(used, indices)
+        rows = np.repeat(np.arange(len(records)), np.diff(records.indptr))
+        digest = hashlib.sha256(b"cocktail-batch/1\0")
+        digest.update("\0".join(records.names[i] for i in used.tolist())
+                      .encode("utf-8", "surrogatepass") + b"\0")
+        digest.update(np.diff(records.indptr).astype(np.int64).tobytes())
+        digest.update(indices[np.lexsort((indices, rows))].tobytes())
+        return digest.hexdigest()
 
     def head(self, n: int) -> Dataset:
         """The first ``n`` records with their ids (a subsample for tests and experiments)."""

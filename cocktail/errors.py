@@ -32,7 +32,8 @@ MEANING = {  # one line each: `cocktail --help` shows them as they are
     ExitCode.DONE: "done",
     ExitCode.PROBLEMS: "a check found problems (audit), or the service is unreachable",
     ExitCode.USAGE: "bad usage or input, no publication at --store, or a missing extra",
-    ExitCode.REFUSED: "refused: a token, a publish that would re-partition, or a ledger restore",
+    ExitCode.REFUSED: "refused: a token, a publish that would re-partition or repeat a batch, "
+                      "an erasure on Spark, or a ledger restore",
     ExitCode.BUDGET: "privacy budget exhausted",
     ExitCode.FAILED: "the store, the service or the system failed (I/O, a port in use, a "
                      "worker killed)",

@@ -21,6 +21,7 @@ from .inputs import as_dataset
 from .private_config import open_ledger, require_set_up
 from .publish import PublishParams, PublishReport, publish, timed_from
 from .publish.append import AppendReport, append
+from .publish.forget import ErasureReport, forget, retract
 from .query import Engine, Publication
 from .query.engine import ExactAnswers
 from .querylang import parse_batch
@@ -95,14 +96,31 @@ class OwnerStore:
                                   rebase=rebase), started)
 
     def append(self, data, *, format: str | None = None, skip_bad_lines: bool = False,
-               min_new: int | None = None, progress: Progress | None = None) -> AppendReport:
+               min_new: int | None = None, progress: Progress | None = None,
+               allow_duplicate: bool = False) -> AppendReport:
         """Add ``data``'s records (as :meth:`publish` takes them) to the current release, as
         a new release that cannot compose with the earlier ones; ``min_new``: the records
-        needed to form new clusters (fewer wait in the private buffer)."""
+        needed to form new clusters (fewer wait in the private buffer).  A FIMI or SPMF batch
+        an earlier release added already is refused (``DuplicateBatch``, a
+        :class:`cocktail.Refused`) unless ``allow_duplicate``."""
         started = time.perf_counter()
         dataset = as_dataset(data, format, skip_bad_lines=skip_bad_lines,
                              progress=progress)
-        return timed_from(append(dataset, self.backend, min_new, progress=progress), started)
+        return timed_from(append(dataset, self.backend, min_new, progress=progress,
+                                 allow_duplicate=allow_duplicate), started)
+
+    def forget(self, record_ids: Iterable[str], *, reason: str, keep: int = 1
+               ) -> ErasureReport:
+        """Erase the records named by ``record_ids`` as a new release (``cocktail forget``):
+        nothing of them stays in either zone, and no two consecutive versions can be diffed to
+        re-associate their terms; ``keep``: versions kept afterwards (1: every older file that
+        held them is deleted on return).  The receipt counts, never names."""
+        return forget(self.backend, record_ids, reason, keep)
+
+    def retract(self, version: str, *, reason: str, keep: int = 1) -> ErasureReport:
+        """Take back every record release ``version`` added, as :meth:`forget` erases them
+        (``cocktail retract``)."""
+        return retract(self.backend, version, reason, keep)
 
     def audit(self, *, releases: bool = False, version: str | None = None,
               k: int | None = None, m: int | None = None,

@@ -408,6 +408,27 @@ def test_fuzz_the_http_api(target, body):
     assert isinstance(response.json(), dict)
 
 
+def test_a_reused_answer_leaves_at_its_own_arrival_plus_the_refusal_time(tmp_path):
+    """A reused answer is held until the refusal time after its own arrival, as a refusal is:
+    released any earlier (e.g. at once), its reply would tell an analyst that someone of
+    their role asked the same before.  A fresh answer of one count leaves its fresh time
+    after its strategy's choice, never before its arrival plus that time."""
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.add_role("analyst", alpha=1.0, budget=5.0)
+    ann, bob = (ledger.add_user(name, "analyst") for name in ("ann", "bob"))
+    source = Source("v1", lambda queries: [500] * len(queries))
+    deadlines = Deadlines(base_ms=250, count_ms=10)
+    arrival = time.monotonic()
+    with ThreadPoolExecutor(1) as pool:
+        fresh = ask(ledger, source, ann, "count(a)", deadlines=deadlines, pool=pool,
+                    arrival=arrival)
+    assert not fresh.body["reused"]
+    assert arrival + 0.26 <= fresh.release_at <= time.monotonic() + 0.26
+    reused = ask(ledger, source, bob, "count(a)", deadlines=deadlines, arrival=arrival + 5)
+    assert reused.body["reused"] and reused.body["answers"] == fresh.body["answers"]
+    assert reused.release_at == pytest.approx(arrival + 5.25)
+
+
 # -- crashes: a request killed between its reservation and its stored answer ----------------
 
 KILLED_ASKER = """

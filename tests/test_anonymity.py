@@ -107,6 +107,40 @@ def test_rlf_growth_and_dissolving_keep_chunks_valid():
     assert sum(c.bit_count() for c in dissolved) == len(space.terms)
 
 
+def rlf_concept(space, remaining):
+    """Leighton's RLF rule written plainly over bitsets: start from the term with the most
+    conflicts inside ``remaining``; then add the candidate with the most pair conflicts with
+    every term shut out so far (ties: the lowest index)."""
+    term = max(bits(remaining), key=lambda t: ((space.conflict[t] & remaining).bit_count(), -t))
+    group, candidates, shut_out = 0, remaining, 0
+    while True:
+        still = space.joinable(term, group, candidates)
+        shut_out |= candidates & ~still & ~(1 << term)
+        group, candidates = group | 1 << term, still
+        if not candidates:
+            return group
+        term = max(bits(candidates), key=lambda t: ((space.conflict[t] & shut_out).bit_count(), -t))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rlf_growth_adds_the_candidate_most_in_conflict_with_the_shut_out_terms(seed):
+    """`improved` grows each concept by the RLF rule docs/partitioning.md credits for its fewer
+    chunks: checked round by round against the rule written plainly (a growth that scored the
+    candidates by anything else, e.g. by the terms already taken, still gives valid chunks)."""
+    records = random_cluster(seed, n=200, items=30)
+    space = find_conflicts(records, 2, 2)
+    remaining, rounds = space.all, 0
+    while remaining:
+        concept = grow_concept(space, remaining)
+        assert concept == rlf_concept(space, remaining), (seed, rounds)
+        remaining &= ~concept
+        rounds += 1
+    assert rounds > 2  # enough conflicts that the candidates' scores decide
+    result = partition("improved", records, 2, 2)  # its notes are in the owner's report
+    assert result.notes["grown_concepts"] == rounds
+    assert result.notes["dissolved"] == rounds - len(result.public)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_the_papers_expansion_finds_every_maximal_concept_and_reports_its_caps(seed):
     """`improved-paper`'s Algorithm 2 on clusters small enough to check every set of frequent
@@ -129,6 +163,37 @@ def test_the_papers_expansion_finds_every_maximal_concept_and_reports_its_caps(s
     assert sorted(t for c in tight.public for t in c) == frequent
 
 
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("k,m", [(2, 2), (3, 3)])
+def test_testing_puts_each_term_in_the_first_chunk_that_stays_anonymous(seed, k, m):
+    """`testing` is VERPART's first-fit: terms by support descending (ties by term), each into
+    the first chunk that stays k^m-anonymous with it by the independent verifier. A chunk
+    passed over must have failed then (its terms so far plus the term): a stricter test than
+    k^m's would still give valid chunks, only more of them."""
+    records = random_cluster(seed)
+    counts = supports(records)
+    order = sorted((t for t in counts if counts[t] >= k), key=lambda t: (-counts[t], t))
+    result = partition("testing", records, k, m)
+    chunks = result.public
+    assert sorted(t for c in chunks for t in c) == sorted(order)
+
+    def anonymous(group):
+        return km_violations([r & group for r in records if r & group], k, m, 10**7)[1] == []
+    passed_over = 0
+    for position, term in enumerate(order):
+        home = next(i for i, c in enumerate(chunks) if term in c)
+        for chunk in chunks[:home]:
+            so_far = {t for t in chunk if order.index(t) < position}
+            assert not anonymous(so_far | {term}), (term, sorted(so_far))
+            passed_over += 1
+        assert anonymous({t for t in chunks[home] if order.index(t) <= position})
+    assert passed_over
+    # the owner's report counts the extension tests: each chunk passed over, and the home
+    # chunk unless the term opened it
+    opened = len(chunks)
+    assert result.notes["extension_tests"] == passed_over + len(order) - opened
+
+
 def test_hand_example():
     records = [frozenset("ab"), frozenset("ab"), frozenset("ac"), frozenset("cd")]
     # supports a3 b2 c2 d1; pairs ab=2, ac=1, bc=0 (k=2, m=2)
@@ -146,6 +211,18 @@ def test_support_zero_combinations_are_allowed():
     from cocktail.anonymity.improved import partition_improved
     assert len(partition_improved(records, 2, 2, rule="strict").public) == 2
     assert len(partition("basic", records, 2, 2).public) == 2  # basic chunks are concepts
+
+
+def test_a_set_of_four_no_record_holds_is_allowed_when_its_triples_are_frequent():
+    """Each triple of a, b, c, d in two records, the four together in none: {a, b, c, d} is
+    2^4-anonymous by the verifier, so one chunk (a forbidden-set search that leaves out a
+    term when intersecting the holders would find the four 'held' and split them)."""
+    records = [frozenset(t) for t in ("abc", "abd", "acd", "bcd")] * 2
+    assert km_violations(records, 2, 4, 10**7)[1] == []
+    space = find_conflicts(records, 2, 4)
+    assert space.larger == [] and space.valid(space.all)
+    for method in ("testing", "improved", "improved-paper"):
+        assert partition(method, records, 2, 4).public == (frozenset("abcd"),), method
 
 
 def literal_algorithm_1(concepts):
@@ -236,6 +313,27 @@ def test_dense_cluster_is_refused_not_mined():
     records = [crawler] * 5 + random_cluster(3, n=50, items=20)
     with pytest.raises(ClusterTooDense, match="lower m, raise k"):
         mine_concepts(records, 5, 4, max_concepts=50_000)  # C(40, <=4) = 102,090 concepts
+
+
+def test_mining_holds_no_more_concepts_than_its_budget_and_refuses_none_that_fit(monkeypatch):
+    """The budget bounds what one cluster's mining holds at any step, its singletons counted,
+    and a cluster whose concepts fit it is mined: 10 triples of terms, each record twice, have
+    30 frequent singletons and 30 frequent pairs (k = m = 2); a budget of 30 refuses them after
+    mining no more than the singletons, one of 60 mines them all."""
+    from cocktail.anonymity import concepts
+    held = []
+
+    def eclat(*args):
+        found = real(*args)
+        held.append(len(found))
+        return found
+    real = concepts.eclat
+    monkeypatch.setattr(concepts, "eclat", eclat)
+    records = [frozenset({f"a{i}", f"b{i}", f"c{i}"}) for i in range(10)] * 2
+    with pytest.raises(concepts.ClusterTooDense):
+        mine_concepts(records, 2, 2, max_concepts=30)
+    assert held and max(held) <= 30
+    assert len(mine_concepts(records, 2, 2, max_concepts=60)) == 60
 
 
 def test_level_wise_mining_finds_the_same_concepts():

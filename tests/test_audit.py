@@ -74,6 +74,20 @@ def test_rare_combination_in_one_chunk_fails(published):
     assert any(str(list(combo)) in v.detail for v in report.violations)
 
 
+def test_a_chunk_with_many_rare_itemsets_names_five_then_counts_the_rest(published):
+    """A report shows the first EXAMPLES (5) rare itemsets of a chunk, then how many more."""
+    store, version = published
+    entry = max(public_manifest(store, version)["chunks"], key=lambda c: c["terms"])
+    rows = list(fmt.decode_chunk(store.read("public", fmt.chunk_path(version, entry["id"]))))
+    rows[0] = (rows[0][0], sorted({t for _, ts in rows for t in ts}))  # every term at once
+    rewrite_chunk(store, version, entry["id"], rows)
+    rare = km_violations([ts for _, ts in rows], 5, 3, 10**7)[1]
+    assert len(rare) > 6
+    found = [v.detail for v in audit(store).violations if v.kind == "km-anonymity"]
+    assert [d.startswith("itemset ") for d in found] == [True] * 5 + [False]
+    assert found[-1] == f"... and {len(rare) - 5} more rare itemsets"
+
+
 def test_raw_corruption_fails_integrity(published):
     store, version = published
     chunk_id = public_manifest(store, version)["chunks"][0]["id"]
@@ -81,6 +95,48 @@ def test_raw_corruption_fails_integrity(published):
     store.write("public", path, store.read("public", path).replace(b"]", b', "x"]', 1),
                 pri_label=False)
     assert "integrity" in kinds(audit(store))
+
+
+def test_a_pointer_to_a_missing_version_fails_integrity(published):
+    """A current pointer rewritten to name a version the public zone does not hold is a
+    finding, not a pass or a crash."""
+    store, version = published
+    store.write("public", fmt.POINTER, b"v999999\n", pri_label=False)
+    report = audit(store)
+    assert not report.ok and kinds(report) == {"integrity"}
+    assert any(v.where == fmt.POINTER and "'v999999'" in v.detail for v in report.violations)
+    assert audit(store, version=version).ok  # the version itself is untouched
+
+
+@pytest.mark.parametrize("public_replicas", [19, 21])
+def test_placement_counts_every_replica_and_names_those_off_the_private_racks(published,
+                                                                              public_replicas):
+    """An owner's audit reads where HDFS put each private block (a local store has no racks:
+    this one reports a fixed layout): every file, block and replica is counted, and each
+    replica outside the private racks is a finding naming its block and datanode, the first
+    20 of them, then how many more."""
+    store, _ = published
+
+    class Racked(LocalStore):
+        private_racks = "/private/"
+
+        def replicas(self, zone):
+            assert zone == "private"
+            yield "v000001/a", [["/private/r1/d1", "/private/r2/d2"], ["/public/r1/d3"]]
+            yield "v000001/b", [["/private/r1/d1"] +
+                                [f"/public/r2/d{n}" for n in range(public_replicas)]]
+    report = audit(Racked(store.root))
+    outside = 1 + public_replicas
+    assert report.placement == {"private_files": 2, "blocks": 3, "replicas": 4 + public_replicas,
+                                "replicas_outside_private_racks": outside,
+                                "private_racks": "/private/"}
+    shown = [v for v in report.violations if v.kind == "placement"]
+    assert (shown[0].where, shown[0].detail) == ("v000001/a", "block 1 has a replica on "
+                                                 "/public/r1/d3")
+    assert [v.where for v in shown[1:20]] == ["v000001/b"] * 19
+    more = ["... and 2 more such replicas"] if outside > 20 else []
+    assert [v.detail for v in shown[20:]] == more
+    assert kinds(report) == {"placement"}
 
 
 def test_linkable_pseudonym_fails(published):

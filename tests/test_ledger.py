@@ -186,16 +186,43 @@ def test_a_rotated_token_refuses_the_old_one_and_a_removed_user_is_refused(tmp_p
             change("alice")
 
 
+def test_only_the_latest_owner_credential_is_the_owners(tmp_path):
+    """`owner-token` shows a fresh credential once: it passes the owner's check, the one
+    before it stops working, and an analyst's token or none is refused."""
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.add_role("analyst", alpha=0.1, budget=1.0)
+    analyst = ledger.add_user("ann", "analyst")
+    with pytest.raises(Forbidden):  # no owner credential issued yet
+        ledger.check_owner(analyst)
+    first = ledger.new_owner_token()
+    ledger.check_owner(first)
+    second = ledger.new_owner_token()
+    assert len({first, second, analyst}) == 3
+    ledger.check_owner(second)
+    for other in (first, analyst, second + "x"):
+        with pytest.raises(Forbidden):
+            ledger.check_owner(other)
+    with pytest.raises(Unauthorized):
+        ledger.check_owner(None)
+
+
 def test_the_ledger_is_owner_only_and_stores_a_workload_once(tmp_path):
-    path = tmp_path / "ledger.sqlite"
-    ledger = Ledger(path)
+    """The ledger's new directory and files are the owner's alone, even under a umask of 0
+    (a directory others may enter or list exposes whatever file in it is not locked down)."""
+    path = tmp_path / "state" / "ledger.sqlite"
+    previous = os.umask(0)
+    try:
+        ledger = Ledger(path)
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     ledger.add_role("analyst", alpha=0.1, budget=1.0)
     user = ledger.authenticate(ledger.add_user("alice", "analyst"))
     big = "count(" + "x" * 5000 + ")"
     ask(ledger, user, "v1", big)
     for name in ("ledger.sqlite", "ledger.sqlite-wal", "ledger.sqlite-shm"):
-        if (tmp_path / name).exists():
-            assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600, name
+        if (path.parent / name).exists():
+            assert stat.S_IMODE((path.parent / name).stat().st_mode) == 0o600, name
     with sqlite3.connect(path) as db:
         charges = db.execute("SELECT * FROM charges").fetchall()
         assert all("x" * 100 not in str(row) for row in charges)  # a hash, not the text
@@ -468,6 +495,7 @@ def test_a_backup_is_a_consistent_private_copy_and_restores_onto_a_lost_ledger(t
     assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["backup.sqlite",
                                                                   "backup.sqlite.sig"]
     assert {stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "b").iterdir()} == {0o600}
+    assert stat.S_IMODE((tmp_path / "b").stat().st_mode) == 0o700  # made by the backup
     with pytest.raises(LedgerError, match="never overwrites"):
         ledger.backup(tmp_path / "b" / "backup.sqlite", key)
     # the ledger is lost: restored, ann has spent what she had, and her token still works
@@ -730,3 +758,22 @@ def test_a_ledger_of_a_newer_schema_is_refused_not_used(tmp_path):
     assert restored.exit_code == 0, restored.output
     assert Ledger(path).roles() == [{"name": "analyst", "alpha": 0.1, "budget": 1.0,
                                      "definition": "pure"}]
+
+
+@pytest.mark.parametrize("schema", [0, 1, 4, 8])
+def test_a_ledgers_summary_reads_every_schema_from_the_first_and_refuses_a_bare_database(
+        tmp_path, schema):
+    """What a backup or restore checks a ledger file by: any ledger schema from 1 on (an old
+    backup restores, brought up to date), but a SQLite file of schema 0 is no ledger."""
+    from cocktail.dp.ledger.backup import ledger_summary
+    ledger = Ledger(tmp_path / "l.sqlite")
+    ledger.add_role("analyst", alpha=0.1, budget=1.0)
+    spend(ledger, ledger.add_user("ann", "analyst"), 2, "a")
+    with sqlite3.connect(ledger.path) as db:
+        db.execute(f"PRAGMA user_version = {schema}")
+    if schema == 0:
+        with pytest.raises(LedgerError, match="not a ledger this version reads"):
+            ledger_summary(ledger.path)
+    else:
+        summary = ledger_summary(ledger.path)
+        assert summary["users"] == {"ann": pytest.approx(0.2)} and summary["charges"] == 2

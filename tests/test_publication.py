@@ -579,7 +579,7 @@ def test_a_store_read_by_the_format_doc_alone(tmp_path):
     publish(Dataset(whole.ids[:3000], whole.records[:3000], "memory", "jsonl"), store,
             PublishParams(k=5, m=2))
     assert append(Dataset(whole.ids[3000:3030], whole.records[3000:3030], "memory", "jsonl"),
-                  store).buffered_records
+                  store, min_new=500).buffered_records  # pools under 500 records wait
     private = tmp_path / "s" / "private"
     version = (tmp_path / "s" / "public" / "CURRENT").read_text().strip()
     manifest = json.loads((private / version / "manifest.json").read_text())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -87,6 +88,18 @@ def test_a_fresh_re_partition_is_refused_and_a_rebase_is_caught(tmp_path, fixed_
     missing = [v["where"] for v in report["violations"] if "missing" in v["detail"]]
     assert len(missing) == 2 and all(w.startswith("v000001→v000002 cluster 0 chunk ") for w in
                                      missing)
+
+
+def test_one_release_has_nothing_to_pair_or_attack(tmp_path):
+    """The release audit's counts say what it did: one release has no pair to check and no
+    cluster seen twice to attack; each chunk file the log lists is checked."""
+    store = LocalStore(tmp_path / "s")
+    publish(COUNTEREXAMPLE, store, PublishParams(k=2, m=2))
+    history = audit_releases(store)
+    assert history.ok and len(history.releases) == 1
+    assert (history.pairs_checked, history.clusters_attacked, history.clusters_too_large) == \
+        (0, 0, 0)
+    assert history.files_checked == len(read_log(store)[0]["chunks"]) > 0
 
 
 def test_the_cli_refuses_a_second_publish_without_rebase(tmp_path):
@@ -314,8 +327,10 @@ def test_an_append_leaves_no_access_time_on_what_it_read(tmp_path):
            if p.is_file()}
     for path in old:  # an atime before the mtime: any read moves it, even under relatime
         os.utime(path, (1000, path.stat().st_mtime))
-    extended = append(Dataset(whole.ids[3000:], whole.records[3000:], "memory", "jsonl"), store)
-    assert extended.extended_clusters > 0
+    # the records that extend no cluster wait in the buffer: what is written is what changed
+    extended = append(Dataset(whole.ids[3000:], whole.records[3000:], "memory", "jsonl"), store,
+                      min_new=len(whole))
+    assert extended.extended_clusters > 0 and extended.new_clusters == 0
     assert all(p.stat().st_ino == inode for p, inode in old.items())
     read = [p for p in old if p.stat().st_atime != 1000]
     assert read == []
@@ -370,6 +385,41 @@ def test_ids_are_checked_against_every_segment_and_the_audit_checks_the_segments
     assert any("the manifest says 3" in d for d in details)
 
 
+def test_a_prune_never_removes_a_kept_versions_file_whatever_a_listing_names(tmp_path):
+    """The files a version superseded are removed by the listing it keeps in the private
+    zone; a listing that also names a file of a kept version (damaged, or written by another
+    build) removes only the older ones: the kept version stays whole."""
+    store = LocalStore(tmp_path / "s")
+    publish(COUNTEREXAMPLE, store, PublishParams(k=2, m=2))
+    append(dataset(["a", "b", "ab"], ["n1", "n2", "n3"]), store, min_new=1)
+    kept = sorted(p.relative_to(tmp_path / "s" / "public").as_posix()
+                  for p in (tmp_path / "s" / "public" / "v000002").rglob("*.tsv"))
+    assert kept
+    listing = f"v000002/{fmt.SUPERSEDED}"
+    listed = json.loads(store.read("private", listing)) if store.exists("private", listing) \
+        else {}
+    listed.setdefault("public", []).append(kept[0])
+    store.write("private", listing, fmt.encode_json(listed), pri_label=True)
+    prune(store, "v000002", 1)
+    assert committed_versions(store) == ["v000002"]
+    assert (tmp_path / "s" / "public" / kept[0]).exists()
+    assert audit(store).ok
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, (1 << 20) + 1, 3 << 20])
+def test_a_staged_files_digest_covers_every_byte(tmp_path, size):
+    """What a version's signature covers is the digest of each staged file read back in
+    1 MiB pieces: every byte of it, a last piece of one byte included, and a file staged
+    after it does not leak in."""
+    from cocktail.releases.commit import Release
+    release = Release(LocalStore(tmp_path / "s"), None)
+    data = bytes(range(256)) * (size // 256) + b"\x07" * (size % 256)
+    release.put("public", "manifest.json", [data[:5], data[5:]])
+    release.put("public", "next.json", b"after")
+    assert release.staged_sha256("public", "manifest.json") == hashlib.sha256(data).hexdigest()
+    assert release.staged_sha256("public", "next.json") == hashlib.sha256(b"after").hexdigest()
+
+
 def test_a_prune_cut_short_is_finished_by_the_next_one(tmp_path, monkeypatch):
     whole = load(dataset_path("bms-webview-1.dat")).head(4000)
     store = LocalStore(tmp_path / "s")
@@ -422,7 +472,8 @@ def test_an_emptied_buffer_leaves_no_reference_to_dangle_and_the_audit_finds_one
              for a, b in zip(cuts, cuts[1:])]
     store = LocalStore(tmp_path / "s")
     publish(parts[0], store, PublishParams(k=5, m=2))
-    added = [append(part, store) for part in parts[1:]]
+    # pools under 500 records wait: the 30 records of the first append fill the buffer
+    added = [append(part, store, min_new=500) for part in parts[1:]]
     assert added[0].buffered_records and added[2].buffered_records == 0  # filled, emptied
     assert committed_versions(store)[0] != "v000001"  # pruned since
     report = audit_releases(store)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from cocktail import chunkformat as fmt
 from cocktail.cli import main
@@ -370,3 +371,35 @@ def test_a_signature_of_a_newer_format_fails_the_audit_saying_so(owner):
     assert violation["kind"] == "signature"
     assert "format 'cocktail-signature/2', which this cocktail does not read" in \
         violation["detail"] and "upgrade cocktail" in violation["detail"]
+
+
+@pytest.mark.parametrize("format_", [5, None])
+def test_a_signature_file_without_a_format_string_is_named_as_not_a_signature_file(owner,
+                                                                                     format_):
+    """A signature file whose format is no string (or absent) fails the audit as not a
+    signature file of this format, not as some other file's malformed fields."""
+    store = copy(owner, "s1", f"s-format-{format_}")
+    path = store / "public" / fmt.signature_path(current(store))
+    document = json.loads(path.read_bytes())
+    if format_ is None:
+        del document["format"]
+    else:
+        document["format"] = format_
+    path.write_bytes(json.dumps(document).encode())
+    code, report = cli("audit", "--store", str(store))
+    assert code == 1
+    [violation] = report["violations"]
+    assert violation["kind"] == "signature"
+    assert f"not a {signing.FORMAT} file with at least one hop" in violation["detail"]
+
+
+def test_a_trust_key_file_holding_a_fingerprint_pins_that_fingerprint(tmp_path):
+    """`--trust-key` names a fingerprint, a PEM public key, or a file holding a fingerprint:
+    the file's fingerprint is what the audit pins (nothing pinned would trust any signer)."""
+    key = Ed25519PrivateKey.generate()
+    held = tmp_path / "owner.fingerprint"
+    held.write_text(f"  {signing.fingerprint(key.public_key())}\n")
+    assert signing.trusted_fingerprint(str(held)) == signing.fingerprint(key.public_key())
+    held.write_text("ed25519:not-hex\n")
+    with pytest.raises(ValueError, match="neither a fingerprint nor a PEM public key"):
+        signing.trusted_fingerprint(str(held))

@@ -85,6 +85,7 @@ class _History:
         self.members: dict[str, set[str]] = {}                # unit -> its records so far
         self.owner: dict[str, str] = {}                       # record -> its leaf/new unit
         self.views: dict[frozenset, list[tuple[str, int, tuple]]] = {}
+        self.retired: set[str] = set()                        # chunks erasures retired
 
     def flag(self, kind: str, where: str, detail: str) -> None:
         self.report.violations.append(Violation(kind, where, detail))
@@ -93,16 +94,17 @@ class _History:
         before, version = self.previous, entry["version"]
         pair = f"{before['version']}→{version}" if before else version
         appended = entry["kind"] == "append"
+        continuing = appended or entry["kind"] in releases.ERASURES
         if before:
             self.report.pairs_checked += 1
             self._check_pair(before, entry, pair)
-        if not appended:  # a fresh partition: cluster ids start again
+        if not continuing:  # a fresh partition: cluster ids start again
             if before:
                 self.flag("release-invariant", pair, f"{version} re-partitioned records the "
                           f"public cloud had seen ({entry['kind']}, {entry['created']})")
             self.members, self.owner = {}, {}
         old_members = {u: set(ms) for u, ms in self.members.items()}
-        self._check_members(entry, pair, appended)
+        self._check_members(entry, pair, continuing)
         for chunk_id, chunk in entry["chunks"].items():
             added = releases.decode_multiset(chunk["added"])
             self._check_residual(added, entry, f"{pair} cluster {chunk['unit']} chunk {chunk_id}")
@@ -122,9 +124,16 @@ class _History:
         self.previous = entry
 
     def _check_pair(self, before: dict, entry: dict, pair: str) -> None:
+        retiring = set(entry.get("retired", ())) if entry["kind"] in releases.ERASURES else set()
+        for chunk_id in entry["chunks"].keys() & self.retired:
+            self.flag("release-invariant", f"{pair} chunk {chunk_id}", "a chunk an erasure "
+                      "retired is public again")
+        self.retired |= retiring
         for chunk_id, old in before["chunks"].items():
             where = f"{pair} cluster {old['unit']} chunk {chunk_id}"
             new = entry["chunks"].get(chunk_id)
+            if new is None and chunk_id in retiring:
+                continue  # an erasure retired its whole cluster: no line of it changed
             if new is None:
                 self.flag("release-invariant", where, "a public chunk of the earlier release is "
                           "missing from the later one")

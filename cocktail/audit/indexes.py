@@ -115,8 +115,9 @@ def audit_record_segments(store: Store) -> list[Violation]:
                                        f"manifest says {stop - segment['start']}"))
             if "keys" in segment:
                 path = f"{segment['keys']}/{fmt.record_keys_name(segment['start'])}"
-                keys = np.sort(np.fromiter((releases.member_key(r[0]) for r in rows),
-                                           dtype=np.uint64, count=len(rows)))
+                keys = np.sort(np.fromiter((releases.member_key(r[0]) for r in rows
+                                            if r[0] is not None),  # None: erased
+                                           dtype=np.uint64))
                 try:
                     stored = fmt.decode_record_keys(store.read("private", path), path)
                 except (fmt.FormatError, StoreError) as exc:

@@ -20,6 +20,7 @@ from .contract import EXIT_STATUS, Cocktail  # noqa: E402
 # command name -> "module:object" in this package
 COMMANDS = {
     "generate": "publish:generate_cmd", "publish": "publish:publish_cmd",
+    "forget": "erase:forget_cmd", "retract": "erase:retract_cmd",
     "audit": "audit:audit_cmd",
     "query": "query:query_cmd", "plan": "exact:plan_cmd",
     "republish": "chain:republish_cmd", "chain": "chain:chain_group",

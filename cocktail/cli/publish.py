@@ -85,7 +85,11 @@ def generate_cmd(output: Path, records: int, items: int, avg_len: float, pattern
               "m, method and cluster size.")
 @click.option("--min-new", type=click.IntRange(1),
               help="With --append: records needed to form new clusters; fewer wait in the "
-              "private buffer (default: the larger of k and a quarter of the cluster size).")
+              "private buffer (default: k).")
+@click.option("--allow-duplicate", is_flag=True,
+              help="With --append: accept a FIMI or SPMF batch whose content an earlier "
+              "release added already (refused otherwise, exit status 3: its records would be "
+              "counted twice).")
 @click.option("--rebase", is_flag=True,
               help="Re-partition a store that has released before, accepting that the new "
               "chunking composes with what the public cloud saw (docs/releases.md); recorded "
@@ -126,7 +130,8 @@ def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
                 cluster_size: int, input_format: str | None, skip_bad_lines: bool,
                 id_column: str | None, terms_column: str | None, delimiter: str,
                 header: bool | None, encoding: str, keep: int,
-                appending: bool, min_new: int | None, rebase: bool, workers: int,
+                appending: bool, min_new: int | None, allow_duplicate: bool, rebase: bool,
+                workers: int,
                 engine: str, master: str, spark_conf: tuple[str, ...],
                 overlay: bool, aggregate: bool, aggregate_volume: int, sensitive_file,
                 index_shard: int, max_rho: float, as_json: bool) -> None:
@@ -143,6 +148,8 @@ def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
                 if context.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE}
     if min_new is not None and not appending:
         raise click.UsageError("--min-new goes with --append")
+    if allow_duplicate and not appending:
+        raise click.UsageError("--allow-duplicate goes with --append")
     if engine == "single" and explicit & {"master", "spark_conf"}:
         raise click.UsageError("--master and --spark-conf go with --engine spark")
     if engine == "spark" and "workers" in explicit:
@@ -170,7 +177,7 @@ def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
     if engine == "spark" and appending:
         _print_appended(timed_from(_append_on_spark(input_path, store_spec, master, spark_conf,
                                          input_format, skip_bad_lines, options, min_new,
-                                         as_json), started), as_json)
+                                         allow_duplicate, as_json), started), as_json)
         return
     if engine == "spark":
         report = timed_from(_publish_on_spark(input_path, store_spec, params, master,
@@ -185,7 +192,8 @@ def publish_cmd(input_path: str, store_spec: str, k: int, m: int, method: str,
         if appending:
             from ..publish.append import append  # here: a first publish does not need it
 
-            added = append(dataset, open_store(store_spec), min_new, progress=update)
+            added = append(dataset, open_store(store_spec), min_new, progress=update,
+                           allow_duplicate=allow_duplicate)
         else:
             report = publish(dataset, open_store(store_spec), params, progress=update,
                              rebase=rebase)
@@ -247,14 +255,15 @@ def _publish_on_spark(source: str, store_spec: str, params: PublishParams, maste
 
 def _append_on_spark(source: str, store_spec: str, master: str, spark_conf: tuple[str, ...],
                      input_format: str | None, skip_bad_lines: bool, options: InputOptions,
-                     min_new: int | None, as_json: bool):
+                     min_new: int | None, allow_duplicate: bool, as_json: bool):
     spark, settings = _spark_engine(master, spark_conf)
     store = open_store(store_spec)
 
     with progress_bars("append", True, not as_json) as update:
         return spark.append_spark(source, store, settings, data_format=input_format,
                                   skip_bad_lines=skip_bad_lines, options=options,
-                                  min_new=min_new, progress=update, loaded=_report_skipped)
+                                  min_new=min_new, progress=update, loaded=_report_skipped,
+                                  allow_duplicate=allow_duplicate)
 
 
 def _print_appended(added, as_json: bool) -> None:

@@ -154,10 +154,17 @@ def publish(dataset: Dataset, store: Store, params: PublishParams,
         return Built(layout.tree, units_manifest(layout), layout.stats, totals,
                      fmt.encode_records(dataset.ids, layout.leaf_units(len(dataset))),
                      {"path": dataset.source, "format": dataset.format, "records": len(dataset),
-                      "skipped_lines": dataset.skipped_lines},
+                      "skipped_lines": dataset.skipped_lines, "sha256": dataset.content_digest},
                      dataset.records.pairs(), layout.partition_seconds, phases)
 
     return release(store, params, build, rebase=rebase, engine="single", progress=progress)
+
+
+def batches(source: dict, version: str) -> dict[str, str]:
+    """A first release's entry in the private manifest's ``batches`` (content digest ->
+    the version that added it): what tells a FIMI or SPMF batch appended again."""
+    digest = source.get("sha256")
+    return {digest: version} if digest else {}
 
 
 def check_size(params: PublishParams, records: int) -> None:
@@ -197,6 +204,7 @@ def release(store: Store, params: PublishParams,
             "params": asdict(params), "source": built.source,
             "tree": built.tree.to_manifest(), "roots": built.tree.roots,
             "units": built.units, "aggregation": built.stats,
+            "batches": batches(built.source, version),
             "pairs": {"public": built.totals["public_pairs"],
                       "private": built.totals["private_pairs"]},
             "chunks": writer.chunks,

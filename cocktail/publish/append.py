@@ -9,11 +9,13 @@ lines, and places each new record in one of three ways:
   new to the cluster is then passed up to it).  A term whose home is private, or that nothing
   above holds, goes to the promotion pool (:mod:`.promotion`), above every tree.  The new
   subrecords that a chunk receives must be k^m-anonymous on their own (the residual rule):
-  records that make a residual violate it are peeled off until every residual holds.
+  records that make a residual violate it are peeled off until every residual holds.  A few
+  more go to new clusters when the promotion needs their terms to publish a tail.
 * **Join a new cluster.** Every record that does not extend a cluster goes to a pool, together
-  with the records buffered before.  A pool of at least ``min_new`` records is published like a
-  first release: its own overlay tree, clusters, aggregation, chunks.  That tree is added to the
-  publication's forest; it holds only records no earlier release made public.
+  with the records buffered before.  A pool of at least ``min_new`` records (default: k) is
+  published like a first release: its own overlay tree, clusters, aggregation, chunks.  That
+  tree is added to the publication's forest; it holds only records no earlier release made
+  public.
 * **Wait in the buffer.** A smaller pool waits in the private zone: one private chunk of whole
   records, counted exactly by queries, retried at the next append.
 
@@ -185,9 +187,10 @@ class _Homes:
 
 
 def _extend(publication: Publication, records: dict[int, frozenset[str]], k: int, m: int,
-            pooling: bool) -> tuple[Extension, list[int]]:
-    """Offer each new record to a cluster of its leaf; keep what the residual rule allows.
-    Returns the extension and the positions of the records that do not extend a cluster."""
+            pooling: bool, tails: Counter | None = None) -> tuple[Extension, list[int]]:
+    """Offer each new record to a cluster of its leaf; keep what the residual rule allows,
+    less the records that complete a tail (:func:`_completing`).  Returns the extension and
+    the positions of the records that do not extend a cluster."""
     size = {u["id"]: u["members"] for u in publication.units}
     homes = _Homes(publication, pooling)
     offered: dict[int, dict[int, dict[str, tuple[str | None, bool]]]] = {}
@@ -212,6 +215,8 @@ def _extend(publication: Publication, records: dict[int, frozenset[str]], k: int
                 for chunk, sub in parts.items():
                     residual.setdefault(chunk, []).append((position, sorted(sub)))
         peeled = set().union(*(_violators(rows, k, m) for rows in residual.values()))
+        if not peeled and tails:
+            peeled = _completing(offered, [records[p] for p in refused], tails, k)
         if not peeled:
             break
         refused.extend(sorted(peeled))
@@ -227,6 +232,38 @@ def _extend(publication: Publication, records: dict[int, frozenset[str]], k: int
                 pooled.append((position, to_pool))
     return Extension({u: sorted(ps) for u, ps in offered.items() if ps}, residual,
                      {u: ts for u, ts in passed_up.items() if ts}, sorted(pooled)), refused
+
+
+def _completing(offered: dict[int, dict[int, dict[str, tuple[str | None, bool]]]],
+                refused: list[frozenset[str]], tails: Counter, k: int) -> set[int]:
+    """Extending records to send to new clusters instead, so that tails go public.
+
+    ``tails``: term -> its occurrences that the forest keeps private above its trees (fewer
+    than k each).  The promotion publishes a tail once k of its term meet in its pool, where
+    the refused records' occurrences go (their new clusters hold the tails' terms back) and
+    the extending records' homeless ones.  But a term that old clusters publish may arrive
+    mostly in records that extend them, each chunk's residual holding k of it or more, and
+    its tail would wait for good.  When what goes to the pool anyway is short of k, and the
+    extending records hold enough of the term to make up the difference, just that many
+    are sent to new clusters: their occurrences of the term join the pool, and the tail goes
+    public with them.  Only the routing changes; the residuals are checked again after."""
+    arriving = Counter(t for terms in refused for t in terms if t in tails)
+    holders: dict[str, list[int]] = {}
+    for placings in offered.values():
+        for position, placing in placings.items():
+            for term, (chunk, _) in placing.items():
+                if term in tails:
+                    if chunk is POOL:
+                        arriving[term] += 1
+                    else:
+                        holders.setdefault(term, []).append(position)
+    sent: set[int] = set()
+    for term in sorted(holders):
+        free = [p for p in holders[term] if p not in sent]
+        lacking = k - tails[term] - arriving[term] - (len(holders[term]) - len(free))
+        if 0 < lacking <= len(free):
+            sent.update(free[:lacking])
+    return sent
 
 
 def _buffered(publication: Publication) -> dict[int, frozenset[str]]:
@@ -281,11 +318,34 @@ def cluster_pool(writer: VersionWriter, ids: dict[int, str], pool: list[int],
     return NewClusters(layout.tree, units_manifest(layout, where), leaf_unit, root_pool, totals)
 
 
+class DuplicateBatch(releases.Refused):
+    """A batch whose content an earlier release added already (exit status 3)."""
+
+
+def _batches(head: dict, dataset: Dataset, version: str, allow_duplicate: bool
+             ) -> dict[str, str]:
+    """The publication's batch digests with this one's; a batch without ids (FIMI, SPMF)
+    that an earlier release added already is refused unless ``allow_duplicate``: its records
+    would get new ids, and every count would double."""
+    known = dict(head.get("batches", {}))
+    digest = dataset.content_digest
+    if digest is None:
+        return known
+    if digest in known and not allow_duplicate:
+        raise DuplicateBatch(f"{dataset.source}: release {known[digest]} added the same "
+                             f"records already ({len(dataset):,} records, content SHA-256 "
+                             f"{digest[:16]}…); nothing written. Append it again with "
+                             "--allow-duplicate if that is meant")
+    return {digest: version} | known  # a repeat allowed keeps the first release's name
+
+
 def append(dataset: Dataset, store: Store, min_new: int | None = None,
            progress: PhaseProgress | None = None,
-           clusters: ClusterPool = cluster_pool) -> AppendReport:
+           clusters: ClusterPool = cluster_pool, allow_duplicate: bool = False
+           ) -> AppendReport:
     """Add ``dataset``'s records to the current release of ``store`` as a new release;
-    ``clusters``: the engine that lays out and writes the new clusters."""
+    ``clusters``: the engine that lays out and writes the new clusters;
+    ``allow_duplicate``: accept a FIMI or SPMF batch an earlier release added already."""
     started = time.perf_counter()
     with releases.begin(store) as out, collector_paused():
         if out.current is None:
@@ -293,7 +353,7 @@ def append(dataset: Dataset, store: Store, min_new: int | None = None,
                              "(`cocktail publish FILE`), then append to it")
         refuse_derived(store, out.current)
         log_legacy_release(store, out.current)
-        run = _Append(out, store, dataset)
+        run = _Append(out, store, dataset, allow_duplicate)
         run.place(min_new, clusters, progress)
         return run.commit(started, progress or (lambda phase, done, total: None))
 
@@ -307,9 +367,11 @@ def _input(dataset: Dataset) -> dict:
 class _Append:
     """One append: where each new record goes, what is written, the commit."""
 
-    def __init__(self, out: releases.Release, store: Store, dataset: Dataset) -> None:
+    def __init__(self, out: releases.Release, store: Store, dataset: Dataset,
+                 allow_duplicate: bool = False) -> None:
         self.out, self.dataset = out, dataset
         self.publication = Publication.open(store, out.current)
+        self.batches = _batches(self.publication.head, dataset, out.version, allow_duplicate)
         self.params = PublishParams(**self.publication.head["params"])
         self.writer = VersionWriter(out, owner_key(store), releases.ReleaseBuilder("append"),
                                     self.params.index_shard)
@@ -332,19 +394,22 @@ class _Append:
         """Extend old clusters, form new ones or buffer, promote; write what changes."""
         publication, params, writer = self.publication, self.params, self.writer
         added = {self.first_new + i: r for i, r in enumerate(self.dataset.records)}
-        extension, refused = _extend(publication, added, params.k, params.m, params.aggregate)
-        waiting = _buffered(publication)
-        self.ids.update(publication.record_ids_at(waiting))
-        pool = sorted(refused) + sorted(waiting)
-        terms_of = added | waiting
         _empty_buffers(self.tree, self.units)
         remainders = promotion.old_tops(publication, self.tree) if params.aggregate \
             else promotion.Pool()
         self.ids.update(remainders.ids)
+        extension, refused = _extend(publication, added, params.k, params.m, params.aggregate,
+                                     remainders.tails())
+        waiting = _buffered(publication)
+        self.ids.update(publication.record_ids_at(waiting))
+        pool = sorted(refused) + sorted(waiting)
+        terms_of = added | waiting
         remainders.add_fresh(extension.pooled)
         writer.supersede_version(publication.version, publication.head)
         writer.carry_term_index(publication)  # the old records' index parts, by reference
-        threshold = max(params.k, params.cluster_size // 4) if min_new is None else min_new
+        # k records make a cluster: what its partition keeps private goes up to the
+        # promotion, while a buffered record keeps every pair private until the next append.
+        threshold = params.k if min_new is None else min_new
         if pool and len(pool) >= threshold:
             where = Placement(pool, units=len(self.units), nodes=len(self.tree.nodes))
             self.new = clusters(writer, self.ids, pool, [terms_of[p] for p in pool], params,
@@ -403,6 +468,8 @@ class _Append:
             "format": fmt.FORMAT, "version": out.version, "created": out.created,
             "params": head["params"], "source": head["source"],
             "appended": _input(dataset),
+            "batches": self.batches,
+            **({"erased_records": head["erased_records"]} if "erased_records" in head else {}),
             "tree": self.tree.to_manifest(), "roots": self.tree.roots,
             "units": writer.homed_units(self.units), "aggregation": head["aggregation"],
             "chunks": writer.chunks,

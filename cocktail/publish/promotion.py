@@ -18,6 +18,7 @@ private pairs only, and each pair leaves it at most once, into one public chunk
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -50,6 +51,10 @@ class Pool:
             self.parts.append(part)
             self.fresh = True
 
+    def tails(self) -> Counter:
+        """term -> its occurrences in the old tops' private remainders (the tails)."""
+        return Counter(term for part in self.parts for _, terms in part for term in terms)
+
     def subrecords(self) -> Subrecords:
         return [item for part in self.parts for item in part]
 
@@ -66,8 +71,9 @@ def old_tops(publication: Publication, tree: Tree) -> Pool:
             continue  # an emptied buffer's node
         pool.lifted.append(node)
         unit = tree.nodes[node].aggregate
-        held = [c for c in publication.unit_chunk_infos(unit) if c.private] \
-            if unit is not None else []
+        held = [c for c in publication.unit_chunk_infos(unit) if c.private
+                and not publication.chunk_entry(c.id).get("retired")] \
+            if unit is not None else []  # a retired chunk's pairs were public: never again
         part = []
         if held:  # a private chunk's map names its records (one written before, not)
             rows = publication.map_rows(unit, [c.id for c in held])

@@ -111,7 +111,7 @@ def answer_from_matches(publication: Publication, query: CountQuery, tasks_text:
     mrjob runners do.  ``tasks_text`` is the TASKS.json the job ran with; it must be this
     query's plan on this version, or the task numbers would name other tasks."""
     if not query.terms:
-        return publication.record_count
+        return publication.live_records
     plan = plan_conjunction(query.terms, publication)
     if tasks_text.strip() != tasks_json(plan.tasks):
         raise ValueError("the tasks file is not this query's plan on the current version (the "

@@ -501,6 +501,21 @@ def write_parts(store: Store, version: str, carried: Sequence[IndexPart],
     return IndexLayout(records, tuple(parts), shard_records), merged
 
 
+def part_without(part: IndexPart, postings: Mapping[str, BitMap], version: str,
+                 positions: BitMap, write: Callable[[str, bytes], None]) -> IndexPart:
+    """``part`` (its ``postings``, :func:`part_postings`) rewritten without the records at
+    ``positions`` (an erasure), as a part of ``version`` over the same range: its bitmaps and
+    its order, written through ``write``."""
+    bitmaps = {term: held - positions for term, held in postings.items()}
+    index, order = encode_part({t: b for t, b in bitmaps.items() if b}, part.start, part.stop)
+    files = fmt.term_part_names(part.start, part.stop)
+    write(files[0], index)
+    write(files[1], order)
+    return IndexPart(version, part.start, part.stop, (files[0],),
+                     (hashlib.sha256(index).hexdigest(),), files[1],
+                     hashlib.sha256(order).hexdigest())
+
+
 def record_numbering(index: Mapping[str, FrozenBitMap], order: np.ndarray | None
                      ) -> dict[str, FrozenBitMap]:
     """The index by record position (``order``: the record at each index position; None for

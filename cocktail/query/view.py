@@ -270,6 +270,12 @@ class Publication:
         layout = self.index_layout
         return len(self.record_ids) if layout is None else layout.records
 
+    @property
+    def live_records(self) -> int:
+        """Records the version holds, those erased since they were published left out (an
+        erased record keeps its position, empty: ``cocktail forget``)."""
+        return self.record_count - self.head.get("erased_records", 0)
+
     @cached_property
     def index_layout(self) -> IndexLayout | None:
         """The term index's parts (``terms/parts.json``; an index written before parts is one

@@ -10,11 +10,13 @@
 
 from .commit import Builder, Release, Staged, begin, commit_release
 from .layout import Refused
-from .log import (RebaseRefused, ReleaseBuilder, chunk_record, decode_multiset, entry_path,
-                  has_entry, member_hash, member_key, read_log, refuse_rebase, write_entry)
+from .log import (ERASURES, RebaseRefused, ReleaseBuilder, chunk_record, decode_multiset,
+                  entry_path, forget_members, has_entry, member_hash, member_key, read_log,
+                  refuse_rebase, write_entry)
 from .versions import committed_versions, current_version, next_version, prune, sweep
 
-__all__ = ["Builder", "RebaseRefused", "Refused", "Release", "ReleaseBuilder", "Staged", "begin",
-           "chunk_record", "commit_release", "committed_versions", "current_version",
-           "decode_multiset", "entry_path", "has_entry", "member_hash", "member_key",
-           "next_version", "prune", "read_log", "refuse_rebase", "sweep", "write_entry"]
+__all__ = ["ERASURES", "Builder", "RebaseRefused", "Refused", "Release", "ReleaseBuilder",
+           "Staged", "begin", "chunk_record", "commit_release", "committed_versions",
+           "current_version", "decode_multiset", "entry_path", "forget_members", "has_entry",
+           "member_hash", "member_key", "next_version", "prune", "read_log", "refuse_rebase",
+           "sweep", "write_entry"]

@@ -30,7 +30,8 @@ from ..store import Store
 from .layout import Refused
 
 LOG_DIR = "releases"
-KINDS = ("fresh", "append", "rebase", "imported", "derived")
+KINDS = ("fresh", "append", "rebase", "imported", "derived", "forget", "retract")
+ERASURES = ("forget", "retract")  # releases that take records back (publish.forget)
 
 
 DIGEST = np.dtype((np.void, 16))  # a record id's digest: the first 128 bits of its SHA-256
@@ -98,6 +99,31 @@ def write_entry(store: Store, entry: dict) -> None:
         store.write("private", entry_path(entry["version"]), spool, pri_label=True)
 
 
+def forget_members(store: Store, keys: Iterable[int]) -> int:
+    """Take the member names ``keys`` out of every entry of the log (an erasure: the log keeps
+    no name of an erased record); each entry is replaced whole.  Returns the entries changed."""
+    names = [f'"{key:016x}"'.encode("ascii") for key in keys]
+    changed = 0
+    for name in sorted(n for n in store.list("private", LOG_DIR) if n.endswith(".json")):
+        path = f"{LOG_DIR}/{name}"
+        data = store.read("private", path)
+        if len(names) <= 64:
+            kept = data
+            for hexed in names:  # a list's element: before a comma, last, or alone
+                kept = kept.replace(hexed + b",", b"").replace(b"," + hexed + b"]", b"]") \
+                    .replace(b"[" + hexed + b"]", b"[]")
+        else:
+            entry, gone = fmt.decode_json(data, path), {n.decode()[1:-1] for n in names}
+            for unit in entry.get("units", {}).values():
+                unit["added_members"] = [m for m in unit["added_members"] if m not in gone]
+            kept = fmt.encode_json(entry, compact=True)
+        if kept != data:
+            store.write("private", path + ".tmp", kept, pri_label=True)
+            store.rename("private", path + ".tmp", path)
+            changed += 1
+    return changed
+
+
 def _hex_list(keys: np.ndarray) -> bytes:
     """``"<16 hex digits>",...`` for 64-bit keys, without a Python string per key."""
     if not len(keys):
@@ -127,8 +153,9 @@ def read_log(store: Store, up_to: str | None = None) -> list[dict]:
 
 
 def _filled(before: dict, entry: dict) -> dict:
+    retired = set(entry.get("retired", ()))  # an erasure's: they left the public zone
     chunks = {c: chunk | {"carried_sha256": chunk["sha256"], "added": []}
-              for c, chunk in before["chunks"].items()}
+              for c, chunk in before["chunks"].items() if c not in retired}
     units = {u: unit | {"added_members": []} for u, unit in before["units"].items()}
     return entry | {"chunks": chunks | entry["chunks"], "units": units | entry["units"]}
 

@@ -83,7 +83,8 @@ def append_spark(source, store: Store, settings: SparkSettings, *,
                  data_format: str | None = None, skip_bad_lines: bool = False,
                  options: InputOptions = InputOptions(), min_new: int | None = None,
                  progress: PhaseProgress | None = None,
-                 loaded: Callable[[Dataset], None] | None = None) -> AppendReport:
+                 loaded: Callable[[Dataset], None] | None = None,
+                 allow_duplicate: bool = False) -> AppendReport:
     """:func:`cocktail.publish.append.append` on Spark: the batch is read by Spark's reader
     (the same parsing and bad-line messages as :func:`publish_spark`) and collected at the
     driver (a batch fits one machine), and the new clusters its pool forms are laid out and
@@ -101,7 +102,8 @@ def append_spark(source, store: Store, settings: SparkSettings, *,
             progress("load", 1, 1)
         if loaded:
             loaded(dataset)
-        return append(dataset, store, min_new, progress, clusters=SparkClusters(sc))
+        return append(dataset, store, min_new, progress, clusters=SparkClusters(sc),
+                      allow_duplicate=allow_duplicate)
 
 
 def refuse_cloned(store: Store) -> None:

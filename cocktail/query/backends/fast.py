@@ -22,4 +22,4 @@ def counts(publication: Publication, queries: Sequence[CountQuery],
     """Exact answers; ``CountQuery(())`` counts every record."""
     records = publication.term_records
     return [count_conjunction(records, query.terms) if query.terms
-            else publication.record_count for query in queries]
+            else publication.live_records for query in queries]

@@ -32,7 +32,7 @@ class MapReduce:
         tasks = list(dict.fromkeys(task for plan in plans.values() for task in plan.tasks))
         matched = self.run_tasks(publication, tasks, log)
         return [count_matches(plans[q], matched, publication.cluster_members) if q.terms
-                else publication.record_count for q in queries]
+                else publication.live_records for q in queries]
 
     def run_tasks(self, publication: Publication, tasks: Sequence[MapTask],
                   log: Callable[[str], None] | None = None) -> Mapping[MapTask, Set[int]]:

@@ -33,7 +33,7 @@ class IndexShards:
                              "there was one): use a runner over the chunks")
         files = [path for part in layout.parts for path in part.paths()]
         found = self._job(publication, asked, files, log) if asked else {}
-        return [found.get(q, 0) if q.terms else publication.record_count for q in queries]
+        return [found.get(q, 0) if q.terms else publication.live_records for q in queries]
 
     def _job(self, publication: Publication, asked: list[CountQuery], files: list[str],
              log: Callable[[str], None] | None) -> dict[CountQuery, int]:
