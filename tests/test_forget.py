@@ -4,16 +4,30 @@ public cloud's version-diff attacker on what was erased (docs/releases.md)."""
 from __future__ import annotations
 
 import json
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
 
+from cocktail.attacks.version_diff import mean_success, public_view
+from cocktail.audit import audit, audit_releases
 from cocktail.cli import main
-from cocktail.dataset import load
+from cocktail.dataset import Dataset, load
 from cocktail.publish import PublishParams, publish
 from cocktail.publish.append import DuplicateBatch, append
-from cocktail.releases import Refused, read_log
+from cocktail.publish.forget import forget, retract
+from cocktail.query import Engine, Publication
+from cocktail.querylang import CountQuery
+from cocktail.releases import Refused, current_version, member_hash, read_log
 from cocktail.store import LocalStore
+from cocktail.synthetic import random_conjunctions
+
+from .conftest import dataset_path
 
 
 def generated(tmp_path, name: str, records: int, seed: int):
@@ -50,25 +64,6 @@ def test_a_fimi_batch_appended_twice_is_refused_unless_meant(tmp_path):
 
 # -- forgetting and retracting ---------------------------------------------------------------
 
-import os  # noqa: E402
-import random  # noqa: E402
-import re  # noqa: E402
-import shutil  # noqa: E402
-import signal  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-
-from cocktail import chunkformat as fmt  # noqa: E402
-from cocktail.attacks.version_diff import mean_success, public_view  # noqa: E402
-from cocktail.audit import audit, audit_releases  # noqa: E402
-from cocktail.dataset import Dataset  # noqa: E402
-from cocktail.publish.forget import forget, retract  # noqa: E402
-from cocktail.query import Engine, Publication  # noqa: E402
-from cocktail.querylang import CountQuery  # noqa: E402
-from cocktail.releases import current_version, member_hash  # noqa: E402
-from cocktail.synthetic import random_conjunctions  # noqa: E402
-
-from .conftest import dataset_path  # noqa: E402
 
 HEX = re.compile(rb"[0-9a-f]{16,20}")
 QUOTED = re.compile(rb'"(?:[^"\\\n]|\\.)*"')
@@ -199,7 +194,7 @@ def test_the_version_diff_attacker_does_no_better_on_erasures_than_on_an_append(
     appended = append(load(day2), origin)
     added = parts(origin, range(20000, 22000))
     baseline = mean_success([(before, public_view(origin, appended.version), added)])
-    view, version = public_view(origin, appended.version), appended.version
+    view = public_view(origin, appended.version)
     publication = Publication.open(origin)
     steps, naive, one_by_one = [], [], []
     candidates = random.Random(7).sample(range(20000), 200)

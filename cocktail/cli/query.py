@@ -11,7 +11,7 @@ from ..dp.noise import PURE, SYMBOL, ZCDP
 from ..dp.objectives import DEFAULT_OBJECTIVE, OBJECTIVES
 from ..extras import require
 from ..query.names import BACKEND_NAMES
-from ..querylang import Workload, parse_batch
+from ..querylang import parse_batch
 from .contract import emit, out
 from .options import json_option, need_service, read_token, store_option, token_options, url_option
 
