@@ -20,6 +20,20 @@ KEEP_HELP = ("Versions kept afterwards, the new one included. The default, 1, de
              "every older file that held an erased record; more keeps them until pruned.")
 
 
+def erasure_options(command):
+    """The options both erasures take: the store, why, what to keep, the engine, --json."""
+    for option in reversed((
+            store_option,
+            click.option("--reason", required=True, help=REASON_HELP),
+            click.option("--keep", default=1, show_default=True, type=click.IntRange(1),
+                         help=KEEP_HELP),
+            click.option("--engine", type=click.Choice(["single", "spark"]), default="single",
+                         show_default=True, help=ENGINE_HELP),
+            json_option)):
+        command = option(command)
+    return command
+
+
 def _engine(value: str) -> None:
     if value != "single":
         raise Refused(f"--engine {value}: {ENGINE_HELP} Run it with --engine single "
@@ -41,12 +55,7 @@ def _receipt(report: ErasureReport, as_json: bool) -> None:
 @click.command("forget", help="Erase records from the current release, by id (one a line, from "
                f"IDS or stdin): a new release that holds nothing of them. {OWNER}")
 @click.argument("ids_file", metavar="IDS", type=click.File("r"), default="-")
-@store_option
-@click.option("--reason", required=True, help=REASON_HELP)
-@click.option("--keep", default=1, show_default=True, type=click.IntRange(1), help=KEEP_HELP)
-@click.option("--engine", type=click.Choice(["single", "spark"]), default="single",
-              show_default=True, help=ENGINE_HELP)
-@json_option
+@erasure_options
 def forget_cmd(ids_file, store_spec: str, reason: str, keep: int, engine: str,
                as_json: bool) -> None:
     _engine(engine)
@@ -57,12 +66,7 @@ def forget_cmd(ids_file, store_spec: str, reason: str, keep: int, engine: str,
 @click.command("retract", help="Take back every record release VERSION added (a bad batch): a "
                f"new release that holds nothing of them. {OWNER}")
 @click.argument("version")
-@store_option
-@click.option("--reason", required=True, help=REASON_HELP)
-@click.option("--keep", default=1, show_default=True, type=click.IntRange(1), help=KEEP_HELP)
-@click.option("--engine", type=click.Choice(["single", "spark"]), default="single",
-              show_default=True, help=ENGINE_HELP)
-@json_option
+@erasure_options
 def retract_cmd(version: str, store_spec: str, reason: str, keep: int, engine: str,
                 as_json: bool) -> None:
     _engine(engine)
