@@ -94,22 +94,22 @@ class _History:
         before, version = self.previous, entry["version"]
         pair = f"{before['version']}→{version}" if before else version
         appended = entry["kind"] == "append"
-        continuing = appended or entry["kind"] in releases.ERASURES
+        later = appended or entry["kind"] in releases.ERASURES
         if before:
             self.report.pairs_checked += 1
             self._check_pair(before, entry, pair)
-        if not continuing:  # a fresh partition: cluster ids start again
+        if not later:  # a fresh partition: cluster ids start again
             if before:
                 self.flag("release-invariant", pair, f"{version} re-partitioned records the "
                           f"public cloud had seen ({entry['kind']}, {entry['created']})")
             self.members, self.owner = {}, {}
         old_members = {u: set(ms) for u, ms in self.members.items()}
-        self._check_members(entry, pair, continuing)
+        self._check_members(entry, pair, later)
         for chunk_id, chunk in entry["chunks"].items():
             added = releases.decode_multiset(chunk["added"])
             self._check_residual(added, entry, f"{pair} cluster {chunk['unit']} chunk {chunk_id}")
-            continuing = before is not None and chunk_id in before["chunks"]
-            self.content[chunk_id] = (self.content[chunk_id] if continuing else Counter()) + added
+            carried = before is not None and chunk_id in before["chunks"]
+            self.content[chunk_id] = (self.content[chunk_id] if carried else Counter()) + added
         for unit, info in entry["units"].items():
             chunks = {c: self.content[c] for c, ch in entry["chunks"].items()
                       if str(ch["unit"]) == unit}

@@ -153,11 +153,16 @@ def publish(dataset: Dataset, store: Store, params: PublishParams,
         phases = dict(layout.seconds, write=time.perf_counter() - started)
         return Built(layout.tree, units_manifest(layout), layout.stats, totals,
                      fmt.encode_records(dataset.ids, layout.leaf_units(len(dataset))),
-                     {"path": dataset.source, "format": dataset.format, "records": len(dataset),
-                      "skipped_lines": dataset.skipped_lines, "sha256": dataset.content_digest},
+                     source_of(dataset) | {"sha256": dataset.content_digest},
                      dataset.records.pairs(), layout.partition_seconds, phases)
 
     return release(store, params, build, rebase=rebase, engine="single", progress=progress)
+
+
+def source_of(dataset: Dataset) -> dict:
+    """Where a release's records came from, for the owner (private manifest, release log)."""
+    return {"path": dataset.source, "format": dataset.format, "records": len(dataset),
+            "skipped_lines": dataset.skipped_lines}
 
 
 def batches(source: dict, version: str) -> dict[str, str]:

@@ -50,7 +50,7 @@ from ..overlay.planner import aggregates_above
 from ..overlay.tree import Node, Tree
 from ..query.view import Publication
 from ..store import Store, StoreError
-from . import PublishParams, log_legacy_release, promotion, refuse_derived
+from . import PublishParams, log_legacy_release, promotion, refuse_derived, source_of
 from .batch import collector_paused
 from .writer import (Placement, VersionWriter, owner_key, partitions, units_manifest,
                      write_layout)
@@ -358,12 +358,6 @@ def append(dataset: Dataset, store: Store, min_new: int | None = None,
         return run.commit(started, progress or (lambda phase, done, total: None))
 
 
-def _input(dataset: Dataset) -> dict:
-    """Where a release's records came from, for the owner (private manifest, release log)."""
-    return {"path": dataset.source, "format": dataset.format, "records": len(dataset),
-            "skipped_lines": dataset.skipped_lines}
-
-
 class _Append:
     """One append: where each new record goes, what is written, the commit."""
 
@@ -467,7 +461,7 @@ class _Append:
         private_manifest = {
             "format": fmt.FORMAT, "version": out.version, "created": out.created,
             "params": head["params"], "source": head["source"],
-            "appended": _input(dataset),
+            "appended": source_of(dataset),
             "batches": self.batches,
             **({"erased_records": head["erased_records"]} if "erased_records" in head else {}),
             "tree": self.tree.to_manifest(), "roots": self.tree.roots,
@@ -477,7 +471,7 @@ class _Append:
         entry = writer.release.entry(
             out.version, out.created, params.k, params.m, method=params.method,
             records=self.records, appended=len(dataset), buffered=len(self.buffered),
-            carries=publication.version, input=_input(dataset))
+            carries=publication.version, input=source_of(dataset))
         writer.finish(public_manifest, private_manifest, None, self.records, entry, params.keep,
                       {}, carried)
         progress("commit", 1, 1)

@@ -44,9 +44,6 @@ from .append import _carried_lines, _carried_units, _old_segments, _pairs
 from .batch import collector_paused
 from .writer import VersionWriter, owner_key
 
-KINDS = ("forget", "retract")
-
-
 @dataclass(frozen=True)
 class ErasureReport:
     """The receipt for the data-protection officer: what was erased, never whose."""
@@ -214,7 +211,7 @@ class _Erasure:
                     continue
                 self._rewrite(chunk, lines.get(chunk.id, set()), retiring)
                 gone |= lines.get(chunk.id, set())
-            writer.close_unit(uid, fmt.map_without_rows(publication.map_bytes(uid), gone),
+            writer.close_unit(uid, fmt.map_without_rows(self.maps[uid], gone),
                               replaces=publication.map_home(uid))
             left = 0 if uid in self.retired else self.units[uid]["public_records"]
             writer.release.carry(uid, unit["kind"], left)
@@ -240,8 +237,9 @@ class _Erasure:
         lines: dict[str, set[str]] = {}
         pairs = 0
         self.rows_in: dict[int, set[int]] = {}  # unit -> erased positions it has rows of
+        self.maps = {uid: publication.map_bytes(uid) for uid in by_unit}  # read once: large
         for uid, positions in by_unit.items():
-            for chunk, pseudonym, at in fmt.map_rows_at(publication.map_bytes(uid), positions):
+            for chunk, pseudonym, at in fmt.map_rows_at(self.maps[uid], positions):
                 lines.setdefault(chunk, set()).add(pseudonym)
                 self.rows_in.setdefault(uid, set()).add(at)
         for chunk, pseudonyms in lines.items():
@@ -341,9 +339,7 @@ class _Erasure:
                 continue
             parts.append(part_without(part, self.postings[part], self.out.version, held,
                                       self.out.write_private))
-            self.writer.superseded += [("private", path) for path in
-                                       [*part.paths(), *([part.order_path]
-                                                         if part.order_path else [])]]
+            self.writer.superseded += [("private", path) for path in part.all_paths()]
         self.writer.carried_index = tuple(parts)
 
     def commit(self, reason: str, keep: int, retracted: str | None, started: float
@@ -372,16 +368,15 @@ class _Erasure:
             retired=sorted(c for c, e in writer.chunks.items()
                            if e.get("retired") == out.version),
             **({"retracted": retracted} if retracted else {}))
-        superseded = list(writer.superseded)
         releases.forget_members(publication.store,
                                 (releases.member_key(rid) for rid, _ in self.erased.values()))
         writer.finish(public_manifest, private_manifest, None, self.records, entry, keep, {},
                       carried)
         store = publication.store
-        superseded += writer.superseded_index_files
-        left = sum(store.exists(zone, path) for zone, path in set(superseded)
-                   if not path.startswith(out.version + "/"))
-        gone = len({s for s in superseded if not s[1].startswith(out.version + "/")}) - left
+        # what this version supersedes, its own new files aside (finish adds the index's)
+        old = {s for s in writer.superseded if not s[1].startswith(out.version + "/")}
+        left = sum(store.exists(zone, path) for zone, path in old)
+        gone = len(old) - left
         pairs = self.totals["public_pairs"] + self.totals["private_pairs"]
         retired = entry["retired"]
         return ErasureReport(

@@ -494,7 +494,7 @@ class VersionWriter:
         """(zone, path) of the files of the carried parts this version merged away: pruning
         the previous version may delete them (no later version lists them)."""
         return [("private", path) for part in self.index_superseded
-                for path in [*part.paths(), *([part.order_path] if part.order_path else [])]]
+                for path in part.all_paths()]
 
     def _write_term_index(self, count: int) -> dict:
         """The index's new parts into the private zone, its parts list beside them; its

@@ -85,6 +85,10 @@ class IndexPart:
     def order_path(self) -> str | None:
         return None if self.order is None else f"{self.home}/{self.order}"
 
+    def all_paths(self) -> list[str]:
+        """Every file of the part in the private zone: its bitmaps and its order, if any."""
+        return [*self.paths(), *([self.order_path] if self.order_path else [])]
+
     def entry(self) -> dict:
         return {"home": self.home, "start": self.start, "stop": self.stop,
                 "files": list(self.files), "sha256": list(self.sha256),
