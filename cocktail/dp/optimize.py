@@ -468,10 +468,10 @@ def gaussian_factorization(V: np.ndarray, budget: Budget  # noqa: N803
         if values.min() <= 1e-12 * values.max():  # a weight that fell to 0 left M singular
             return best
         root = np.sqrt(values)
-        norms = (((vectors / np.sqrt(root)) @ vectors.T @ V) ** 2).sum(axis=0)  # g = ‖M^-¼ v‖²
+        A = (vectors / np.sqrt(root)) @ vectors.T @ V  # noqa: N806  (M^-¼ V)
+        norms = (A ** 2).sum(axis=0)  # g = ‖M^-¼ v‖²
         total, lower = float(norms.max() * root.sum()), max(lower, float(root.sum() ** 2))
         if best is None or total < best[1]:
-            A = (vectors / np.sqrt(root)) @ vectors.T @ V  # noqa: N806
             best = (A / math.sqrt(norms.max()), total, lower)
         best = (*best[:2], lower)
         if best[1] <= lower * (1 + _GAP):

@@ -33,8 +33,8 @@ from .limits import LIMITS, LimitExceeded, Limits
 from .noise import PARAMETER
 from .objectives import DEFAULT_OBJECTIVE
 from .search import SEARCHES, Searches
-from .session import Answered, admit
-from .strategies import above, searched
+from .session import Answered, admit, strategy_due
+from .strategies import above
 from .workload import Matrices
 
 WINDOW = 60.0  # seconds: the gate counts the previews admitted in the last minute
@@ -93,9 +93,8 @@ def begin(ledger: Ledger, token: str | None, request: Workload | str, gate: Prev
 def _preview(ledger: Ledger, user: User, workload: Workload, spend: float, limits: Limits,
              deadlines: Deadlines | None, searches: Searches, arrival: float, objective: str,
              level: float) -> Answered:
-    due = math.inf if deadlines is None else arrival + deadlines.search
     prepared = prepare(workload, limits.search_units, objective, searches=searches,
-                       user=user.name, until=due if searched(Matrices(workload)) else math.inf,
+                       user=user.name, until=strategy_due(Matrices(workload), deadlines, arrival),
                        definition=user.definition)
     strategy, choice = prepared.choice.optimized, prepared.choice
     variances = [float(v) for v in strategy.variances(spend)]

@@ -170,9 +170,9 @@ def _finish(ledger: Ledger, source: Source, ticket: Ticket, workload: Workload, 
         if ticket.state == "answered":  # stored meanwhile
             return _answered(ledger.result(ticket), source, until)
     # Reserved: charged now, or a dead request's paid reservation taken over.
-    chosen_by = arrival + deadlines.search if deadlines and searched(matrices) else math.inf
     prepared = prepare(workload, limits.search_units, objective, searches=searches,
-                       user=ticket.user.name, until=chosen_by, definition=ticket.user.definition)
+                       user=ticket.user.name, until=strategy_due(matrices, deadlines, arrival),
+                       definition=ticket.user.definition)
     until = due(matrices, deadlines, arrival, chosen=time.monotonic())
     try:
         answer = _compute(prepared, source, spend, until, pool)
@@ -182,6 +182,13 @@ def _finish(ledger: Ledger, source: Source, ticket: Ticket, workload: Workload, 
         raise ComputeFailed("the private cloud could not compute the answer; ask again "
                             "(the retry reuses this charge)") from exc
     return _answered(ledger.fulfil(ticket, answer), source, until)
+
+
+def strategy_due(m: Matrices, deadlines: Deadlines | None, arrival: float) -> float:
+    """When the strategy for ``m`` must be chosen (monotonic): a searched shape's
+    ``deadlines.search`` after arrival, for an answer and a preview alike; any other shape
+    needs no search, and has no such bound."""
+    return arrival + deadlines.search if deadlines and searched(m) else math.inf
 
 
 def due(m: Matrices, deadlines: Deadlines | None, arrival: float,

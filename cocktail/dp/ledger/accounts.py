@@ -90,23 +90,22 @@ class Accounts(LedgerFile):
         """A new token for user ``name`` (a lost or leaked one): the old token stops working
         at once, the budget spent stays.  Shown once, like :meth:`add_user`'s."""
         token = secrets.token_urlsafe(32)
-        with self._transaction() as db:
-            if not db.execute("UPDATE users SET token_hash = ? WHERE name = ?",
-                              (_sha256(token), name)).rowcount:
-                raise LedgerError(f"no user {name!r}")
+        self._for_user(name, "UPDATE users SET token_hash = ? WHERE name = ?", _sha256(token))
         return token
 
     def remove_user(self, name: str) -> None:
         """Remove user ``name``: its token stops working.  Its charges stay, so the dataset's
         budget still counts what it spent."""
-        with self._transaction() as db:
-            if not db.execute("DELETE FROM users WHERE name = ?", (name,)).rowcount:
-                raise LedgerError(f"no user {name!r}")
+        self._for_user(name, "DELETE FROM users WHERE name = ?")
 
     def set_active(self, name: str, active: bool) -> None:
+        self._for_user(name, "UPDATE users SET active = ? WHERE name = ?", int(active))
+
+    def _for_user(self, name: str, sql: str, *values) -> None:
+        """``sql`` on user ``name``'s row (``values``, then the name, its parameters); an
+        unknown name is an error, with nothing changed."""
         with self._transaction() as db:
-            if not db.execute("UPDATE users SET active = ? WHERE name = ?",
-                              (int(active), name)).rowcount:
+            if not db.execute(sql, (*values, name)).rowcount:
                 raise LedgerError(f"no user {name!r}")
 
     def _accounts(self) -> dict[str, tuple[str, str, bool]]:
