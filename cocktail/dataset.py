@@ -293,8 +293,7 @@ class Dataset:
     def __post_init__(self) -> None:
         if self.numbered is None:
             object.__setattr__(self, "numbered", self.format in NUMBERED_FORMATS)
-        if not isinstance(self.records, Records):
-            object.__setattr__(self, "records", Records.build(self.records))
+        object.__setattr__(self, "records", Records.of(self.records))
         if len(self.ids) != len(self.records):
             raise ValueError(f"{len(self.ids)} ids for {len(self.records)} records")
         if len(set(self.ids)) != len(self.ids):
@@ -844,7 +843,7 @@ def _read_csv(lines: _Lines, options: InputOptions) -> _Parsed:
             if first is None:
                 first = (number, text, record_id, term)
             else:
-                others = others.merged(HeaderCheck.of(record_id, term))
+                others.add(record_id, term)
         terms = terms_of.setdefault(record_id, set())
         if term:
             if term in terms:
@@ -892,6 +891,13 @@ class HeaderCheck:
         """One row's check."""
         return HeaderCheck(1, bool(_NUMBER.fullmatch(record_id)),
                            not term or bool(_NUMBER.fullmatch(term)))
+
+    def add(self, record_id: str, term: str) -> None:
+        """One more row, in place (the loader's per-row step: no object a row, and no match
+        once a column has shown a non-number)."""
+        self.rows += 1
+        self.ids = self.ids and bool(_NUMBER.fullmatch(record_id))
+        self.terms = self.terms and (not term or bool(_NUMBER.fullmatch(term)))
 
     def merged(self, other: HeaderCheck) -> HeaderCheck:
         return HeaderCheck(self.rows + other.rows, self.ids and other.ids,

@@ -14,7 +14,7 @@ from pyspark import StorageLevel
 
 from ...dataset import (NUMBERED_FORMATS, CsvLayout, Dataset, HeaderCheck, InputError,
                         InputOptions, MalformedLine, PackedIds, Records, RecordsBuilder,
-                        detect_format, encoding_hint, fimi_lines, first_csv_layout,
+                        detect_format, duplicate_id, encoding_hint, fimi_lines, first_csv_layout,
                         format_by_name, from_frame, line_range, load, parse_line,
                         read_fimi_lines, reading, sniff_format, spmf_item_name)
 from .blocks import Block
@@ -286,7 +286,7 @@ def _csv_layout(lines, source: str, options: InputOptions) -> tuple[CsvLayout, t
     """A CSV file's layout, from its first non-blank line (found by a job), and that line's
     (number, text)."""
     first = lines.filter(lambda line: line[0].strip()).map(
-        lambda line: (line[1] + 1, line[0])).takeOrdered(1)
+        lambda line: (line[1] + 1, line[0])).take(1)  # partitions in input order: the first
     if not first:
         return CsvLayout(options.delimiter), (0, None)
     number, raw = first[0]
@@ -301,7 +301,7 @@ def _refuse_header(parsed, source: str, number: int, text: str) -> None:
     """A first row read as data that looks like a header stops the publish, as the loader
     stops (:class:`HeaderCheck`), after a job over the other rows."""
     rows = parsed.filter(lambda item: item[0] == "row")
-    first = rows.filter(lambda item: item[1] == number).collect()
+    first = rows.filter(lambda item: item[1] == number).take(1)  # one row a line
     if first:  # else the first row is a bad line, reported as one
         others = rows.filter(lambda item: item[1] != number).map(
             lambda item: HeaderCheck.of(item[2], item[3])).fold(HeaderCheck(),
@@ -362,5 +362,4 @@ def _without_duplicate_ids(parsed):
         return parsed
     first = {number: (record_id, line) for number, record_id, line in repeated}
     return parsed.map(lambda item: item if item[0] != "record" or item[1] not in first else (
-        "bad", item[1], f"duplicate record id {first[item[1]][0]!r} "
-                        f"(first on line {first[item[1]][1]})"))
+        "bad", item[1], duplicate_id(*first[item[1]])))
