@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable
 
 from .errors import ExitCode
+from .lifetime import die_with_parent, outlive_parent
 
 BACKLOG = 2048  # uvicorn's own default: the connections the kernel queues until it accepts
 
@@ -50,6 +51,7 @@ def detach(log_file: str) -> Callable[[], None]:
     ready_r, ready_w = os.pipe()  # not inherited: only the child itself can say it is ready
     sys.stdout.flush()
     sys.stderr.flush()
+    parent = os.getpid()
     child = os.fork()
     if child:
         for fd in (out_w, ready_w, log):
@@ -57,6 +59,9 @@ def detach(log_file: str) -> Callable[[], None]:
         sys.exit(_relay(child, out_r, ready_r))
     os.close(out_r)
     os.close(ready_r)
+    # Until it serves, the child dies with the command that started it: a command killed
+    # while starting (SIGKILL: no relay of Ctrl-C) leaves no service nobody heard of.
+    die_with_parent(parent)
     os.setsid()  # the caller's terminal and its Ctrl-C are no longer ours
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -67,6 +72,7 @@ def detach(log_file: str) -> Callable[[], None]:
     def ready() -> None:
         sys.stdout.flush()
         sys.stderr.flush()
+        outlive_parent()  # serving: the service outlives the command, as --detach says
         os.write(ready_w, b"1")
         os.close(ready_w)
         os.dup2(log, 1)

@@ -12,29 +12,13 @@ its pipe and exits on its own.
 
 from __future__ import annotations
 
-import ctypes
 import multiprocessing
 import os
-import signal
 import sys
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
-
-def die_with_parent(parent: int | None) -> None:
-    """SIGKILL for this process when its parent ends; ``parent``, the pid it expects as its
-    parent: if that one ended before the signal was asked for, this process exits at once.
-    Linux sends the signal when the parent's *thread* that forked this process ends, not its
-    last thread.  No parent-death signal elsewhere: this process outlives its parent there."""
-    if sys.platform != "linux":
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-    if parent is not None and os.getppid() != parent:
-        os._exit(1)
+from .lifetime import die_with_parent
 
 
 def process_pool(workers: int, preload: str, initializer: Callable[[], None]

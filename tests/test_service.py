@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -655,6 +656,44 @@ def test_serve_detach_returns_once_it_answers_and_fails_in_the_foreground(tmp_pa
     missing = subprocess.run([*command[:5], str(tmp_path / "nothing"), *command[6:]],
                              capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "no publication" in json.loads(missing.stdout)["error"]
+
+
+def test_serve_detach_killed_while_it_starts_leaves_no_service_behind(tmp_path):
+    """SIGKILL of `cocktail serve --detach` while its child still starts (no Ctrl-C to relay):
+    the child, and all it started, die with it, rather than a service nobody heard of serving
+    on; once it serves, the service outlives the command (the test above)."""
+    import signal
+    import time
+
+    def tree(pid: int) -> set[int]:
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except FileNotFoundError:
+            return set()
+        return {pid}.union(*(tree(int(child)) for child in children))
+
+    store, _ = small_store(tmp_path)
+    port = free_port()
+    command = subprocess.Popen(
+        [sys.executable, "-m", "cocktail.cli", "serve", "--store", str(store), "--port",
+         str(port), "--detach", "--log-file", str(tmp_path / "serve.log")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while len(started := tree(command.pid)) < 2:  # the child forked
+        assert command.poll() is None and time.monotonic() < deadline
+        time.sleep(0.01)
+    os.kill(command.pid, signal.SIGKILL)
+    command.wait(30)
+    deadline = time.monotonic() + 5
+    while alive := {pid for pid in started if Path(f"/proc/{pid}").exists()
+                    and "Z" not in Path(f"/proc/{pid}/stat").read_text().split(")")[-1][:3]}:
+        if time.monotonic() > deadline:
+            for pid in alive:
+                os.kill(pid, signal.SIGKILL)
+            raise AssertionError(f"alive 5 s after the command was killed: {sorted(alive)}")
+        time.sleep(0.05)
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{port}/health", timeout=5)
 
 
 def test_a_client_that_comes_while_serve_starts_is_queued_and_answered(tmp_path):
