@@ -13,8 +13,11 @@ Each dataset is published once (k=5, m=3), then appended to in slices:
 * ``1m``: 1,000,000 synthetic records (``cocktail generate --seed 1``), then 10 appends of 5,000
   drawn like them; ``1m-unlike``: 1,000,000 records of the same generator and seed, then 10
   appends of 5,000 drawn unlike them (``--seed 99``: another draw of the patterns);
-* ``10m``, ``10m-unlike``: 10,000,000 synthetic records published with ``--engine spark``, then
-  one append of 5,000, like or unlike (about 20 minutes to prepare; needs ``--data``).
+* ``10m``, ``10m-unlike``: 10,000,000 synthetic records, then one append of 5,000, like or
+  unlike (about 5 minutes and 4.3 GB to prepare; needs ``--data``).
+
+Like and unlike runs of one size share their first release (``synthetic-N+M`` under
+``--data``): their first N records are the same.
 
 Real data, each read from a FIMI file (``--file NAME=PATH``; BMS-WebView's default to
 ``shared/datasets``; ``benchmarks/real_data.py`` makes the others from public packages), in
@@ -143,16 +146,20 @@ def retail_source(path: Path) -> None:
 
 
 def generated(records: int, appended: int = 0, seed: int = 1) -> Callable[[Path], None]:
-    """``records`` synthetic records of seed 1, then ``appended`` more of ``seed``."""
+    """``records + appended`` synthetic records of seed 1, the last ``appended`` of them
+    replaced by as many of ``seed`` when it is another: the first ``records`` are the same
+    for both, so a like and an unlike run share their first release."""
     def make(path: Path) -> None:
+        cli("generate", path, "--records", records + appended, "--seed", 1)
         if seed == 1:
-            cli("generate", path, "--records", records + appended, "--seed", 1)
             return
-        cli("generate", path, "--records", records, "--seed", 1)
         more = path.with_name(f"{path.stem}.more{path.suffix}")
         cli("generate", more, "--records", appended, "--seed", seed)
-        with path.open("a") as out, more.open() as lines:
+        first = path.with_name(f"{path.stem}.first{path.suffix}")
+        slice_lines(path, first, 0, records)
+        with first.open("a") as out, more.open() as lines:
             shutil.copyfileobj(lines, out)
+        os.replace(first, path)
         more.unlink()
     return make
 
@@ -195,6 +202,11 @@ class Plan:
     engine: str = "single"               # of the first release and of the fresh publishes
     fresh: str = "every"
     big: bool = False                    # audited only with --audit
+    first: str = ""                      # the folder of its first release, if shared
+
+    @property
+    def first_folder(self) -> str:
+        return self.first or self.folder
 
 
 def shares(first: float, step: float) -> Callable[[int], list[int]]:
@@ -221,14 +233,15 @@ REAL = {
 
 
 def plans(scale: float, files: dict[str, Path], sequence: str) -> dict[str, Plan]:
-    def big(name: str, base: int, appends: int, engine: str, seed: int = 1) -> Plan:
+    def big(name: str, base: int, appends: int, seed: int = 1) -> Plan:
         base, step = max(1, round(base * scale)), max(1, round(5_000 * scale))
         drawn = "like it" if seed == 1 else f"unlike it (seed {seed})"
-        return Plan(name, f"{base:,} synthetic records ({engine}), then {appends} "
+        return Plan(name, f"{base:,} synthetic records, then {appends} "
                           f"append{'s' * (appends > 1)} of {step:,} drawn {drawn}",
                     f"{name}-{base + appends * step}", ".dat",
                     generated(base, appends * step, seed),
-                    lambda n: [base + step * i for i in range(appends + 1)], engine, "last", True)
+                    lambda n: [base + step * i for i in range(appends + 1)], "single", "last",
+                    True, f"synthetic-{base}+{appends * step}")
 
     def real(name: str) -> Plan:
         describe, default = REAL[name]
@@ -248,10 +261,10 @@ def plans(scale: float, files: dict[str, Path], sequence: str) -> dict[str, Plan
                      bms2_source, shares(0.6, 0.04)),
         "retail": Plan("retail", "Retail-shaped synthetic, 50% then 10 appends of 5%", "retail",
                        ".jsonl", retail_source, shares(0.5, 0.05)),
-        "1m": big("1m", 1_000_000, 10, "single"),
-        "1m-unlike": big("1m-unlike", 1_000_000, 10, "single", 99),
-        "10m": big("10m", 10_000_000, 1, "spark"),
-        "10m-unlike": big("10m-unlike", 10_000_000, 1, "spark", 99),
+        "1m": big("1m", 1_000_000, 10),
+        "1m-unlike": big("1m-unlike", 1_000_000, 10, 99),
+        "10m": big("10m", 10_000_000, 1),
+        "10m-unlike": big("10m-unlike", 10_000_000, 1, 99),
         **{name: real(name) for name in REAL},
     }
 
@@ -332,7 +345,9 @@ def run_dataset(plan: Plan, fresh: str, audit: bool, appends: Appends, data: Pat
     source = cached(folder / f"source{plan.suffix}", plan.make_source)
     with source.open() as lines:
         cuts = plan.cuts(sum(1 for _ in lines))
-    first_store, first = first_release(plan, source, cuts[0], folder, work)
+    shared = data / plan.first_folder
+    shared.mkdir(exist_ok=True)
+    first_store, first = first_release(plan, source, cuts[0], shared, work)
     store = work / "store"
     shutil.copytree(first_store, store)
     rows = [first]
@@ -418,7 +433,7 @@ def main() -> int:
     if unknown := [name for name in names if name not in known]:
         raise SystemExit(f"unknown dataset(s) {', '.join(unknown)}: {', '.join(known)}")
     if {"10m", "10m-unlike"} & set(names) and args.data is None:
-        raise SystemExit("10m needs --data DIR (about 20 minutes to prepare, reused by later runs)")
+        raise SystemExit("10m needs --data DIR (about 5 minutes to prepare, reused by later runs)")
     appends = Appends(args.engine, args.min_new, [])
     with tempfile.TemporaryDirectory(prefix="cocktail-append-") as tmp:
         data = args.data or Path(tmp) / "data"

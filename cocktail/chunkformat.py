@@ -48,7 +48,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from bisect import bisect_left
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -584,6 +585,37 @@ def line_chunk_id(line: bytes) -> str:
         return line[1:1 + CHUNK_ID_HEX].decode("ascii")
     at = line.index(b'"id":"') + 6
     return line[at:at + CHUNK_ID_HEX].decode("ascii")
+
+
+def line_unit(line: bytes) -> int:
+    """The unit of a private manifest line, read without parsing it (its last field)."""
+    return int(line.rsplit(b'"unit":', 1)[1].rstrip(b"}"))
+
+
+def spliced(lines: Sequence[bytes], drop: Collection[str], add: Iterable[bytes]
+            ) -> list[bytes]:
+    """``lines`` (sorted by chunk id) without the entries of the chunks ``drop`` names and
+    with the lines ``add``, still sorted.  Each change is found by bisection and the lines
+    between changes are copied as slices, so the work follows what changes, not how many
+    lines there are."""
+    cuts = []  # (where, where the old lines resume, chunk id, line to insert or None)
+    for chunk_id in drop:
+        at = bisect_left(lines, chunk_id, key=line_chunk_id)
+        if at < len(lines) and line_chunk_id(lines[at]) == chunk_id:
+            cuts.append((at, at + 1, chunk_id, None))
+    for line in add:
+        chunk_id = line_chunk_id(line)
+        at = bisect_left(lines, chunk_id, key=line_chunk_id)
+        cuts.append((at, at, chunk_id, line))
+    out: list[bytes] = []
+    start = 0
+    for at, resume, _, line in sorted(cuts, key=lambda cut: cut[:3]):
+        out += lines[start:at]
+        if line is not None:
+            out.append(line)
+        start = max(start, at, resume)
+    out += lines[start:]
+    return out
 
 
 def with_home(line: bytes, home: str) -> bytes:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from itertools import combinations
 
@@ -52,6 +52,7 @@ from ..query.view import Publication
 from ..store import Store, StoreError
 from . import PublishParams, log_legacy_release, promotion, refuse_derived, source_of
 from .batch import collector_paused
+from .carried import carried_lines
 from .writer import (Placement, VersionWriter, owner_key, partitions, units_manifest,
                      write_layout)
 
@@ -455,8 +456,8 @@ class _Append:
         _write_records(writer, publication, self.segments, self.unit_of, self.ids,
                        self.first_new, self.records, self.new_keys)
         public_manifest = writer.public_manifest(out.created, params.k, params.m)
-        carried = _carried_lines(publication, self.replaced)
-        public_chunks = len(carried[1]) + len(public_manifest["chunks"])
+        carried = carried_lines(publication, self.replaced)
+        public_chunks = len(carried.public) + len(public_manifest["chunks"])
         head, totals, dataset = publication.head, self.totals, self.dataset
         private_manifest = {
             "format": fmt.FORMAT, "version": out.version, "created": out.created,
@@ -542,22 +543,6 @@ def _write_records(writer: VersionWriter, publication: Publication, segments: li
     writer.write_records(first_new, records, fmt.encode_records([ids[p] for p in added],
                                                                 [unit_of[p] for p in added]),
                          new_keys)
-
-
-def _carried_lines(publication: Publication, replaced: set[str]
-                   ) -> tuple[Iterator[bytes], list[bytes]]:
-    """The (private, public) manifest lines of the chunks this append leaves as they were,
-    unparsed, each naming its home: the private ones as they are written (never all held
-    twice), the public ones to be sorted among the new."""
-    current = publication.version
-    public_path = fmt.manifest_path(current)
-    _, public = fmt.split_manifest(publication.store.read("public", public_path),
-                                   f"public/{public_path}")
-    shown = [fmt.with_home(line, current) for line in public
-             if fmt.line_chunk_id(line) not in replaced]
-    kept = (fmt.with_home(line, current) for line in publication.chunk_lines
-            if fmt.line_chunk_id(line) not in replaced)
-    return kept, shown
 
 
 def _add(totals: dict, more: dict) -> None:

@@ -40,8 +40,9 @@ from ..query.termindex import IndexPart, layout_from_manifest, part_postings, pa
 from ..query.view import Publication
 from ..store import Store, StoreError
 from . import log_legacy_release, refuse_derived
-from .append import _carried_lines, _carried_units, _old_segments, _pairs
+from .append import _carried_units, _old_segments, _pairs
 from .batch import collector_paused
+from .carried import carried_lines
 from .writer import VersionWriter, owner_key
 
 @dataclass(frozen=True)
@@ -348,8 +349,8 @@ class _Erasure:
         head = publication.head
         params = head["params"]
         public_manifest = writer.public_manifest(out.created, params["k"], params["m"])
-        carried = _carried_lines(publication, self.replaced)
-        public_chunks = len(carried[1])
+        carried = carried_lines(publication, self.replaced)
+        public_chunks = len(carried.public)
         batches = {d: v for d, v in head.get("batches", {}).items() if v != retracted}
         private_manifest = {
             "format": fmt.FORMAT, "version": out.version, "created": out.created,

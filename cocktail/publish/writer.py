@@ -8,7 +8,6 @@ private chunks, the pseudonym maps, the record ids and the full manifest to the 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import secrets
 import time
 from collections import Counter, deque
@@ -36,6 +35,7 @@ from ..releases.commit import MAIN_GUARD
 from ..releases.log import Added, keys_of, record_digests
 from ..store import Store, StoreError
 from .batch import collector_paused
+from .carried import NOTHING, CarriedLines, private_lines
 
 if TYPE_CHECKING:
     from ..query.view import Publication
@@ -421,22 +421,23 @@ class VersionWriter:
                 "k": k, "m": m,
                 "chunks": [{"id": cid, "priLabel": False, "subrecords": c["subrecords"],
                             "terms": len(c["terms"]), "sha256": c["sha256"]}
-                           | ({"home": c["home"]} if "home" in c else {})
+                           | {"home": c.get("home", self.version)}
                            for cid, c in sorted(self.chunks.items()) if not c["priLabel"]]}
 
     def finish(self, public_manifest: dict, private_manifest: dict,
                records: bytes | BinaryIO | None, count: int, release_entry: dict, keep: int,
                seconds: dict[str, float],
-               carried: tuple[Iterable[bytes], Iterable[bytes]] = ((), ())) -> None:
+               carried: CarriedLines = NOTHING) -> None:
         """Write every file, then commit: ``seconds`` gets the time of each.  ``count``: the
         version's records; ``records``: their ``[id, cluster]`` lines, unless segments were
-        written and carried already; ``carried``: the (private, public) manifest lines of the
-        chunks an append leaves as they were, spliced in unparsed."""
+        written and carried already; ``carried``: the manifest lines of the chunks an append
+        or an erasure leaves as they were, spliced in unparsed (:mod:`.carried`)."""
         started = time.perf_counter()
         if records is not None:
             self.write_records(0, count, records)
-        public_lines = [*carried[1], *map(fmt.chunk_line, public_manifest.pop("chunks"))]
-        public_lines.sort(key=fmt.line_chunk_id)  # by random id: nothing groups them
+        # by random id: nothing groups them
+        public_lines = fmt.spliced(carried.public, (),
+                                   map(fmt.chunk_line, public_manifest.pop("chunks")))
         self.out.put("public", fmt.MANIFEST, fmt.encode_manifest(public_manifest, public_lines,
                                                                  listed=True))
         del public_lines
@@ -452,15 +453,18 @@ class VersionWriter:
         # How many of each unit's records hold a published term, as the log counts them; a
         # unit the entry does not list kept its count, or, new and without chunks, has none.
         logged = release_entry.get("units", {})
+        lines, counts = private_lines(carried, {
+            chunk_id: {"home": self.version} | entry
+            for chunk_id, entry in private_manifest.pop("chunks").items()},
+            private_manifest["units"])
         private_manifest["units"] = [
             u | {"public_records": logged[str(u["id"])]["public_records"]
-                 if str(u["id"]) in logged else u.get("public_records", 0)}
-            for u in private_manifest["units"]]
-        private_lines = itertools.chain(carried[0], itertools.starmap(
-            lambda chunk_id, entry: fmt.chunk_line(entry, chunk_id),
-            private_manifest.pop("chunks").items()))
-        self.out.put("private", fmt.MANIFEST, fmt.encode_manifest(private_manifest,
-                                                                  private_lines, listed=False))
+                 if str(u["id"]) in logged else u.get("public_records", 0),
+                 "chunk_count": count}
+            for u, count in zip(private_manifest["units"], counts)]
+        private_manifest["chunk_order"] = "unit"  # docs/publication-format.md
+        self.out.put("private", fmt.MANIFEST, fmt.encode_manifest(private_manifest, lines,
+                                                                  listed=False))
         self.out.commit(release_entry, keep)
         # The index is a phase of its own, taken out of the phases it was built in.
         seconds["term_index"] = self.index_seconds + encoding

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -69,6 +69,7 @@ class Publication:
         self.store, self.version = store, version
         self._maps: dict[int, dict[str, dict[str, int]]] = {}
         self._infos: dict[str, ChunkInfo] = {}  # chunks parsed one by one (an append's)
+        self._numbers: dict[str, int] = {}  # chunk id -> its line, for the units read so far
         self._unit_terms: dict[int, dict[str, str]] = {}
         self._locations: dict[int, dict[str, str]] = {}
         self._index_bytes: dict[str, bytes] = {}  # read to find the index's layout, not yet used
@@ -121,34 +122,66 @@ class Publication:
         return ChunkInfo(chunk_id, entry["unit"], entry["priLabel"], frozenset(entry["terms"]),
                          entry.get("home", self.version))
 
+    @property
+    def lines_by_unit(self) -> bool:
+        """Whether the private manifest lists each unit's entries together, in unit order,
+        each naming its home, and the head gives each unit's count: how versions are written
+        since appends stopped reading every line.  The mark is a field of the head that a
+        writer from before does not carry, so a version it appends falls back to the scan."""
+        return self.head.get("chunk_order") == "unit"
+
     @cached_property
-    def _lines_of_unit(self) -> dict[int, list[int]]:
-        """unit -> the indexes of its chunks' lines (an entry's last field is its unit)."""
-        found: dict[int, list[int]] = {}
+    def _lines_of_unit(self) -> dict[int, Sequence[int]]:
+        """unit -> the indexes of its chunks' lines: ranges from the head's counts, or, in a
+        manifest written before them, found by reading each line's unit."""
+        found: dict[int, Sequence[int]] = {}
+        if self.lines_by_unit:
+            start = 0
+            for unit in self.units:
+                found[unit["id"]] = range(start, start + unit["chunk_count"])
+                start += unit["chunk_count"]
+            return found
         for number, line in enumerate(self.chunk_lines):
-            found.setdefault(int(line.rsplit(b'"unit":', 1)[1].rstrip(b"}")), []).append(number)
+            found.setdefault(fmt.line_unit(line), []).append(number)  # type: ignore[union-attr]
         return found
 
     @cached_property
     def _line_of_chunk(self) -> dict[str, int]:
+        """chunk id -> its line, for every chunk: read only for a chunk whose unit's lines
+        were not read (:meth:`_line_number`)."""
         return {fmt.line_chunk_id(line): n for n, line in enumerate(self.chunk_lines)}
+
+    def _line_number(self, chunk_id: str) -> int:
+        number = self._numbers.get(chunk_id)
+        return self._line_of_chunk[chunk_id] if number is None else number
 
     def chunk_info(self, chunk_id: str) -> ChunkInfo:
         """One chunk's entry, without parsing the others unless they were already."""
         if "chunks" in self.__dict__:
             return self.chunks[chunk_id]
         if chunk_id not in self._infos:
-            found = fmt.line_entry(self.chunk_lines[self._line_of_chunk[chunk_id]])
+            found = fmt.line_entry(self.chunk_lines[self._line_number(chunk_id)])
             self._infos[chunk_id] = self._info(*found)
         return self._infos[chunk_id]
 
     def chunk_entry(self, chunk_id: str) -> dict:
         """One chunk's manifest entry, as written."""
-        return fmt.line_entry(self.chunk_lines[self._line_of_chunk[chunk_id]])[1]
+        return fmt.line_entry(self.chunk_lines[self._line_number(chunk_id)])[1]
+
+    def unit_lines(self, unit: int) -> list[bytes]:
+        """The private manifest lines of one unit's chunks, unparsed."""
+        numbers = self._lines_of_unit.get(unit, ())
+        if isinstance(numbers, range):
+            return self.chunk_lines[numbers.start:numbers.stop]
+        return [self.chunk_lines[n] for n in numbers]
 
     def unit_chunk_infos(self, unit: int) -> list[ChunkInfo]:
-        """The chunks of one unit, parsing only their lines."""
-        ids = [fmt.line_chunk_id(self.chunk_lines[n]) for n in self._lines_of_unit.get(unit, [])]
+        """The chunks of one unit, parsing only their lines (and noting where each is)."""
+        ids = []
+        for number in self._lines_of_unit.get(unit, ()):
+            chunk_id = fmt.line_chunk_id(self.chunk_lines[number])
+            self._numbers[chunk_id] = number
+            ids.append(chunk_id)
         return [self.chunk_info(chunk_id) for chunk_id in ids]
 
     def unit_terms(self, unit: int) -> dict[str, str]:
