@@ -92,7 +92,8 @@ def remainder_store(tmp_path, monkeypatch):
     assert Publication.open(store).manifest["pairs"]["public"] == 0
     monkeypatch.setattr(promotion, "partition", chunking("ac", "b"))
     first = append(dataset(["z"], ["n1"]), store)
-    assert (first.promoted_chunks, first.promoted_pairs, first.private_pool_pairs) == (2, 6, 1)
+    assert (first.promoted_chunks, first.promoted_pairs, first.private_pool_pairs,
+            first.private_pool_terms) == (2, 6, 1, 1)
     monkeypatch.setattr(promotion, "partition", chunking("ab", "c"))
     return store
 
@@ -121,7 +122,8 @@ def test_a_promotion_never_shows_a_pair_again(remainder_store):
     publish nothing its own partition did not, so nothing is promoted, whatever the
     partitioner would now choose."""
     second = append(dataset([""], ["n2"]), remainder_store)
-    assert second.promoted_chunks == 0 and second.private_pool_pairs is None
+    assert second.promoted_chunks == 0
+    assert second.private_pool_pairs is None and second.private_pool_terms is None
     history = audit_releases(remainder_store)
     assert history.ok and history.pinned == [], history.violations
     assert differencing_attack(remainder_store, 2, 2) == []
@@ -247,13 +249,15 @@ def test_a_tail_is_promoted_once_k_of_its_term_meet_across_appends(tmp_path):
         return sum("t" in terms for c in publication.chunks.values() if c.private
                    for _, terms in publication.subrecords(c.id))
 
-    tails = [private_t()]
+    tails, said = [private_t()], []
     for day in range(5):
-        append(dataset(["t"], [f"n{day}"]), store, min_new=1)
+        report = append(dataset(["t"], [f"n{day}"]), store, min_new=1)
+        said.append((report.private_pool_pairs, report.private_pool_terms))
         records.append("t")
         assert exact_counts_hold(store, [f(r) for r in records])
         tails.append(private_t())
     assert tails == [1, 2, 0, 1, 2, 0]
+    assert said == [(2, 1), (0, 0), (1, 1), (2, 1), (0, 0)]  # what the owner is told waits
     assert audit(store).ok
     history = audit_releases(store)
     assert history.ok and history.pinned == [], history.violations[:3]

@@ -273,10 +273,19 @@ def _print_appended(added, as_json: bool) -> None:
         f"{plural(added.extended_clusters, 'cluster')}, {added.new_cluster_records:,} form "
         f"{plural(added.new_clusters, 'new cluster')}, {added.buffered_records:,} wait in the "
         f"private buffer; {plural(added.promoted_pairs, 'private (record, term) pair')} "
-        f"promoted into {plural(added.promoted_chunks, 'new public chunk')}; "
-        f"{plural(added.public_chunks, 'public chunk')}, public coverage "
+        f"promoted into {plural(added.promoted_chunks, 'new public chunk')}"
+        f"{_waiting(added)}; {plural(added.public_chunks, 'public chunk')}, public coverage "
         f"{(added.public_coverage or 0):.2%}; "
         f"{added.seconds:.1f}s"))
+
+
+def _waiting(added) -> str:
+    """What the promotion kept private: the tails, each term's occurrences since it last
+    went public, waiting for k of them to meet (docs/releases.md)."""
+    if not added.private_pool_pairs:
+        return ""
+    return (f", {plural(added.private_pool_pairs, 'pair')} of "
+            f"{plural(added.private_pool_terms, 'term')} wait for k of their term to meet")
 
 
 def _print_published(report, payload: dict, as_json: bool) -> None:

@@ -71,6 +71,7 @@ class AppendReport:
     promoted_chunks: int       # new public chunks over the forest's pooled private remainders
     promoted_pairs: int        # (record, term) pairs those chunks published
     private_pool_pairs: int | None  # what the promotion kept private (None: no promotion)
+    private_pool_terms: int | None  # the terms of those pairs: each waits for k to meet
     public_chunks: int
     public_coverage: float | None  # share of (record, term) pairs in public chunks
     seconds: float  # wall time of the whole append, reading the input included
@@ -445,7 +446,8 @@ class _Append:
     def _promote(self, remainders: promotion.Pool) -> None:
         unit = promotion.promote(remainders, self.params, self.tree, len(self.units))
         layout = Layout(self.tree, [unit], True)
-        self.promoted = write_layout(self.writer, self.ids, layout)
+        self.promoted = write_layout(self.writer, self.ids, layout) | {
+            "private_terms": len(unit.partition.private)}
         self.units += units_manifest(layout)
         _add(self.totals, self.promoted)
 
@@ -488,6 +490,7 @@ class _Append:
             promoted_chunks=promoted.get("public", 0),
             promoted_pairs=promoted.get("public_pairs", 0),
             private_pool_pairs=promoted.get("private_pairs"),
+            private_pool_terms=promoted.get("private_terms"),
             public_chunks=public_chunks,
             public_coverage=round(totals["public_pairs"] / pairs, 6) if pairs else None,
             seconds=round(time.perf_counter() - started, 3))
